@@ -1,0 +1,59 @@
+package hcn
+
+import (
+	"errors"
+	"fmt"
+)
+
+// Typed errors every Service implementation maps HNS failures onto. Test with
+// errors.Is.
+var (
+	// ErrNotFound: the network, endpoint or namespace does not exist
+	// (hcsshim's *NotFoundError types and HNS's raw ERROR_NOT_FOUND alike).
+	ErrNotFound = errors.New("not found")
+	// ErrPortInUse: another endpoint already holds the host port
+	// (HCN_E_PORT_ALREADY_EXISTS).
+	ErrPortInUse = errors.New("host port already in use")
+	// ErrAlreadyAttached: the endpoint is already in a namespace
+	// (HCN_E_ENDPOINT_ALREADY_ATTACHED).
+	ErrAlreadyAttached = errors.New("endpoint already attached to a namespace")
+	// ErrInUse: the object still has references, e.g. an endpoint that is
+	// still attached cannot be deleted (HCN_E_ENTITY_HAS_REFERENCES).
+	ErrInUse = errors.New("object has references")
+	// ErrInvalid: HNS rejected the request as malformed (HCN_E_INVALID_*).
+	ErrInvalid = errors.New("invalid request")
+	// ErrUnavailable: the backend cannot be reached or does not exist here.
+	ErrUnavailable = errors.New("hcn backend unavailable")
+)
+
+// Steps of the endpoint lifecycle, as named in errors.
+const (
+	StepEnsureNetwork  = "ensure network"
+	StepLookupEndpoint = "look up endpoint"
+	StepCreateEndpoint = "create endpoint"
+	StepAttachEndpoint = "attach endpoint"
+	StepDetachEndpoint = "detach endpoint"
+	StepDeleteEndpoint = "delete endpoint"
+	StepListEndpoints  = "list endpoints"
+	StepLookupNS       = "look up namespace"
+)
+
+// StepError says which step of an HCN operation failed and on what.
+type StepError struct {
+	Step   string // one of the Step* constants
+	Object string // endpoint name or ID, network name, namespace GUID
+	Err    error
+}
+
+func (e *StepError) Error() string {
+	return fmt.Sprintf("hcn: %s %s: %v", e.Step, e.Object, e.Err)
+}
+
+func (e *StepError) Unwrap() error { return e.Err }
+
+func stepErr(step, object string, err error) error {
+	if err == nil {
+		return nil
+	}
+	return &StepError{Step: step, Object: object, Err: err}
+}

@@ -1,0 +1,521 @@
+// Package hcnsim is a portable simulator of HNS for the calls the plugin
+// makes. It keeps per-instance state and behaves like HNS where the plugin can
+// tell: typed not-found errors, host-port conflicts across endpoints, the
+// endpoint/namespace attach rules, address assignment from the network's
+// subnet, plus injectable latency and faults. Run it as its own process
+// (`nri-hcn-portmap simulator`) so its state outlives the plugin, as HNS does;
+// Client reaches it over a local socket.
+package hcnsim
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/netip"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/nri-hcn-portmap/nri-hcn-portmap/hcn"
+)
+
+// Operation names, one per hcn.Service method; faults are keyed by them.
+const (
+	OpGetNetworkByName        = "GetNetworkByName"
+	OpCreateNetwork           = "CreateNetwork"
+	OpCreateEndpoint          = "CreateEndpoint"
+	OpListEndpointsByName     = "ListEndpointsByName"
+	OpListEndpoints           = "ListEndpoints"
+	OpDeleteEndpoint          = "DeleteEndpoint"
+	OpAddNamespaceEndpoint    = "AddNamespaceEndpoint"
+	OpRemoveNamespaceEndpoint = "RemoveNamespaceEndpoint"
+	OpGetNamespace            = "GetNamespace"
+)
+
+// Ops lists every operation.
+var Ops = []string{OpGetNetworkByName, OpCreateNetwork, OpCreateEndpoint, OpListEndpointsByName,
+	OpListEndpoints, OpDeleteEndpoint, OpAddNamespaceEndpoint, OpRemoveNamespaceEndpoint, OpGetNamespace}
+
+// Fault makes the next Count calls of Op fail with an error of Kind. With
+// After, the call takes effect first and then reports the error, like an
+// HNS call that succeeded but whose answer was lost.
+type Fault struct {
+	Op    string `json:"op"`
+	Kind  string `json:"kind"`
+	Count int    `json:"count"`
+	After bool   `json:"after,omitempty"`
+}
+
+// State is a snapshot of everything the simulator holds.
+type State struct {
+	Networks   []hcn.Network   `json:"networks"`
+	Endpoints  []hcn.Endpoint  `json:"endpoints"`
+	Namespaces []hcn.Namespace `json:"namespaces"`
+}
+
+type network struct {
+	hcn.Network
+	prefix netip.Prefix
+	next   netip.Addr
+}
+
+// Sim is one simulated HNS. The zero value is not usable; call New.
+type Sim struct {
+	mu         sync.Mutex
+	networks   map[string]*network
+	endpoints  map[string]*hcn.Endpoint
+	namespaces map[string]map[string]bool // namespace ID -> endpoint IDs
+	faults     []Fault
+	latency    time.Duration
+	calls      map[string]int
+}
+
+var _ hcn.Service = (*Sim)(nil)
+
+// New returns an empty simulator.
+func New() *Sim {
+	s := &Sim{}
+	s.Reset()
+	return s
+}
+
+// Reset drops all state, faults and latency.
+func (s *Sim) Reset() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.networks = map[string]*network{}
+	s.endpoints = map[string]*hcn.Endpoint{}
+	s.namespaces = map[string]map[string]bool{}
+	s.faults = nil
+	s.latency = 0
+	s.calls = map[string]int{}
+}
+
+func newGUID() string { return strings.ToUpper(uuid.NewString()) }
+
+// SetLatency delays every Service call by d (interrupted by the context).
+func (s *Sim) SetLatency(d time.Duration) {
+	s.mu.Lock()
+	s.latency = d
+	s.mu.Unlock()
+}
+
+// InjectFault queues a fault.
+func (s *Sim) InjectFault(f Fault) error {
+	if !slices.Contains(Ops, f.Op) {
+		return fmt.Errorf("fault: unknown op %q (want one of %s): %w", f.Op, strings.Join(Ops, ", "), hcn.ErrInvalid)
+	}
+	if _, ok := kinds[f.Kind]; !ok {
+		return fmt.Errorf("fault: unknown kind %q: %w", f.Kind, hcn.ErrInvalid)
+	}
+	if f.Count <= 0 {
+		f.Count = 1
+	}
+	s.mu.Lock()
+	s.faults = append(s.faults, f)
+	s.mu.Unlock()
+	return nil
+}
+
+// Calls returns how often each operation was called.
+func (s *Sim) Calls() map[string]int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := make(map[string]int, len(s.calls))
+	for k, v := range s.calls {
+		out[k] = v
+	}
+	return out
+}
+
+// CreateNamespace models containerd creating a pod's HCN namespace. An empty
+// id gets a fresh GUID. Creating an existing namespace is a no-op.
+func (s *Sim) CreateNamespace(id string) string {
+	if id == "" {
+		id = newGUID()
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.namespaces[id] == nil {
+		s.namespaces[id] = map[string]bool{}
+	}
+	return id
+}
+
+// DeleteNamespace models containerd deleting a pod's namespace: endpoints in
+// it are detached (not deleted).
+func (s *Sim) DeleteNamespace(id string) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	eps, ok := s.namespaces[id]
+	if !ok {
+		return fmt.Errorf("namespace %s: %w", id, hcn.ErrNotFound)
+	}
+	for epID := range eps {
+		if ep := s.endpoints[epID]; ep != nil {
+			ep.Namespace = ""
+		}
+	}
+	delete(s.namespaces, id)
+	return nil
+}
+
+// State returns a sorted snapshot.
+func (s *Sim) State() State {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var st State
+	for _, n := range s.networks {
+		st.Networks = append(st.Networks, n.Network)
+	}
+	for _, ep := range s.endpoints {
+		st.Endpoints = append(st.Endpoints, cloneEP(ep))
+	}
+	for id, eps := range s.namespaces {
+		ns := hcn.Namespace{ID: id}
+		for e := range eps {
+			ns.Endpoints = append(ns.Endpoints, e)
+		}
+		slices.Sort(ns.Endpoints)
+		st.Namespaces = append(st.Namespaces, ns)
+	}
+	slices.SortFunc(st.Networks, func(a, b hcn.Network) int { return strings.Compare(a.Name+a.ID, b.Name+b.ID) })
+	slices.SortFunc(st.Endpoints, func(a, b hcn.Endpoint) int { return strings.Compare(a.Name+a.ID, b.Name+b.ID) })
+	slices.SortFunc(st.Namespaces, func(a, b hcn.Namespace) int { return strings.Compare(a.ID, b.ID) })
+	return st
+}
+
+func cloneEP(ep *hcn.Endpoint) hcn.Endpoint {
+	c := *ep
+	c.PortMappings = slices.Clone(ep.PortMappings)
+	return c
+}
+
+// begin counts the call, waits out the latency and pops a matching fault.
+// It returns with s.mu held.
+func (s *Sim) begin(ctx context.Context, op string) (*Fault, error) {
+	s.mu.Lock()
+	s.calls[op]++
+	d := s.latency
+	s.mu.Unlock()
+	if d > 0 {
+		t := time.NewTimer(d)
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			t.Stop()
+			return nil, fmt.Errorf("%s: %w", op, ctx.Err())
+		}
+	}
+	s.mu.Lock()
+	for i := range s.faults {
+		f := &s.faults[i]
+		if f.Op != op {
+			continue
+		}
+		out := *f
+		if f.Count--; f.Count <= 0 {
+			s.faults = slices.Delete(s.faults, i, i+1)
+		}
+		if !out.After {
+			err := faultErr(out)
+			s.mu.Unlock()
+			return nil, err
+		}
+		return &out, nil
+	}
+	return nil, nil
+}
+
+// end releases s.mu and applies an "after" fault to a successful call.
+func (s *Sim) end(f *Fault, err error) error {
+	s.mu.Unlock()
+	if err == nil && f != nil {
+		return faultErr(*f)
+	}
+	return err
+}
+
+func faultErr(f Fault) error {
+	return fmt.Errorf("injected fault in %s: %w", f.Op, kinds[f.Kind])
+}
+
+// GetNetworkByName implements hcn.Service.
+func (s *Sim) GetNetworkByName(ctx context.Context, name string) (*hcn.Network, error) {
+	f, err := s.begin(ctx, OpGetNetworkByName)
+	if err != nil {
+		return nil, err
+	}
+	var found *hcn.Network
+	for _, n := range s.networks {
+		if n.Name == name {
+			c := n.Network
+			found = &c
+			break
+		}
+	}
+	if found == nil {
+		err = fmt.Errorf("network %q: %w", name, hcn.ErrNotFound)
+	}
+	return found, s.end(f, err)
+}
+
+// CreateNetwork implements hcn.Service.
+func (s *Sim) CreateNetwork(ctx context.Context, spec hcn.NetworkSpec) (*hcn.Network, error) {
+	f, err := s.begin(ctx, OpCreateNetwork)
+	if err != nil {
+		return nil, err
+	}
+	n, err := s.createNetwork(spec)
+	return n, s.end(f, err)
+}
+
+func (s *Sim) createNetwork(spec hcn.NetworkSpec) (*hcn.Network, error) {
+	if spec.Name == "" {
+		return nil, fmt.Errorf("network without a name: %w", hcn.ErrInvalid)
+	}
+	if spec.Type != hcn.NetworkNAT && spec.Type != hcn.NetworkL2Bridge {
+		return nil, fmt.Errorf("network %q: type %q (HCN_E_INVALID_NETWORK_TYPE): %w", spec.Name, spec.Type, hcn.ErrInvalid)
+	}
+	n := &network{Network: hcn.Network{ID: newGUID(), Name: spec.Name, Type: spec.Type}}
+	if spec.Subnet != "" {
+		p, err := netip.ParsePrefix(spec.Subnet)
+		if err != nil {
+			return nil, fmt.Errorf("network %q: subnet %q: %w", spec.Name, spec.Subnet, hcn.ErrInvalid)
+		}
+		n.prefix = p.Masked()
+		n.next = n.prefix.Addr().Next()
+		if spec.Gateway != "" {
+			gw, err := netip.ParseAddr(spec.Gateway)
+			if err != nil || !n.prefix.Contains(gw) {
+				return nil, fmt.Errorf("network %q: gateway %q is not in subnet %s (HCN_E_INVALID_IP): %w", spec.Name, spec.Gateway, n.prefix, hcn.ErrInvalid)
+			}
+		}
+		n.Subnets = []string{n.prefix.String()}
+	}
+	s.networks[n.ID] = n
+	c := n.Network
+	return &c, nil
+}
+
+// CreateEndpoint implements hcn.Service.
+func (s *Sim) CreateEndpoint(ctx context.Context, spec hcn.EndpointSpec) (*hcn.Endpoint, error) {
+	f, err := s.begin(ctx, OpCreateEndpoint)
+	if err != nil {
+		return nil, err
+	}
+	ep, err := s.createEndpoint(spec)
+	return ep, s.end(f, err)
+}
+
+func (s *Sim) createEndpoint(spec hcn.EndpointSpec) (*hcn.Endpoint, error) {
+	if spec.Namespace != "" {
+		return nil, fmt.Errorf("endpoint %q: a namespace cannot be set at creation, attach it instead: %w", spec.Name, hcn.ErrInvalid)
+	}
+	n := s.networks[spec.NetworkID]
+	if n == nil {
+		return nil, fmt.Errorf("network %s: %w", spec.NetworkID, hcn.ErrNotFound)
+	}
+	for i, p := range spec.PortMappings {
+		if err := validPolicy(p); err != nil {
+			return nil, fmt.Errorf("endpoint %q: policy %s: %w", spec.Name, p, err)
+		}
+		for _, q := range spec.PortMappings[:i] {
+			if conflicts(p, q) {
+				return nil, fmt.Errorf("endpoint %q: policies %s and %s overlap (HCN_E_PORT_ALREADY_EXISTS): %w", spec.Name, p, q, hcn.ErrPortInUse)
+			}
+		}
+		for _, other := range s.endpoints {
+			for _, q := range other.PortMappings {
+				if conflicts(p, q) {
+					return nil, fmt.Errorf("endpoint %q: policy %s collides with %s of endpoint %s (HCN_E_PORT_ALREADY_EXISTS): %w",
+						spec.Name, p, q, other.ID, hcn.ErrPortInUse)
+				}
+			}
+		}
+	}
+	ep := &hcn.Endpoint{ID: newGUID(), Name: spec.Name, NetworkID: n.ID,
+		PortMappings: slices.Clone(spec.PortMappings), OutboundNAT: spec.OutboundNAT}
+	if n.prefix.IsValid() {
+		ip := n.next
+		if !n.prefix.Contains(ip) {
+			return nil, fmt.Errorf("network %q: subnet %s exhausted: %w", n.Name, n.prefix, hcn.ErrInvalid)
+		}
+		n.next = ip.Next()
+		ep.IPAddress = ip.String()
+	}
+	s.endpoints[ep.ID] = ep
+	c := cloneEP(ep)
+	return &c, nil
+}
+
+func validPolicy(p hcn.PortMappingPolicy) error {
+	if p.Protocol != hcn.TCP && p.Protocol != hcn.UDP {
+		return fmt.Errorf("protocol %d (HCN_E_INVALID_POLICY): %w", p.Protocol, hcn.ErrInvalid)
+	}
+	if p.ExternalPort == 0 || p.InternalPort == 0 {
+		return fmt.Errorf("port 0 (HCN_E_INVALID_INTERNAL_PORT): %w", hcn.ErrInvalid)
+	}
+	if p.VIP != "" {
+		a, err := netip.ParseAddr(p.VIP)
+		if err != nil {
+			return fmt.Errorf("VIP %q (HCN_E_INVALID_IP): %w", p.VIP, hcn.ErrInvalid)
+		}
+		if a.Is6() != p.IsIPv6() {
+			return fmt.Errorf("VIP %q does not match the IPv6 flag (HCN_E_INVALID_POLICY): %w", p.VIP, hcn.ErrInvalid)
+		}
+	}
+	return nil
+}
+
+// conflicts: same protocol, same host port, same address family, and either
+// side on every address or both on the same address.
+func conflicts(p, q hcn.PortMappingPolicy) bool {
+	return p.Protocol == q.Protocol && p.ExternalPort == q.ExternalPort && p.IsIPv6() == q.IsIPv6() &&
+		(p.VIP == "" || q.VIP == "" || p.VIP == q.VIP)
+}
+
+// ListEndpointsByName implements hcn.Service.
+func (s *Sim) ListEndpointsByName(ctx context.Context, name string) ([]hcn.Endpoint, error) {
+	f, err := s.begin(ctx, OpListEndpointsByName)
+	if err != nil {
+		return nil, err
+	}
+	var out []hcn.Endpoint
+	for _, ep := range s.endpoints {
+		if ep.Name == name {
+			out = append(out, cloneEP(ep))
+		}
+	}
+	slices.SortFunc(out, func(a, b hcn.Endpoint) int { return strings.Compare(a.ID, b.ID) })
+	return out, s.end(f, nil)
+}
+
+// ListEndpoints implements hcn.Service.
+func (s *Sim) ListEndpoints(ctx context.Context) ([]hcn.Endpoint, error) {
+	f, err := s.begin(ctx, OpListEndpoints)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]hcn.Endpoint, 0, len(s.endpoints))
+	for _, ep := range s.endpoints {
+		out = append(out, cloneEP(ep))
+	}
+	slices.SortFunc(out, func(a, b hcn.Endpoint) int { return strings.Compare(a.ID, b.ID) })
+	return out, s.end(f, nil)
+}
+
+// DeleteEndpoint implements hcn.Service. An attached endpoint has references
+// and is not deleted.
+func (s *Sim) DeleteEndpoint(ctx context.Context, id string) error {
+	f, err := s.begin(ctx, OpDeleteEndpoint)
+	if err != nil {
+		return err
+	}
+	ep := s.endpoints[id]
+	switch {
+	case ep == nil:
+		err = fmt.Errorf("endpoint %s (ERROR_NOT_FOUND): %w", id, hcn.ErrNotFound)
+	case ep.Namespace != "":
+		err = fmt.Errorf("endpoint %s is attached to namespace %s (HCN_E_ENTITY_HAS_REFERENCES): %w", id, ep.Namespace, hcn.ErrInUse)
+	default:
+		delete(s.endpoints, id)
+	}
+	return s.end(f, err)
+}
+
+// AddNamespaceEndpoint implements hcn.Service.
+func (s *Sim) AddNamespaceEndpoint(ctx context.Context, namespaceID, endpointID string) error {
+	f, err := s.begin(ctx, OpAddNamespaceEndpoint)
+	if err != nil {
+		return err
+	}
+	ns, ep := s.namespaces[namespaceID], s.endpoints[endpointID]
+	switch {
+	case ns == nil:
+		err = fmt.Errorf("namespace %s (ERROR_NOT_FOUND): %w", namespaceID, hcn.ErrNotFound)
+	case ep == nil:
+		err = fmt.Errorf("endpoint %s (ERROR_NOT_FOUND): %w", endpointID, hcn.ErrNotFound)
+	case ep.Namespace != "":
+		err = fmt.Errorf("endpoint %s is in namespace %s (HCN_E_ENDPOINT_ALREADY_ATTACHED): %w", endpointID, ep.Namespace, hcn.ErrAlreadyAttached)
+	default:
+		ep.Namespace = namespaceID
+		ns[endpointID] = true
+	}
+	return s.end(f, err)
+}
+
+// RemoveNamespaceEndpoint implements hcn.Service.
+func (s *Sim) RemoveNamespaceEndpoint(ctx context.Context, namespaceID, endpointID string) error {
+	f, err := s.begin(ctx, OpRemoveNamespaceEndpoint)
+	if err != nil {
+		return err
+	}
+	ns := s.namespaces[namespaceID]
+	switch {
+	case ns == nil:
+		err = fmt.Errorf("namespace %s (ERROR_NOT_FOUND): %w", namespaceID, hcn.ErrNotFound)
+	case !ns[endpointID]:
+		err = fmt.Errorf("endpoint %s in namespace %s (ERROR_NOT_FOUND): %w", endpointID, namespaceID, hcn.ErrNotFound)
+	default:
+		delete(ns, endpointID)
+		if ep := s.endpoints[endpointID]; ep != nil {
+			ep.Namespace = ""
+		}
+	}
+	return s.end(f, err)
+}
+
+// GetNamespace implements hcn.Service.
+func (s *Sim) GetNamespace(ctx context.Context, id string) (*hcn.Namespace, error) {
+	f, err := s.begin(ctx, OpGetNamespace)
+	if err != nil {
+		return nil, err
+	}
+	eps, ok := s.namespaces[id]
+	if !ok {
+		return nil, s.end(f, fmt.Errorf("namespace %s (ERROR_NOT_FOUND): %w", id, hcn.ErrNotFound))
+	}
+	ns := &hcn.Namespace{ID: id}
+	for e := range eps {
+		ns.Endpoints = append(ns.Endpoints, e)
+	}
+	slices.Sort(ns.Endpoints)
+	return ns, s.end(f, nil)
+}
+
+// Error kinds as they travel over the wire and in faults.
+var kinds = map[string]error{
+	"not-found":        hcn.ErrNotFound,
+	"port-in-use":      hcn.ErrPortInUse,
+	"already-attached": hcn.ErrAlreadyAttached,
+	"in-use":           hcn.ErrInUse,
+	"invalid":          hcn.ErrInvalid,
+	"unavailable":      hcn.ErrUnavailable,
+	"internal":         errInternal,
+}
+
+// errInternal stands for an HNS failure with no typed meaning (E_FAIL).
+var errInternal = errors.New("hns internal error (E_FAIL)")
+
+// Kinds returns the fault kinds in a stable order.
+func Kinds() []string {
+	out := make([]string, 0, len(kinds))
+	for k := range kinds {
+		out = append(out, k)
+	}
+	slices.Sort(out)
+	return out
+}
+
+func kindOf(err error) string {
+	for _, k := range Kinds() {
+		if errors.Is(err, kinds[k]) {
+			return k
+		}
+	}
+	return "internal"
+}

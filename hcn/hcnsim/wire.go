@@ -1,0 +1,342 @@
+package hcnsim
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/nri-hcn-portmap/nri-hcn-portmap/hcn"
+)
+
+// The simulator speaks JSON over HTTP on a unix socket or loopback TCP:
+// POST /v1/<Op> with a request body, answered by a response body whose Error
+// carries the typed error's kind. Control calls (namespaces, faults, latency,
+// state) use the same form under /v1/sim/.
+
+type request struct {
+	Name        string            `json:"name,omitempty"`
+	ID          string            `json:"id,omitempty"`
+	NamespaceID string            `json:"namespaceID,omitempty"`
+	EndpointID  string            `json:"endpointID,omitempty"`
+	Network     *hcn.NetworkSpec  `json:"network,omitempty"`
+	Endpoint    *hcn.EndpointSpec `json:"endpoint,omitempty"`
+	Fault       *Fault            `json:"fault,omitempty"`
+	LatencyMS   int64             `json:"latencyMS,omitempty"`
+}
+
+type wireError struct {
+	Kind    string `json:"kind"`
+	Message string `json:"message"`
+}
+
+type response struct {
+	Network   *hcn.Network   `json:"network,omitempty"`
+	Endpoint  *hcn.Endpoint  `json:"endpoint,omitempty"`
+	Endpoints []hcn.Endpoint `json:"endpoints,omitempty"`
+	Namespace *hcn.Namespace `json:"namespace,omitempty"`
+	State     *State         `json:"state,omitempty"`
+	Calls     map[string]int `json:"calls,omitempty"`
+	Error     *wireError     `json:"error,omitempty"`
+}
+
+// Handler serves s over HTTP.
+func Handler(s *Sim) http.Handler {
+	mux := http.NewServeMux()
+	handle := func(op string, fn func(ctx context.Context, r request) (response, error)) {
+		mux.HandleFunc("POST /v1/"+op, func(w http.ResponseWriter, hr *http.Request) {
+			var r request
+			var resp response
+			var err error
+			if derr := json.NewDecoder(hr.Body).Decode(&r); derr != nil && !errors.Is(derr, io.EOF) {
+				err = fmt.Errorf("decoding request: %v (HCN_E_INVALID_JSON): %w", derr, hcn.ErrInvalid)
+			} else {
+				resp, err = fn(hr.Context(), r)
+			}
+			if err != nil {
+				resp = response{Error: &wireError{Kind: kindOf(err), Message: err.Error()}}
+			}
+			w.Header().Set("Content-Type", "application/json")
+			_ = json.NewEncoder(w).Encode(resp)
+		})
+	}
+	handle(OpGetNetworkByName, func(ctx context.Context, r request) (response, error) {
+		n, err := s.GetNetworkByName(ctx, r.Name)
+		return response{Network: n}, err
+	})
+	handle(OpCreateNetwork, func(ctx context.Context, r request) (response, error) {
+		if r.Network == nil {
+			return response{}, fmt.Errorf("no network settings: %w", hcn.ErrInvalid)
+		}
+		n, err := s.CreateNetwork(ctx, *r.Network)
+		return response{Network: n}, err
+	})
+	handle(OpCreateEndpoint, func(ctx context.Context, r request) (response, error) {
+		if r.Endpoint == nil {
+			return response{}, fmt.Errorf("no endpoint settings: %w", hcn.ErrInvalid)
+		}
+		ep, err := s.CreateEndpoint(ctx, *r.Endpoint)
+		return response{Endpoint: ep}, err
+	})
+	handle(OpListEndpointsByName, func(ctx context.Context, r request) (response, error) {
+		eps, err := s.ListEndpointsByName(ctx, r.Name)
+		return response{Endpoints: eps}, err
+	})
+	handle(OpListEndpoints, func(ctx context.Context, r request) (response, error) {
+		eps, err := s.ListEndpoints(ctx)
+		return response{Endpoints: eps}, err
+	})
+	handle(OpDeleteEndpoint, func(ctx context.Context, r request) (response, error) {
+		return response{}, s.DeleteEndpoint(ctx, r.ID)
+	})
+	handle(OpAddNamespaceEndpoint, func(ctx context.Context, r request) (response, error) {
+		return response{}, s.AddNamespaceEndpoint(ctx, r.NamespaceID, r.EndpointID)
+	})
+	handle(OpRemoveNamespaceEndpoint, func(ctx context.Context, r request) (response, error) {
+		return response{}, s.RemoveNamespaceEndpoint(ctx, r.NamespaceID, r.EndpointID)
+	})
+	handle(OpGetNamespace, func(ctx context.Context, r request) (response, error) {
+		ns, err := s.GetNamespace(ctx, r.ID)
+		return response{Namespace: ns}, err
+	})
+	handle("sim/CreateNamespace", func(_ context.Context, r request) (response, error) {
+		return response{Namespace: &hcn.Namespace{ID: s.CreateNamespace(r.ID)}}, nil
+	})
+	handle("sim/DeleteNamespace", func(_ context.Context, r request) (response, error) {
+		return response{}, s.DeleteNamespace(r.ID)
+	})
+	handle("sim/InjectFault", func(_ context.Context, r request) (response, error) {
+		if r.Fault == nil {
+			return response{}, fmt.Errorf("no fault: %w", hcn.ErrInvalid)
+		}
+		return response{}, s.InjectFault(*r.Fault)
+	})
+	handle("sim/SetLatency", func(_ context.Context, r request) (response, error) {
+		s.SetLatency(time.Duration(r.LatencyMS) * time.Millisecond)
+		return response{}, nil
+	})
+	handle("sim/State", func(_ context.Context, _ request) (response, error) {
+		st := s.State()
+		return response{State: &st, Calls: s.Calls()}, nil
+	})
+	handle("sim/Reset", func(_ context.Context, _ request) (response, error) {
+		s.Reset()
+		return response{}, nil
+	})
+	return mux
+}
+
+// Listen opens the simulator's listener: "unix:///path", "tcp://127.0.0.1:port"
+// or a bare socket path. A stale unix socket file is replaced.
+func Listen(address string) (net.Listener, error) {
+	network, addr, err := splitAddress(address)
+	if err != nil {
+		return nil, err
+	}
+	if network == "unix" {
+		if err := os.Remove(addr); err != nil && !errors.Is(err, os.ErrNotExist) {
+			return nil, fmt.Errorf("simulator: removing stale socket %s: %w", addr, err)
+		}
+	}
+	l, err := net.Listen(network, addr)
+	if err != nil {
+		return nil, fmt.Errorf("simulator: listen on %s: %w", address, err)
+	}
+	return l, nil
+}
+
+func splitAddress(address string) (network, addr string, err error) {
+	switch {
+	case strings.HasPrefix(address, "unix://"):
+		return "unix", strings.TrimPrefix(address, "unix://"), nil
+	case strings.HasPrefix(address, "tcp://"):
+		return "tcp", strings.TrimPrefix(address, "tcp://"), nil
+	case strings.Contains(address, "://"):
+		return "", "", fmt.Errorf("simulator address %q: scheme must be unix:// or tcp://", address)
+	case address == "":
+		return "", "", errors.New("simulator address is empty")
+	}
+	return "unix", address, nil
+}
+
+// Client reaches a simulator process. It implements hcn.Service plus the
+// control calls tests and the demo use.
+type Client struct {
+	http *http.Client
+}
+
+var _ hcn.Service = (*Client)(nil)
+
+// NewClient returns a client for the simulator at address (see Listen).
+func NewClient(address string) (*Client, error) {
+	network, addr, err := splitAddress(address)
+	if err != nil {
+		return nil, err
+	}
+	tr := &http.Transport{
+		DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+			var d net.Dialer
+			return d.DialContext(ctx, network, addr)
+		},
+		MaxIdleConnsPerHost: 16,
+	}
+	return &Client{http: &http.Client{Transport: tr}}, nil
+}
+
+// Close drops idle connections.
+func (c *Client) Close() { c.http.CloseIdleConnections() }
+
+func (c *Client) call(ctx context.Context, op string, r request) (*response, error) {
+	body, err := json.Marshal(r)
+	if err != nil {
+		return nil, err
+	}
+	hr, err := http.NewRequestWithContext(ctx, http.MethodPost, "http://hcnsim/v1/"+op, bytes.NewReader(body))
+	if err != nil {
+		return nil, err
+	}
+	res, err := c.http.Do(hr)
+	if err != nil {
+		return nil, fmt.Errorf("hcn simulator %s: %w: %w", op, hcn.ErrUnavailable, err)
+	}
+	defer res.Body.Close()
+	if res.StatusCode != http.StatusOK {
+		return nil, fmt.Errorf("hcn simulator %s: HTTP %s: %w", op, res.Status, hcn.ErrUnavailable)
+	}
+	var resp response
+	if err := json.NewDecoder(res.Body).Decode(&resp); err != nil {
+		return nil, fmt.Errorf("hcn simulator %s: decoding answer: %w", op, err)
+	}
+	if resp.Error != nil {
+		return nil, fmt.Errorf("%s: %w", resp.Error.Message, errorFor(resp.Error.Kind))
+	}
+	return &resp, nil
+}
+
+func errorFor(kind string) error {
+	if err, ok := kinds[kind]; ok {
+		return err
+	}
+	return errInternal
+}
+
+// GetNetworkByName implements hcn.Service.
+func (c *Client) GetNetworkByName(ctx context.Context, name string) (*hcn.Network, error) {
+	r, err := c.call(ctx, OpGetNetworkByName, request{Name: name})
+	if err != nil {
+		return nil, err
+	}
+	return r.Network, nil
+}
+
+// CreateNetwork implements hcn.Service.
+func (c *Client) CreateNetwork(ctx context.Context, spec hcn.NetworkSpec) (*hcn.Network, error) {
+	r, err := c.call(ctx, OpCreateNetwork, request{Network: &spec})
+	if err != nil {
+		return nil, err
+	}
+	return r.Network, nil
+}
+
+// CreateEndpoint implements hcn.Service.
+func (c *Client) CreateEndpoint(ctx context.Context, spec hcn.EndpointSpec) (*hcn.Endpoint, error) {
+	r, err := c.call(ctx, OpCreateEndpoint, request{Endpoint: &spec})
+	if err != nil {
+		return nil, err
+	}
+	return r.Endpoint, nil
+}
+
+// ListEndpointsByName implements hcn.Service.
+func (c *Client) ListEndpointsByName(ctx context.Context, name string) ([]hcn.Endpoint, error) {
+	r, err := c.call(ctx, OpListEndpointsByName, request{Name: name})
+	if err != nil {
+		return nil, err
+	}
+	return r.Endpoints, nil
+}
+
+// ListEndpoints implements hcn.Service.
+func (c *Client) ListEndpoints(ctx context.Context) ([]hcn.Endpoint, error) {
+	r, err := c.call(ctx, OpListEndpoints, request{})
+	if err != nil {
+		return nil, err
+	}
+	return r.Endpoints, nil
+}
+
+// DeleteEndpoint implements hcn.Service.
+func (c *Client) DeleteEndpoint(ctx context.Context, id string) error {
+	_, err := c.call(ctx, OpDeleteEndpoint, request{ID: id})
+	return err
+}
+
+// AddNamespaceEndpoint implements hcn.Service.
+func (c *Client) AddNamespaceEndpoint(ctx context.Context, namespaceID, endpointID string) error {
+	_, err := c.call(ctx, OpAddNamespaceEndpoint, request{NamespaceID: namespaceID, EndpointID: endpointID})
+	return err
+}
+
+// RemoveNamespaceEndpoint implements hcn.Service.
+func (c *Client) RemoveNamespaceEndpoint(ctx context.Context, namespaceID, endpointID string) error {
+	_, err := c.call(ctx, OpRemoveNamespaceEndpoint, request{NamespaceID: namespaceID, EndpointID: endpointID})
+	return err
+}
+
+// GetNamespace implements hcn.Service.
+func (c *Client) GetNamespace(ctx context.Context, id string) (*hcn.Namespace, error) {
+	r, err := c.call(ctx, OpGetNamespace, request{ID: id})
+	if err != nil {
+		return nil, err
+	}
+	return r.Namespace, nil
+}
+
+// CreateNamespace creates a namespace in the simulator ("" = fresh GUID).
+func (c *Client) CreateNamespace(ctx context.Context, id string) (string, error) {
+	r, err := c.call(ctx, "sim/CreateNamespace", request{ID: id})
+	if err != nil {
+		return "", err
+	}
+	return r.Namespace.ID, nil
+}
+
+// DeleteNamespace deletes a namespace, detaching its endpoints.
+func (c *Client) DeleteNamespace(ctx context.Context, id string) error {
+	_, err := c.call(ctx, "sim/DeleteNamespace", request{ID: id})
+	return err
+}
+
+// InjectFault queues a fault in the simulator.
+func (c *Client) InjectFault(ctx context.Context, f Fault) error {
+	_, err := c.call(ctx, "sim/InjectFault", request{Fault: &f})
+	return err
+}
+
+// SetLatency sets the simulator's per-call latency.
+func (c *Client) SetLatency(ctx context.Context, d time.Duration) error {
+	_, err := c.call(ctx, "sim/SetLatency", request{LatencyMS: d.Milliseconds()})
+	return err
+}
+
+// State returns the simulator's state and call counts.
+func (c *Client) State(ctx context.Context) (State, map[string]int, error) {
+	r, err := c.call(ctx, "sim/State", request{})
+	if err != nil {
+		return State{}, nil, err
+	}
+	return *r.State, r.Calls, nil
+}
+
+// Reset clears the simulator.
+func (c *Client) Reset(ctx context.Context) error {
+	_, err := c.call(ctx, "sim/Reset", request{})
+	return err
+}

@@ -1,0 +1,24 @@
+package hcn
+
+import "context"
+
+// Service is the thin seam over HNS: one method per HNS call the plugin
+// makes, in the project's own types. Implementations: the hcsshim adapter
+// (service_windows.go) and the simulator (package hcnsim). Every method maps
+// HNS failures onto the typed errors of this package.
+type Service interface {
+	// GetNetworkByName returns ErrNotFound when no network has that name.
+	GetNetworkByName(ctx context.Context, name string) (*Network, error)
+	CreateNetwork(ctx context.Context, spec NetworkSpec) (*Network, error)
+	// CreateEndpoint creates an unattached endpoint; a preset Namespace is
+	// ErrInvalid, a host port held by another endpoint ErrPortInUse.
+	CreateEndpoint(ctx context.Context, spec EndpointSpec) (*Endpoint, error)
+	// ListEndpointsByName returns every endpoint with that name (HNS does not
+	// enforce unique names), possibly none.
+	ListEndpointsByName(ctx context.Context, name string) ([]Endpoint, error)
+	ListEndpoints(ctx context.Context) ([]Endpoint, error)
+	DeleteEndpoint(ctx context.Context, id string) error
+	AddNamespaceEndpoint(ctx context.Context, namespaceID, endpointID string) error
+	RemoveNamespaceEndpoint(ctx context.Context, namespaceID, endpointID string) error
+	GetNamespace(ctx context.Context, id string) (*Namespace, error)
+}

@@ -1,0 +1,247 @@
+//go:build windows
+
+package hcn
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+
+	"github.com/Microsoft/hcsshim/hcn"
+	"golang.org/x/sys/windows"
+)
+
+// WindowsService is the Service over the real HNS, through hcsshim's hcn
+// package. It holds no state. Every call is bounded by its context.
+type WindowsService struct{}
+
+var _ Service = WindowsService{}
+
+// NewWindowsService checks that HNS speaks the v2 API and returns the
+// adapter.
+func NewWindowsService() (Service, error) {
+	if err := hcn.V2ApiSupported(); err != nil {
+		return nil, fmt.Errorf("HNS v2 API not supported on this host (needs HNS 9.2+): %w: %w", ErrUnavailable, err)
+	}
+	return WindowsService{}, nil
+}
+
+// DualStackSupported reports whether HNS supports IPv6 dual stack.
+func DualStackSupported() bool { return hcn.IPv6DualStackSupported() == nil }
+
+// mapErr maps hcsshim/HNS errors onto the typed errors of this package,
+// keeping the original in the chain.
+func mapErr(err error) error {
+	if err == nil {
+		return nil
+	}
+	code := func(c windows.Handle) bool { return hcn.CheckErrorWithCode(err, hcn.ErrorCode(c)) }
+	switch {
+	// The shim's own lookups return *NotFoundError types; HNS itself answers
+	// open/modify/delete of a missing object with ERROR_NOT_FOUND (0x490).
+	case hcn.IsNotFoundError(err), hcn.IsElementNotFoundError(err),
+		code(windows.HCN_E_NETWORK_NOT_FOUND), code(windows.HCN_E_ENDPOINT_NOT_FOUND):
+		return fmt.Errorf("%w: %w", ErrNotFound, err)
+	case hcn.IsPortAlreadyExistsError(err):
+		return fmt.Errorf("%w: %w", ErrPortInUse, err)
+	case code(windows.HCN_E_ENDPOINT_ALREADY_ATTACHED), code(windows.HCN_E_ENDPOINT_NAMESPACE_ALREADY_EXISTS):
+		return fmt.Errorf("%w: %w", ErrAlreadyAttached, err)
+	case code(windows.HCN_E_ENTITY_HAS_REFERENCES):
+		return fmt.Errorf("%w: %w", ErrInUse, err)
+	case code(windows.HCN_E_INVALID_JSON), code(windows.HCN_E_INVALID_POLICY), code(windows.HCN_E_INVALID_POLICY_TYPE),
+		code(windows.HCN_E_INVALID_NETWORK), code(windows.HCN_E_INVALID_NETWORK_TYPE), code(windows.HCN_E_INVALID_ENDPOINT),
+		code(windows.HCN_E_INVALID_IP), code(windows.HCN_E_INVALID_INTERNAL_PORT):
+		return fmt.Errorf("%w: %w", ErrInvalid, err)
+	}
+	return err
+}
+
+func bounded[T any](ctx context.Context, what string, fn func() (T, error)) (T, error) {
+	v, err := callBounded(ctx, what, fn)
+	return v, mapErr(err)
+}
+
+func toNetwork(n *hcn.HostComputeNetwork) *Network {
+	out := &Network{ID: n.Id, Name: n.Name, Type: NetworkType(n.Type)}
+	for _, ipam := range n.Ipams {
+		for _, s := range ipam.Subnets {
+			out.Subnets = append(out.Subnets, s.IpAddressPrefix)
+		}
+	}
+	return out
+}
+
+// toEndpoint reads back the policies we understand; others are ignored.
+func toEndpoint(e *hcn.HostComputeEndpoint) Endpoint {
+	out := Endpoint{ID: e.Id, Name: e.Name, NetworkID: e.HostComputeNetwork, Namespace: e.HostComputeNamespace}
+	if len(e.IpConfigurations) > 0 {
+		out.IPAddress = e.IpConfigurations[0].IpAddress
+	}
+	for _, p := range e.Policies {
+		switch p.Type {
+		case hcn.PortMapping:
+			var s hcn.PortMappingPolicySetting
+			if json.Unmarshal(p.Settings, &s) == nil {
+				out.PortMappings = append(out.PortMappings, PortMappingPolicy{Protocol: Protocol(s.Protocol),
+					InternalPort: s.InternalPort, ExternalPort: s.ExternalPort, VIP: s.VIP, Flags: NatFlags(s.Flags)})
+			}
+		case hcn.OutBoundNAT:
+			out.OutboundNAT = true
+		}
+	}
+	SortPolicies(out.PortMappings)
+	return out
+}
+
+// EndpointPolicies returns the HNS policy list of an endpoint spec: one
+// PortMapping policy per mapping and, if asked, an OutBoundNAT policy.
+func EndpointPolicies(spec EndpointSpec) ([]hcn.EndpointPolicy, error) {
+	var out []hcn.EndpointPolicy
+	for _, p := range spec.PortMappings {
+		raw, err := json.Marshal(hcn.PortMappingPolicySetting{Protocol: uint32(p.Protocol), InternalPort: p.InternalPort,
+			ExternalPort: p.ExternalPort, VIP: p.VIP, Flags: hcn.NatFlags(p.Flags)})
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, hcn.EndpointPolicy{Type: hcn.PortMapping, Settings: raw})
+	}
+	if spec.OutboundNAT {
+		raw, err := json.Marshal(hcn.OutboundNatPolicySetting{})
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, hcn.EndpointPolicy{Type: hcn.OutBoundNAT, Settings: raw})
+	}
+	return out, nil
+}
+
+// GetNetworkByName implements Service.
+func (WindowsService) GetNetworkByName(ctx context.Context, name string) (*Network, error) {
+	return bounded(ctx, "GetNetworkByName", func() (*Network, error) {
+		n, err := hcn.GetNetworkByName(name)
+		if err != nil {
+			return nil, err
+		}
+		return toNetwork(n), nil
+	})
+}
+
+// CreateNetwork implements Service.
+func (WindowsService) CreateNetwork(ctx context.Context, spec NetworkSpec) (*Network, error) {
+	n := &hcn.HostComputeNetwork{Name: spec.Name, Type: hcn.NetworkType(spec.Type), SchemaVersion: hcn.V2SchemaVersion()}
+	if spec.Subnet != "" {
+		s := hcn.Subnet{IpAddressPrefix: spec.Subnet}
+		if spec.Gateway != "" {
+			s.Routes = []hcn.Route{{NextHop: spec.Gateway, DestinationPrefix: "0.0.0.0/0"}}
+		}
+		n.Ipams = []hcn.Ipam{{Type: "Static", Subnets: []hcn.Subnet{s}}}
+	}
+	if spec.Adapter != "" {
+		raw, err := json.Marshal(hcn.NetAdapterNameNetworkPolicySetting{NetworkAdapterName: spec.Adapter})
+		if err != nil {
+			return nil, err
+		}
+		n.Policies = []hcn.NetworkPolicy{{Type: hcn.NetAdapterName, Settings: raw}}
+	}
+	return bounded(ctx, "CreateNetwork", func() (*Network, error) {
+		created, err := n.Create()
+		if err != nil {
+			return nil, err
+		}
+		return toNetwork(created), nil
+	})
+}
+
+// CreateEndpoint implements Service.
+func (WindowsService) CreateEndpoint(ctx context.Context, spec EndpointSpec) (*Endpoint, error) {
+	if spec.Namespace != "" {
+		return nil, fmt.Errorf("endpoint %q: namespace must be attached after creation: %w", spec.Name, ErrInvalid)
+	}
+	policies, err := EndpointPolicies(spec)
+	if err != nil {
+		return nil, err
+	}
+	ep := &hcn.HostComputeEndpoint{Name: spec.Name, HostComputeNetwork: spec.NetworkID, Policies: policies,
+		SchemaVersion: hcn.V2SchemaVersion()}
+	return bounded(ctx, "CreateEndpoint", func() (*Endpoint, error) {
+		created, err := ep.Create()
+		if err != nil {
+			return nil, err
+		}
+		out := toEndpoint(created)
+		return &out, nil
+	})
+}
+
+func listEndpoints(filter map[string]string) ([]Endpoint, error) {
+	q := hcn.HostComputeQuery{SchemaVersion: hcn.V2SchemaVersion()}
+	if filter != nil {
+		raw, err := json.Marshal(filter)
+		if err != nil {
+			return nil, err
+		}
+		q.Filter = string(raw)
+	}
+	eps, err := hcn.ListEndpointsQuery(q)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]Endpoint, 0, len(eps))
+	for i := range eps {
+		out = append(out, toEndpoint(&eps[i]))
+	}
+	return out, nil
+}
+
+// ListEndpointsByName implements Service.
+func (WindowsService) ListEndpointsByName(ctx context.Context, name string) ([]Endpoint, error) {
+	return bounded(ctx, "ListEndpointsByName", func() ([]Endpoint, error) {
+		return listEndpoints(map[string]string{"Name": name})
+	})
+}
+
+// ListEndpoints implements Service.
+func (WindowsService) ListEndpoints(ctx context.Context) ([]Endpoint, error) {
+	return bounded(ctx, "ListEndpoints", func() ([]Endpoint, error) { return listEndpoints(nil) })
+}
+
+// DeleteEndpoint implements Service.
+func (WindowsService) DeleteEndpoint(ctx context.Context, id string) error {
+	_, err := bounded(ctx, "DeleteEndpoint", func() (struct{}, error) {
+		return struct{}{}, (&hcn.HostComputeEndpoint{Id: id}).Delete()
+	})
+	return err
+}
+
+// AddNamespaceEndpoint implements Service.
+func (WindowsService) AddNamespaceEndpoint(ctx context.Context, namespaceID, endpointID string) error {
+	_, err := bounded(ctx, "AddNamespaceEndpoint", func() (struct{}, error) {
+		return struct{}{}, hcn.AddNamespaceEndpoint(namespaceID, endpointID)
+	})
+	return err
+}
+
+// RemoveNamespaceEndpoint implements Service.
+func (WindowsService) RemoveNamespaceEndpoint(ctx context.Context, namespaceID, endpointID string) error {
+	_, err := bounded(ctx, "RemoveNamespaceEndpoint", func() (struct{}, error) {
+		return struct{}{}, hcn.RemoveNamespaceEndpoint(namespaceID, endpointID)
+	})
+	return err
+}
+
+// GetNamespace implements Service.
+func (WindowsService) GetNamespace(ctx context.Context, id string) (*Namespace, error) {
+	return bounded(ctx, "GetNamespace", func() (*Namespace, error) {
+		ns, err := hcn.GetNamespaceByID(id)
+		if err != nil {
+			return nil, err
+		}
+		out := &Namespace{ID: ns.Id}
+		ids, err := hcn.GetNamespaceEndpointIds(id)
+		if err == nil {
+			out.Endpoints = ids
+		}
+		return out, nil
+	})
+}
+

@@ -1,0 +1,216 @@
+// Package hcn holds the project's own model of the HCN (HNS v2) objects the
+// plugin manages, the Service seam over HNS, and the portable logic (policy
+// building, endpoint ensure/remove with rollback) that runs on top of it.
+//
+// Only *_windows.go files import hcsshim; everything else builds on Linux.
+package hcn
+
+import (
+	"fmt"
+	"net/netip"
+	"slices"
+	"strings"
+)
+
+// Protocol is an IP protocol number as HNS expects it in PortMapping policies.
+type Protocol uint32
+
+// Protocols HNS supports for port mappings.
+const (
+	TCP Protocol = 6
+	UDP Protocol = 17
+)
+
+func (p Protocol) String() string {
+	switch p {
+	case TCP:
+		return "tcp"
+	case UDP:
+		return "udp"
+	}
+	return fmt.Sprintf("proto(%d)", uint32(p))
+}
+
+// PortMapping is one host-port -> container-port mapping requested for a pod.
+// A zero HostIP means "every host address".
+type PortMapping struct {
+	Protocol      Protocol
+	ContainerPort uint16
+	HostPort      uint16
+	HostIP        netip.Addr
+}
+
+func (m PortMapping) String() string {
+	host := ""
+	if m.HostIP.IsValid() {
+		host = m.HostIP.String()
+		if m.HostIP.Is6() {
+			host = "[" + host + "]"
+		}
+		host += ":"
+	}
+	return fmt.Sprintf("%s%d:%d/%s", host, m.HostPort, m.ContainerPort, m.Protocol)
+}
+
+// NatFlags mirrors hcsshim's hcn.NatFlags (bit flags).
+type NatFlags uint32
+
+// NAT flags of a PortMapping policy.
+const (
+	NatFlagsLocalRoutedVip NatFlags = 1
+	NatFlagsIPv6           NatFlags = 2
+)
+
+// PortMappingPolicy is the settings of one HNS v2 "PortMapping" endpoint
+// policy. Field names follow hcsshim's PortMappingPolicySetting.
+type PortMappingPolicy struct {
+	Protocol     Protocol `json:"Protocol"`
+	InternalPort uint16   `json:"InternalPort"`
+	ExternalPort uint16   `json:"ExternalPort"`
+	VIP          string   `json:"VIP,omitempty"`
+	Flags        NatFlags `json:"Flags,omitempty"`
+}
+
+func (p PortMappingPolicy) String() string {
+	vip := p.VIP
+	if vip == "" {
+		vip = "*"
+		if p.Flags&NatFlagsIPv6 != 0 {
+			vip = "*6"
+		}
+	}
+	return fmt.Sprintf("%s:%d->%d/%s(flags=%d)", vip, p.ExternalPort, p.InternalPort, p.Protocol, uint32(p.Flags))
+}
+
+// IsIPv6 reports whether the policy applies to IPv6 traffic.
+func (p PortMappingPolicy) IsIPv6() bool { return p.Flags&NatFlagsIPv6 != 0 }
+
+// PolicyOptions control how port mappings become HNS policies.
+type PolicyOptions struct {
+	// LocalRoutedVIP sets NatFlagsLocalRoutedVip so the mapped port is also
+	// reachable from the node itself.
+	LocalRoutedVIP bool
+	// DualStack: a mapping without host IP gets an IPv4 and an IPv6 policy.
+	DualStack bool
+}
+
+// BuildPolicies turns port mappings into HNS v2 PortMapping policies, applying
+// the dual-stack rule: a host IPv4 gives one IPv4 policy, a host IPv6 one
+// policy with the IPv6 flag, no host IP one IPv4 policy plus, with DualStack,
+// one IPv6 policy. An unspecified host IP (0.0.0.0, ::) means every address
+// of its family: no VIP. The result is sorted so equal inputs compare equal.
+func BuildPolicies(mappings []PortMapping, o PolicyOptions) []PortMappingPolicy {
+	var base NatFlags
+	if o.LocalRoutedVIP {
+		base |= NatFlagsLocalRoutedVip
+	}
+	out := make([]PortMappingPolicy, 0, len(mappings))
+	for _, m := range mappings {
+		p := PortMappingPolicy{Protocol: m.Protocol, InternalPort: m.ContainerPort, ExternalPort: m.HostPort, Flags: base}
+		ip := m.HostIP.Unmap()
+		switch {
+		case ip.IsValid() && ip.Is4():
+			if !ip.IsUnspecified() { // 0.0.0.0: every IPv4 address, no VIP
+				p.VIP = ip.String()
+			}
+			out = append(out, p)
+		case ip.IsValid():
+			if !ip.IsUnspecified() { // ::: every IPv6 address, no VIP
+				p.VIP = ip.String()
+			}
+			p.Flags |= NatFlagsIPv6
+			out = append(out, p)
+		default:
+			out = append(out, p)
+			if o.DualStack {
+				p.Flags |= NatFlagsIPv6
+				out = append(out, p)
+			}
+		}
+	}
+	SortPolicies(out)
+	return out
+}
+
+// SortPolicies orders policies canonically.
+func SortPolicies(ps []PortMappingPolicy) {
+	slices.SortFunc(ps, func(a, b PortMappingPolicy) int {
+		if c := int(a.Protocol) - int(b.Protocol); c != 0 {
+			return c
+		}
+		if c := int(a.ExternalPort) - int(b.ExternalPort); c != 0 {
+			return c
+		}
+		if c := int(a.Flags) - int(b.Flags); c != 0 {
+			return c
+		}
+		if c := strings.Compare(a.VIP, b.VIP); c != 0 {
+			return c
+		}
+		return int(a.InternalPort) - int(b.InternalPort)
+	})
+}
+
+// SamePolicies reports whether two policy sets are equal regardless of order.
+func SamePolicies(a, b []PortMappingPolicy) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	x, y := slices.Clone(a), slices.Clone(b)
+	SortPolicies(x)
+	SortPolicies(y)
+	return slices.Equal(x, y)
+}
+
+// NetworkType is an HNS network type the plugin can create.
+type NetworkType string
+
+// Network types accepted for network creation.
+const (
+	NetworkNAT      NetworkType = "NAT"
+	NetworkL2Bridge NetworkType = "L2Bridge"
+)
+
+// NetworkSpec describes the HNS network endpoints are created on.
+type NetworkSpec struct {
+	Name    string      `json:"Name"`
+	Type    NetworkType `json:"Type,omitempty"`
+	Subnet  string      `json:"Subnet,omitempty"`
+	Gateway string      `json:"Gateway,omitempty"`
+	Adapter string      `json:"Adapter,omitempty"`
+}
+
+// Network is an existing HNS network.
+type Network struct {
+	ID      string      `json:"ID"`
+	Name    string      `json:"Name"`
+	Type    NetworkType `json:"Type"`
+	Subnets []string    `json:"Subnets,omitempty"`
+}
+
+// EndpointSpec is what CreateEndpoint needs. Namespace must stay empty: HNS
+// endpoints are created first and attached with AddNamespaceEndpoint.
+type EndpointSpec struct {
+	Name         string              `json:"Name"`
+	NetworkID    string              `json:"NetworkID"`
+	Namespace    string              `json:"Namespace,omitempty"`
+	PortMappings []PortMappingPolicy `json:"PortMappings,omitempty"`
+	OutboundNAT  bool                `json:"OutboundNAT,omitempty"`
+}
+
+// Endpoint is an existing HNS endpoint.
+type Endpoint struct {
+	ID           string              `json:"ID"`
+	Name         string              `json:"Name"`
+	NetworkID    string              `json:"NetworkID"`
+	Namespace    string              `json:"Namespace,omitempty"`
+	IPAddress    string              `json:"IPAddress,omitempty"`
+	PortMappings []PortMappingPolicy `json:"PortMappings,omitempty"`
+	OutboundNAT  bool                `json:"OutboundNAT,omitempty"`
+}
+
+// Namespace is an HNS (HCN) namespace: the network compartment of a pod.
+type Namespace struct {
+	ID        string   `json:"ID"`
+	Endpoints []string `json:"Endpoints,omitempty"`
+}
