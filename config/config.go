@@ -1,0 +1,245 @@
+// Package config holds the plugin's configuration: defaults, strict TOML
+// decoding (an unknown key is an error naming file, line and key), command
+// line overrides and validation.
+package config
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"net/netip"
+	"os"
+	"runtime"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/pelletier/go-toml/v2"
+)
+
+// Backends of the HCN seam.
+const (
+	BackendWindows   = "windows"
+	BackendSimulated = "simulated"
+)
+
+// Config is the whole configuration file.
+type Config struct {
+	NRI        NRI        `toml:"nri"`
+	Containerd Containerd `toml:"containerd"`
+	HCN        HCN        `toml:"hcn"`
+	Log        Log        `toml:"log"`
+}
+
+// NRI is how the plugin registers with the runtime.
+type NRI struct {
+	Socket      string `toml:"socket"`
+	PluginName  string `toml:"plugin_name"`
+	PluginIndex string `toml:"plugin_index"`
+	// ReconnectMax caps the backoff between reconnection attempts.
+	ReconnectMax Duration `toml:"reconnect_max"`
+}
+
+// Containerd is where sandboxes are read from.
+type Containerd struct {
+	Address   string `toml:"address"`
+	Namespace string `toml:"namespace"`
+}
+
+// HCN is how endpoints are built.
+type HCN struct {
+	Backend          string   `toml:"backend"`
+	SimulatorAddress string   `toml:"simulator_address"`
+	Network          string   `toml:"network"`
+	CreateNetwork    bool     `toml:"create_network"`
+	NetworkType      string   `toml:"network_type"`
+	Subnet           string   `toml:"subnet"`
+	Gateway          string   `toml:"gateway"`
+	Adapter          string   `toml:"adapter"`
+	LocalRoutedVIP   bool     `toml:"local_routed_vip"`
+	DualStack        bool     `toml:"dual_stack"`
+	OutboundNAT      bool     `toml:"outbound_nat"`
+	CallTimeout      Duration `toml:"call_timeout"`
+}
+
+// Log is the logging setup.
+type Log struct {
+	Level  string `toml:"level"`
+	Format string `toml:"format"`
+}
+
+// Duration is a time.Duration written as a Go duration string ("1m30s").
+type Duration struct{ time.Duration }
+
+// UnmarshalText implements encoding.TextUnmarshaler.
+func (d *Duration) UnmarshalText(b []byte) error {
+	v, err := time.ParseDuration(string(b))
+	if err != nil {
+		return fmt.Errorf("%q is not a duration like \"30s\" or \"1m\"", string(b))
+	}
+	d.Duration = v
+	return nil
+}
+
+// MarshalText implements encoding.TextMarshaler.
+func (d Duration) MarshalText() ([]byte, error) { return []byte(d.Duration.String()), nil }
+
+// DefaultContainerdAddress is containerd's default address on this OS.
+func DefaultContainerdAddress() string {
+	if runtime.GOOS == "windows" {
+		return `\\.\pipe\containerd-containerd`
+	}
+	return "/run/containerd/containerd.sock"
+}
+
+// Default returns the configuration used for every key the file omits.
+func Default() Config {
+	return Config{
+		NRI: NRI{Socket: "/var/run/nri/nri.sock", PluginName: "hcn-portmap", PluginIndex: "50",
+			ReconnectMax: Duration{30 * time.Second}},
+		Containerd: Containerd{Address: DefaultContainerdAddress(), Namespace: "k8s.io"},
+		HCN: HCN{Backend: BackendWindows, Network: "nat", NetworkType: "NAT", LocalRoutedVIP: true,
+			CallTimeout: Duration{10 * time.Second}},
+		Log: Log{Level: "info", Format: "text"},
+	}
+}
+
+// Load reads path over the defaults. Unknown keys, wrong types and syntax
+// errors are errors naming the file, the line and the key.
+func Load(path string) (Config, error) {
+	cfg := Default()
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return cfg, fmt.Errorf("config: %w", err)
+	}
+	if err := Decode(path, data, &cfg); err != nil {
+		return cfg, err
+	}
+	return cfg, nil
+}
+
+// Decode strictly decodes TOML data (named path in errors) into cfg.
+func Decode(path string, data []byte, cfg *Config) error {
+	dec := toml.NewDecoder(bytes.NewReader(data)).DisallowUnknownFields()
+	err := dec.Decode(cfg)
+	var strict *toml.StrictMissingError
+	var derr *toml.DecodeError
+	switch {
+	case err == nil:
+		return nil
+	case errors.As(err, &strict):
+		msgs := make([]string, 0, len(strict.Errors))
+		for i := range strict.Errors {
+			e := &strict.Errors[i]
+			row, _ := e.Position()
+			msgs = append(msgs, fmt.Sprintf("%s:%d: unknown key %q", path, row, strings.Join(e.Key(), ".")))
+		}
+		return &Error{Path: path, Msg: strings.Join(msgs, "; "), Err: ErrUnknownKey}
+	case errors.As(err, &derr):
+		row, _ := derr.Position()
+		key := strings.Join(derr.Key(), ".")
+		if key != "" {
+			key = " key " + strconv.Quote(key) + ":"
+		}
+		return &Error{Path: path, Msg: fmt.Sprintf("%s:%d:%s %s", path, row, key, derr.Error()), Err: ErrSyntax}
+	}
+	return &Error{Path: path, Msg: fmt.Sprintf("%s: %v", path, err), Err: err}
+}
+
+// Errors of this package, for errors.Is.
+var (
+	ErrUnknownKey = errors.New("unknown configuration key")
+	ErrSyntax     = errors.New("configuration syntax error")
+	ErrInvalid    = errors.New("invalid configuration value")
+)
+
+// Error is a configuration error; Msg names the file (or flag), the field
+// and the bad value.
+type Error struct {
+	Path string
+	Msg  string
+	Err  error
+}
+
+func (e *Error) Error() string { return "config: " + e.Msg }
+func (e *Error) Unwrap() error { return e.Err }
+
+// Validate checks every field. origin names where each value came from
+// (key -> "flag --x"), falling back to source (the file path, or "defaults").
+func (c *Config) Validate(source string, origin map[string]string) error {
+	var errs []string
+	bad := func(key string, value any, why string) {
+		from := source
+		if o, ok := origin[key]; ok {
+			from = o
+		}
+		errs = append(errs, fmt.Sprintf("%s: %s = %q: %s", from, key, fmt.Sprint(value), why))
+	}
+	if c.NRI.Socket == "" {
+		bad("nri.socket", c.NRI.Socket, "must not be empty")
+	}
+	if c.NRI.PluginName == "" || strings.ContainsAny(c.NRI.PluginName, " /\\") {
+		bad("nri.plugin_name", c.NRI.PluginName, "must be a non-empty name without spaces or slashes")
+	}
+	if n, err := strconv.Atoi(c.NRI.PluginIndex); err != nil || len(c.NRI.PluginIndex) != 2 || n < 0 {
+		bad("nri.plugin_index", c.NRI.PluginIndex, "must be two digits, 00 to 99")
+	}
+	if c.NRI.ReconnectMax.Duration <= 0 {
+		bad("nri.reconnect_max", c.NRI.ReconnectMax.Duration, "must be positive")
+	}
+	if c.Containerd.Address == "" {
+		bad("containerd.address", c.Containerd.Address, "must not be empty")
+	}
+	if c.Containerd.Namespace == "" {
+		bad("containerd.namespace", c.Containerd.Namespace, "must not be empty")
+	}
+	switch c.HCN.Backend {
+	case BackendWindows:
+	case BackendSimulated:
+		if c.HCN.SimulatorAddress == "" {
+			bad("hcn.simulator_address", c.HCN.SimulatorAddress, "must be set for the simulated backend (unix:///path or tcp://127.0.0.1:port)")
+		}
+	default:
+		bad("hcn.backend", c.HCN.Backend, "must be one of windows, simulated")
+	}
+	if c.HCN.Network == "" {
+		bad("hcn.network", c.HCN.Network, "must name the HNS network endpoints are created on")
+	}
+	if !slices.Contains([]string{"NAT", "L2Bridge"}, c.HCN.NetworkType) {
+		bad("hcn.network_type", c.HCN.NetworkType, "must be NAT or L2Bridge")
+	}
+	var subnet netip.Prefix
+	if c.HCN.Subnet != "" {
+		p, err := netip.ParsePrefix(c.HCN.Subnet)
+		if err != nil {
+			bad("hcn.subnet", c.HCN.Subnet, "is not a CIDR prefix like 172.30.0.0/16")
+		}
+		subnet = p.Masked()
+	}
+	if c.HCN.Gateway != "" {
+		gw, err := netip.ParseAddr(c.HCN.Gateway)
+		switch {
+		case err != nil:
+			bad("hcn.gateway", c.HCN.Gateway, "is not an IP address")
+		case subnet.IsValid() && !subnet.Contains(gw):
+			bad("hcn.gateway", c.HCN.Gateway, "is not inside hcn.subnet "+subnet.String())
+		}
+	}
+	if c.HCN.CreateNetwork && c.HCN.NetworkType == "L2Bridge" && c.HCN.Subnet == "" {
+		bad("hcn.subnet", c.HCN.Subnet, "must be set to create an L2Bridge network")
+	}
+	if c.HCN.CallTimeout.Duration <= 0 {
+		bad("hcn.call_timeout", c.HCN.CallTimeout.Duration, "must be positive")
+	}
+	if !slices.Contains([]string{"trace", "debug", "info", "warn", "warning", "error"}, c.Log.Level) {
+		bad("log.level", c.Log.Level, "must be one of trace, debug, info, warn, error")
+	}
+	if c.Log.Format != "text" && c.Log.Format != "json" {
+		bad("log.format", c.Log.Format, "must be text or json")
+	}
+	if len(errs) > 0 {
+		return &Error{Path: source, Msg: strings.Join(errs, "; "), Err: ErrInvalid}
+	}
+	return nil
+}
