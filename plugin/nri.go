@@ -1,0 +1,176 @@
+package plugin
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/containerd/nri/pkg/api"
+	nrilog "github.com/containerd/nri/pkg/log"
+	"github.com/containerd/nri/pkg/stub"
+	"github.com/sirupsen/logrus"
+)
+
+// NRIConfig says how to reach the runtime's NRI socket.
+type NRIConfig struct {
+	Socket       string
+	PluginName   string
+	PluginIndex  string
+	ReconnectMin time.Duration // first backoff step (default 500ms)
+	ReconnectMax time.Duration // backoff cap
+	// SyncWorkers bounds the parallelism of the reconcile Synchronize starts.
+	SyncWorkers int
+}
+
+// NRISource feeds NRI pod events into the core. It keeps the plugin
+// registered: when the connection drops (the runtime restarts) it reconnects
+// with capped exponential backoff instead of exiting.
+type NRISource struct {
+	core *Core
+	cfg  NRIConfig
+	log  *logrus.Entry
+}
+
+// NewNRISource returns an NRI event source for core.
+func NewNRISource(core *Core, cfg NRIConfig, log *logrus.Entry) *NRISource {
+	if cfg.ReconnectMin <= 0 {
+		cfg.ReconnectMin = 500 * time.Millisecond
+	}
+	if cfg.ReconnectMax < cfg.ReconnectMin {
+		cfg.ReconnectMax = cfg.ReconnectMin
+	}
+	if cfg.SyncWorkers <= 0 {
+		cfg.SyncWorkers = 8
+	}
+	return &NRISource{core: core, cfg: cfg, log: log.WithField("source", "nri")}
+}
+
+// nriHandler is the stub plugin: one per connection.
+type nriHandler struct {
+	src *NRISource
+	// bg runs reconciles started by Synchronize; it ends with the source.
+	bg context.Context
+}
+
+var (
+	_ stub.SynchronizeInterface = (*nriHandler)(nil)
+	_ stub.RunPodInterface      = (*nriHandler)(nil)
+	_ stub.StopPodInterface     = (*nriHandler)(nil)
+	_ stub.RemovePodInterface   = (*nriHandler)(nil)
+)
+
+// Run connects, serves and reconnects until ctx ends. It returns nil when ctx
+// is cancelled, and an error only when the stub cannot even be built.
+func (s *NRISource) Run(ctx context.Context) error {
+	backoff := s.cfg.ReconnectMin
+	for {
+		h := &nriHandler{src: s, bg: ctx}
+		st, err := stub.New(h,
+			stub.WithPluginName(s.cfg.PluginName),
+			stub.WithPluginIdx(s.cfg.PluginIndex),
+			stub.WithSocketPath(s.cfg.Socket),
+			stub.WithLogger(nriLogger{s.log}),
+		)
+		if err != nil {
+			return fmt.Errorf("nri: creating plugin stub: %w", err)
+		}
+		started := time.Now()
+		err = st.Run(ctx)
+		if ctx.Err() != nil {
+			return nil
+		}
+		if time.Since(started) > 10*s.cfg.ReconnectMax {
+			backoff = s.cfg.ReconnectMin // it was up for a good while: start over
+		}
+		s.log.WithFields(logrus.Fields{"socket": s.cfg.Socket, "retry_in": backoff.String(), "error": errString(err)}).
+			Warn("NRI connection lost or refused; reconnecting")
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-time.After(backoff):
+		}
+		backoff = min(2*backoff, s.cfg.ReconnectMax)
+	}
+}
+
+func errString(err error) string {
+	if err == nil {
+		return "connection closed"
+	}
+	return err.Error()
+}
+
+func podFromNRI(p *api.PodSandbox) Pod {
+	return Pod{ID: p.GetId(), Name: p.GetName(), Namespace: p.GetNamespace(), UID: p.GetUid(), Annotations: p.GetAnnotations()}
+}
+
+// Synchronize answers at once and reconciles in the background: NRI gives the
+// whole exchange 2 s and holds the runtime's lock meanwhile, while a
+// reconcile of many pods costs HNS calls. Per-sandbox locks keep it
+// consistent with events that arrive while it runs.
+func (h *nriHandler) Synchronize(_ context.Context, pods []*api.PodSandbox, _ []*api.Container) ([]*api.ContainerUpdate, error) {
+	ps := make([]Pod, 0, len(pods))
+	for _, p := range pods {
+		ps = append(ps, podFromNRI(p))
+	}
+	log := h.src.log.WithField("pods", len(ps))
+	log.Info("synchronizing with the runtime")
+	go func() {
+		sum, err := h.src.core.Reconcile(h.bg, ps, h.src.cfg.SyncWorkers)
+		if err != nil {
+			log.WithError(err).Error("synchronize: reconcile failed")
+			return
+		}
+		logSummary(log, "synchronize", sum)
+	}()
+	return nil, nil
+}
+
+func logSummary(log *logrus.Entry, what string, s Summary) {
+	l := log.WithFields(logrus.Fields{"created": s.Created, "deleted": s.Deleted, "unchanged": s.Unchanged, "failed": s.Failed})
+	for _, err := range s.Errors {
+		l.WithError(err).Warn(what + ": a sandbox could not be reconciled")
+	}
+	l.Info(what + " done")
+}
+
+// RunPodSandbox builds the pod's endpoint. An error fails the pod, so a bad
+// annotation is reported to the kubelet.
+func (h *nriHandler) RunPodSandbox(ctx context.Context, p *api.PodSandbox) error {
+	pod := podFromNRI(p)
+	_, err := h.src.core.Ensure(ctx, pod)
+	if err != nil {
+		h.src.core.podLog(pod).WithError(err).Error("RunPodSandbox: port mappings not applied")
+	}
+	return err
+}
+
+// StopPodSandbox removes the pod's endpoint.
+func (h *nriHandler) StopPodSandbox(ctx context.Context, p *api.PodSandbox) error {
+	return h.remove(ctx, "StopPodSandbox", p)
+}
+
+// RemovePodSandbox removes anything left (a no-op when Stop did the work).
+func (h *nriHandler) RemovePodSandbox(ctx context.Context, p *api.PodSandbox) error {
+	return h.remove(ctx, "RemovePodSandbox", p)
+}
+
+func (h *nriHandler) remove(ctx context.Context, what string, p *api.PodSandbox) error {
+	pod := podFromNRI(p)
+	_, err := h.src.core.Remove(ctx, pod)
+	if err != nil {
+		h.src.core.podLog(pod).WithError(err).Error(what + ": endpoint not removed; the reconciler will retry")
+	}
+	return err
+}
+
+// nriLogger routes the NRI library's own logging through logrus.
+type nriLogger struct{ e *logrus.Entry }
+
+var _ nrilog.Logger = nriLogger{}
+
+func (l nriLogger) Debugf(_ context.Context, f string, a ...any) { l.e.Debug(fmt.Sprintf(f, a...)) }
+func (l nriLogger) Infof(_ context.Context, f string, a ...any)  { l.e.Info(fmt.Sprintf(f, a...)) }
+func (l nriLogger) Warnf(_ context.Context, f string, a ...any)  { l.e.Warn(fmt.Sprintf(f, a...)) }
+func (l nriLogger) Errorf(_ context.Context, f string, a ...any) { l.e.Error(fmt.Sprintf(f, a...)) }
+

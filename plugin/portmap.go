@@ -1,0 +1,289 @@
+package plugin
+
+import (
+	"errors"
+	"fmt"
+	"net/netip"
+	"strconv"
+	"strings"
+
+	"sigs.k8s.io/yaml"
+
+	"github.com/nri-hcn-portmap/nri-hcn-portmap/hcn"
+)
+
+// AnnotationPortMappings is the pod annotation that asks for port mappings.
+const AnnotationPortMappings = "hcn.nri.io/port-mappings"
+
+// ErrBadMapping is wrapped by every port-mapping parse error.
+var ErrBadMapping = errors.New("invalid port mapping")
+
+// MappingError names the offending entry of a port-mapping list.
+type MappingError struct {
+	Entry  string // the entry as written (compact form) or its index (list form)
+	Reason string
+}
+
+func (e *MappingError) Error() string { return fmt.Sprintf("entry %s: %s", e.Entry, e.Reason) }
+func (e *MappingError) Unwrap() error { return ErrBadMapping }
+
+// ParsePortMappings parses the value of AnnotationPortMappings. Two forms:
+//
+//	compact, comma-separated: 8080:80, 8080:80/udp, 10.0.0.4:8443:443/tcp, [fd00::4]:8080:80
+//	a JSON or YAML list: [{"containerPort":80,"hostPort":8080,"protocol":"TCP","hostIP":"10.0.0.4"}]
+//
+// An empty value yields no mappings. Duplicate or overlapping mappings are
+// rejected.
+func ParsePortMappings(value string) ([]hcn.PortMapping, error) {
+	v := strings.TrimSpace(value)
+	if v == "" {
+		return nil, nil
+	}
+	var (
+		out []hcn.PortMapping
+		err error
+	)
+	if isListForm(v) {
+		out, err = parseList(v)
+	} else {
+		out, err = parseCompact(v)
+	}
+	if err != nil {
+		return nil, err
+	}
+	if err := CheckOverlaps(out, nil); err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// isListForm tells a JSON/YAML list from a compact entry that starts with a
+// bracketed IPv6 address.
+func isListForm(v string) bool {
+	if strings.HasPrefix(v, "-") {
+		return true
+	}
+	if rest, ok := strings.CutPrefix(v, "["); ok {
+		rest = strings.TrimSpace(rest)
+		return rest == "" || rest[0] == '{' || rest[0] == ']'
+	}
+	return false
+}
+
+func parseCompact(v string) ([]hcn.PortMapping, error) {
+	var out []hcn.PortMapping
+	for _, raw := range strings.Split(v, ",") {
+		entry := strings.TrimSpace(raw)
+		m, reason := parseCompactEntry(entry)
+		if reason != "" {
+			return nil, &MappingError{Entry: strconv.Quote(entry), Reason: reason}
+		}
+		out = append(out, m)
+	}
+	return out, nil
+}
+
+func parseCompactEntry(entry string) (hcn.PortMapping, string) {
+	var m hcn.PortMapping
+	if entry == "" {
+		return m, "empty entry (stray comma?)"
+	}
+	body, proto, hasProto := strings.Cut(entry, "/")
+	m.Protocol = hcn.TCP
+	if hasProto {
+		p, reason := parseProtocol(proto)
+		if reason != "" {
+			return m, reason
+		}
+		m.Protocol = p
+	}
+	var hostIP, ports string
+	if strings.HasPrefix(body, "[") {
+		end := strings.Index(body, "]")
+		if end < 0 {
+			return m, "unclosed '[' around the host IP"
+		}
+		hostIP = body[1:end]
+		rest, ok := strings.CutPrefix(body[end+1:], ":")
+		if !ok {
+			return m, "expected ':' after the bracketed host IP"
+		}
+		ports = rest
+		if hostIP == "" {
+			return m, "empty host IP in brackets"
+		}
+	} else {
+		parts := strings.Split(body, ":")
+		switch len(parts) {
+		case 2:
+			ports = body
+		case 3:
+			hostIP, ports = parts[0], parts[1]+":"+parts[2]
+		default:
+			return m, "want [hostIP:]hostPort:containerPort[/protocol] (IPv6 host IPs go in brackets)"
+		}
+	}
+	if hostIP != "" {
+		ip, reason := parseHostIP(hostIP)
+		if reason != "" {
+			return m, reason
+		}
+		if !strings.HasPrefix(body, "[") && ip.Is6() {
+			return m, "an IPv6 host IP must be written in brackets"
+		}
+		m.HostIP = ip
+	}
+	hp, cp, ok := strings.Cut(ports, ":")
+	if !ok || strings.Contains(cp, ":") {
+		return m, "want hostPort:containerPort"
+	}
+	var reason string
+	if m.HostPort, reason = parsePort("host port", hp); reason != "" {
+		return m, reason
+	}
+	if m.ContainerPort, reason = parsePort("container port", cp); reason != "" {
+		return m, reason
+	}
+	return m, ""
+}
+
+func parsePort(what, s string) (uint16, string) {
+	n, err := strconv.Atoi(strings.TrimSpace(s))
+	if err != nil {
+		return 0, fmt.Sprintf("%s %q is not a number", what, s)
+	}
+	return checkPort(what, n)
+}
+
+func checkPort(what string, n int) (uint16, string) {
+	if n < 1 || n > 65535 {
+		return 0, fmt.Sprintf("%s %d is outside 1-65535", what, n)
+	}
+	return uint16(n), ""
+}
+
+func parseProtocol(s string) (hcn.Protocol, string) {
+	switch strings.ToLower(strings.TrimSpace(s)) {
+	case "tcp":
+		return hcn.TCP, ""
+	case "udp":
+		return hcn.UDP, ""
+	case "sctp":
+		return 0, "protocol SCTP is not supported by HNS port mappings (only TCP and UDP)"
+	case "":
+		return 0, "empty protocol after '/'"
+	}
+	return 0, fmt.Sprintf("unknown protocol %q (want tcp or udp)", s)
+}
+
+func parseHostIP(s string) (netip.Addr, string) {
+	ip, err := netip.ParseAddr(strings.TrimSpace(s))
+	if err != nil {
+		return netip.Addr{}, fmt.Sprintf("host IP %q is not an IP address", s)
+	}
+	if ip.Zone() != "" {
+		return netip.Addr{}, fmt.Sprintf("host IP %q: zones are not supported", s)
+	}
+	if ip.IsMulticast() {
+		return netip.Addr{}, fmt.Sprintf("host IP %q is a multicast address", s)
+	}
+	return ip.Unmap(), ""
+}
+
+// listEntry is one element of the list form. Pointers tell missing from zero.
+type listEntry struct {
+	ContainerPort *int   `json:"containerPort"`
+	HostPort      *int   `json:"hostPort"`
+	Protocol      string `json:"protocol"`
+	HostIP        string `json:"hostIP"`
+}
+
+func parseList(v string) ([]hcn.PortMapping, error) {
+	var entries []listEntry
+	if err := yaml.UnmarshalStrict([]byte(v), &entries); err != nil {
+		return nil, &MappingError{Entry: "list", Reason: "not a valid JSON/YAML list of {containerPort, hostPort, protocol, hostIP}: " + err.Error()}
+	}
+	out := make([]hcn.PortMapping, 0, len(entries))
+	for i, e := range entries {
+		m, reason := e.mapping()
+		if reason != "" {
+			return nil, &MappingError{Entry: fmt.Sprintf("#%d (%s)", i+1, e), Reason: reason}
+		}
+		out = append(out, m)
+	}
+	return out, nil
+}
+
+func (e listEntry) String() string {
+	f := func(p *int) string {
+		if p == nil {
+			return "-"
+		}
+		return strconv.Itoa(*p)
+	}
+	return fmt.Sprintf("containerPort=%s hostPort=%s protocol=%q hostIP=%q", f(e.ContainerPort), f(e.HostPort), e.Protocol, e.HostIP)
+}
+
+func (e listEntry) mapping() (hcn.PortMapping, string) {
+	m := hcn.PortMapping{Protocol: hcn.TCP}
+	if e.ContainerPort == nil {
+		return m, "containerPort is missing"
+	}
+	if e.HostPort == nil {
+		return m, "hostPort is missing"
+	}
+	var reason string
+	if m.ContainerPort, reason = checkPort("containerPort", *e.ContainerPort); reason != "" {
+		return m, reason
+	}
+	if m.HostPort, reason = checkPort("hostPort", *e.HostPort); reason != "" {
+		return m, reason
+	}
+	if e.Protocol != "" {
+		if m.Protocol, reason = parseProtocol(e.Protocol); reason != "" {
+			return m, reason
+		}
+	}
+	if e.HostIP != "" {
+		if m.HostIP, reason = parseHostIP(e.HostIP); reason != "" {
+			return m, reason
+		}
+	}
+	return m, ""
+}
+
+// Overlap reports whether two mappings claim the same host port: same
+// protocol and host port, and host IPs that can coincide (no host IP, or an
+// unspecified one of the same family, overlaps every address).
+func Overlap(a, b hcn.PortMapping) bool {
+	if a.Protocol != b.Protocol || a.HostPort != b.HostPort {
+		return false
+	}
+	if !a.HostIP.IsValid() || !b.HostIP.IsValid() {
+		return true
+	}
+	if a.HostIP.Is4() != b.HostIP.Is4() {
+		return false
+	}
+	return a.HostIP.IsUnspecified() || b.HostIP.IsUnspecified() || a.HostIP == b.HostIP
+}
+
+// CheckOverlaps rejects duplicates and overlapping host ports within one
+// pod's mappings. name describes each mapping in errors (nil: its String).
+func CheckOverlaps(ms []hcn.PortMapping, name func(i int) string) error {
+	if name == nil {
+		name = func(i int) string { return strconv.Quote(ms[i].String()) }
+	}
+	for i := range ms {
+		for j := range i {
+			if ms[i] == ms[j] {
+				return &MappingError{Entry: name(i), Reason: "duplicates entry " + name(j)}
+			}
+			if Overlap(ms[i], ms[j]) {
+				return &MappingError{Entry: name(i), Reason: "host port " + strconv.Itoa(int(ms[i].HostPort)) + "/" +
+					ms[i].Protocol.String() + " overlaps entry " + name(j)}
+			}
+		}
+	}
+	return nil
+}

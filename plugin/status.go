@@ -1,0 +1,91 @@
+package plugin
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"strings"
+	"text/tabwriter"
+
+	"github.com/nri-hcn-portmap/nri-hcn-portmap/hcn"
+)
+
+// StatusEntry is one managed endpoint as `nri-hcn-portmap status` shows it.
+type StatusEntry struct {
+	Sandbox   string                  `json:"sandbox"`
+	Endpoint  string                  `json:"endpoint"`
+	Name      string                  `json:"name"`
+	Namespace string                  `json:"netns"`
+	IPAddress string                  `json:"ip,omitempty"`
+	State     string                  `json:"state"`
+	Mappings  []hcn.PortMappingPolicy `json:"mappings"`
+}
+
+// StatusEntries turns our endpoints into status entries.
+func StatusEntries(mgr *hcn.Manager, eps []hcn.Endpoint) []StatusEntry {
+	out := make([]StatusEntry, 0, len(eps))
+	for _, ep := range eps {
+		id, _ := mgr.SandboxID(ep.Name)
+		state := "attached"
+		if ep.Namespace == "" {
+			state = "detached"
+		}
+		m := ep.PortMappings
+		if m == nil {
+			m = []hcn.PortMappingPolicy{}
+		}
+		out = append(out, StatusEntry{Sandbox: id, Endpoint: ep.ID, Name: ep.Name, Namespace: ep.Namespace,
+			IPAddress: ep.IPAddress, State: state, Mappings: m})
+	}
+	return out
+}
+
+// WriteStatus writes entries as a table or as JSON ("table" or "json").
+func WriteStatus(w io.Writer, entries []StatusEntry, format string) error {
+	switch format {
+	case "json":
+		enc := json.NewEncoder(w)
+		enc.SetIndent("", "  ")
+		return enc.Encode(entries)
+	case "table", "":
+		tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+		fmt.Fprintln(tw, "SANDBOX\tENDPOINT\tNETNS\tIP\tSTATE\tMAPPINGS (host -> container)")
+		for _, e := range entries {
+			ms := make([]string, 0, len(e.Mappings))
+			for _, p := range e.Mappings {
+				ms = append(ms, policyString(p))
+			}
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", short(e.Sandbox, 13), e.Endpoint, orDash(e.Namespace), orDash(e.IPAddress),
+				e.State, strings.Join(ms, ", "))
+		}
+		return tw.Flush()
+	}
+	return fmt.Errorf("output format %q: want table or json", format)
+}
+
+func policyString(p hcn.PortMappingPolicy) string {
+	host := p.VIP
+	switch {
+	case host == "" && p.IsIPv6():
+		host = "[::]"
+	case host == "":
+		host = "*"
+	case p.IsIPv6():
+		host = "[" + host + "]"
+	}
+	return fmt.Sprintf("%s:%d->%d/%s", host, p.ExternalPort, p.InternalPort, p.Protocol)
+}
+
+func short(s string, n int) string {
+	if len(s) > n {
+		return s[:n]
+	}
+	return s
+}
+
+func orDash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}
