@@ -244,4 +244,3 @@ func (WindowsService) GetNamespace(ctx context.Context, id string) (*Namespace, 
 		return out, nil
 	})
 }
-

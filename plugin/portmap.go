@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"strings"
 
+	k8sjson "sigs.k8s.io/json"
 	"sigs.k8s.io/yaml"
 
 	"github.com/nri-hcn-portmap/nri-hcn-portmap/hcn"
@@ -60,8 +61,8 @@ func ParsePortMappings(value string) ([]hcn.PortMapping, error) {
 // isListForm tells a JSON/YAML list from a compact entry that starts with a
 // bracketed IPv6 address.
 func isListForm(v string) bool {
-	if strings.HasPrefix(v, "-") {
-		return true
+	if v == "-" || strings.HasPrefix(v, "- ") || strings.HasPrefix(v, "-\n") {
+		return true // a YAML block list
 	}
 	if rest, ok := strings.CutPrefix(v, "["); ok {
 		rest = strings.TrimSpace(rest)
@@ -200,8 +201,21 @@ type listEntry struct {
 
 func parseList(v string) ([]hcn.PortMapping, error) {
 	var entries []listEntry
-	if err := yaml.UnmarshalStrict([]byte(v), &entries); err != nil {
-		return nil, &MappingError{Entry: "list", Reason: "not a valid JSON/YAML list of {containerPort, hostPort, protocol, hostIP}: " + err.Error()}
+	bad := func(err error) error {
+		return &MappingError{Entry: "list", Reason: "not a valid JSON/YAML list of {containerPort, hostPort, protocol, hostIP}: " + err.Error()}
+	}
+	j, err := yaml.YAMLToJSON([]byte(v))
+	if err != nil {
+		return nil, bad(err)
+	}
+	// Case-sensitive and strict, as Kubernetes decodes objects: "hostport"
+	// is an unknown field, not hostPort.
+	strict, err := k8sjson.UnmarshalStrict(j, &entries, k8sjson.DisallowDuplicateFields, k8sjson.DisallowUnknownFields)
+	if err == nil && len(strict) > 0 {
+		err = errors.Join(strict...)
+	}
+	if err != nil {
+		return nil, bad(err)
 	}
 	out := make([]hcn.PortMapping, 0, len(entries))
 	for i, e := range entries {

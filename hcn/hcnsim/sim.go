@@ -58,8 +58,9 @@ type State struct {
 
 type network struct {
 	hcn.Network
-	prefix netip.Prefix
-	next   netip.Addr
+	prefix  netip.Prefix
+	gateway netip.Addr
+	next    netip.Addr
 }
 
 // Sim is one simulated HNS. The zero value is not usable; call New.
@@ -293,6 +294,7 @@ func (s *Sim) createNetwork(spec hcn.NetworkSpec) (*hcn.Network, error) {
 			if err != nil || !n.prefix.Contains(gw) {
 				return nil, fmt.Errorf("network %q: gateway %q is not in subnet %s (HCN_E_INVALID_IP): %w", spec.Name, spec.Gateway, n.prefix, hcn.ErrInvalid)
 			}
+			n.gateway = gw
 		}
 		n.Subnets = []string{n.prefix.String()}
 	}
@@ -341,6 +343,9 @@ func (s *Sim) createEndpoint(spec hcn.EndpointSpec) (*hcn.Endpoint, error) {
 		PortMappings: slices.Clone(spec.PortMappings), OutboundNAT: spec.OutboundNAT}
 	if n.prefix.IsValid() {
 		ip := n.next
+		if ip == n.gateway {
+			ip = ip.Next()
+		}
 		if !n.prefix.Contains(ip) {
 			return nil, fmt.Errorf("network %q: subnet %s exhausted: %w", n.Name, n.prefix, hcn.ErrInvalid)
 		}

@@ -1,0 +1,188 @@
+package config
+
+import (
+	"errors"
+	"flag"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+func write(t *testing.T, body string) string {
+	t.Helper()
+	p := filepath.Join(t.TempDir(), "config.toml")
+	if err := os.WriteFile(p, []byte(body), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+func TestLoadFull(t *testing.T) {
+	p := write(t, `
+[nri]
+socket = "/run/nri/nri.sock"
+plugin_name = "portmap"
+plugin_index = "10"
+reconnect_max = "5s"
+
+[containerd]
+address = "/run/containerd/containerd.sock"
+namespace = "k8s.io"
+
+[hcn]
+backend = "simulated"
+simulator_address = "unix:///tmp/sim.sock"
+network = "pods"
+create_network = true
+network_type = "L2Bridge"
+subnet = "10.244.0.0/24"
+gateway = "10.244.0.1"
+adapter = "Ethernet"
+local_routed_vip = false
+dual_stack = true
+outbound_nat = true
+call_timeout = "3s"
+
+[log]
+level = "debug"
+format = "json"
+`)
+	cfg, err := Load(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cfg.Validate(p, nil); err != nil {
+		t.Fatal(err)
+	}
+	want := Config{
+		NRI:        NRI{Socket: "/run/nri/nri.sock", PluginName: "portmap", PluginIndex: "10", ReconnectMax: Duration{5 * time.Second}},
+		Containerd: Containerd{Address: "/run/containerd/containerd.sock", Namespace: "k8s.io"},
+		HCN: HCN{Backend: "simulated", SimulatorAddress: "unix:///tmp/sim.sock", Network: "pods", CreateNetwork: true,
+			NetworkType: "L2Bridge", Subnet: "10.244.0.0/24", Gateway: "10.244.0.1", Adapter: "Ethernet",
+			DualStack: true, OutboundNAT: true, CallTimeout: Duration{3 * time.Second}},
+		Log: Log{Level: "debug", Format: "json"},
+	}
+	if cfg != want {
+		t.Errorf("Load =\n%+v\nwant\n%+v", cfg, want)
+	}
+}
+
+func TestLoadKeepsDefaultsForOmittedKeys(t *testing.T) {
+	p := write(t, "[hcn]\nnetwork = \"pods\"\n")
+	cfg, err := Load(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := Default()
+	want.HCN.Network = "pods"
+	if cfg != want {
+		t.Errorf("Load = %+v, want defaults but network", cfg)
+	}
+	if !cfg.HCN.LocalRoutedVIP {
+		t.Error("local_routed_vip must default to true")
+	}
+}
+
+func TestLoadErrors(t *testing.T) {
+	tests := []struct {
+		name, body string
+		is         error
+		want       []string
+	}{
+		{"unknown key", "[hcn]\nnetwork = \"x\"\nnetwrok = \"y\"\n", ErrUnknownKey, []string{":3:", `unknown key "hcn.netwrok"`}},
+		{"unknown table", "[metrics]\nlisten = \"x\"\n", ErrUnknownKey, []string{":1:", `unknown key "metrics"`}},
+		{"two unknown keys", "[log]\nlevl = \"x\"\n[nri]\nsocet = \"y\"\n", ErrUnknownKey, []string{`"log.levl"`, `"nri.socet"`}},
+		{"syntax", "[hcn\nnetwork = 1\n", ErrSyntax, []string{":1:"}},
+		{"wrong type", "[hcn]\ncreate_network = \"yes\"\n", ErrSyntax, []string{":2:"}},
+		{"bad duration", "[hcn]\ncall_timeout = \"soon\"\n", ErrSyntax, []string{`"soon" is not a duration`}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			p := write(t, tt.body)
+			_, err := Load(p)
+			if !errors.Is(err, tt.is) {
+				t.Fatalf("Load: %v, want %v", err, tt.is)
+			}
+			if !strings.Contains(err.Error(), p) {
+				t.Errorf("error %q does not name the file", err)
+			}
+			for _, w := range tt.want {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("error %q does not mention %q", err, w)
+				}
+			}
+		})
+	}
+	if _, err := Load(filepath.Join(t.TempDir(), "missing.toml")); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("missing file: %v", err)
+	}
+}
+
+func TestValidate(t *testing.T) {
+	tests := []struct {
+		name   string
+		mutate func(*Config)
+		want   string // "" = valid
+	}{
+		{"defaults", func(*Config) {}, ""},
+		{"simulated needs an address", func(c *Config) { c.HCN.Backend = "simulated" }, `hcn.simulator_address = ""`},
+		{"unknown backend", func(c *Config) { c.HCN.Backend = "hyperv" }, `hcn.backend = "hyperv": must be one of windows, simulated`},
+		{"bad network type", func(c *Config) { c.HCN.NetworkType = "Overlay" }, `hcn.network_type = "Overlay"`},
+		{"bad subnet", func(c *Config) { c.HCN.Subnet = "10.0.0.0/33" }, `hcn.subnet = "10.0.0.0/33"`},
+		{"gateway outside subnet", func(c *Config) { c.HCN.Subnet = "10.0.0.0/24"; c.HCN.Gateway = "10.0.1.1" }, `hcn.gateway = "10.0.1.1": is not inside hcn.subnet 10.0.0.0/24`},
+		{"bad gateway", func(c *Config) { c.HCN.Gateway = "gw" }, `hcn.gateway = "gw"`},
+		{"l2bridge create needs subnet", func(c *Config) { c.HCN.CreateNetwork = true; c.HCN.NetworkType = "L2Bridge" }, `hcn.subnet = ""`},
+		{"empty network", func(c *Config) { c.HCN.Network = "" }, `hcn.network = ""`},
+		{"plugin index", func(c *Config) { c.NRI.PluginIndex = "100" }, `nri.plugin_index = "100"`},
+		{"plugin name", func(c *Config) { c.NRI.PluginName = "a b" }, `nri.plugin_name = "a b"`},
+		{"log level", func(c *Config) { c.Log.Level = "loud" }, `log.level = "loud"`},
+		{"log format", func(c *Config) { c.Log.Format = "xml" }, `log.format = "xml"`},
+		{"call timeout", func(c *Config) { c.HCN.CallTimeout.Duration = 0 }, `hcn.call_timeout = "0s"`},
+		{"empty containerd address", func(c *Config) { c.Containerd.Address = "" }, `containerd.address = ""`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c := Default()
+			tt.mutate(&c)
+			err := c.Validate("/etc/x.toml", nil)
+			if tt.want == "" {
+				if err != nil {
+					t.Fatalf("Validate: %v", err)
+				}
+				return
+			}
+			if !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), tt.want) || !strings.Contains(err.Error(), "/etc/x.toml") {
+				t.Fatalf("Validate: %v, want ErrInvalid naming /etc/x.toml and %q", err, tt.want)
+			}
+		})
+	}
+}
+
+func TestFlagsOverrideFileAndNameThemselves(t *testing.T) {
+	p := write(t, "[hcn]\nbackend = \"simulated\"\nsimulator_address = \"unix:///a\"\n[log]\nlevel = \"debug\"\n")
+	fs := flag.NewFlagSet("t", flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	f := RegisterFlags(fs)
+	if err := fs.Parse([]string{"--config", p, "--hcn-simulator", "unix:///b", "--plugin-index", "7"}); err != nil {
+		t.Fatal(err)
+	}
+	_, err := f.Resolve()
+	if err == nil || !strings.Contains(err.Error(), `flag --plugin-index: nri.plugin_index = "7"`) {
+		t.Fatalf("Resolve: %v, want the bad flag named", err)
+	}
+	fs = flag.NewFlagSet("t", flag.ContinueOnError)
+	f = RegisterFlags(fs)
+	if err := fs.Parse([]string{"--config", p, "--hcn-simulator", "unix:///b", "--nri-socket", "/tmp/nri.sock"}); err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := f.Resolve()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.HCN.SimulatorAddress != "unix:///b" || cfg.NRI.Socket != "/tmp/nri.sock" || cfg.Log.Level != "debug" || cfg.HCN.Backend != "simulated" {
+		t.Errorf("Resolve = %+v", cfg)
+	}
+}

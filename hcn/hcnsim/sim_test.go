@@ -1,0 +1,232 @@
+package hcnsim
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/nri-hcn-portmap/nri-hcn-portmap/hcn"
+)
+
+var ctx = context.Background()
+
+func newNet(t *testing.T, s hcn.Service) string {
+	t.Helper()
+	n, err := s.CreateNetwork(ctx, hcn.NetworkSpec{Name: "nat", Type: hcn.NetworkNAT, Subnet: "172.30.0.0/24", Gateway: "172.30.0.1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n.ID
+}
+
+func pol(port uint16, vip string, flags hcn.NatFlags) hcn.PortMappingPolicy {
+	return hcn.PortMappingPolicy{Protocol: hcn.TCP, ExternalPort: port, InternalPort: 80, VIP: vip, Flags: flags}
+}
+
+// simulators returns the in-process simulator and a client of the same
+// simulator served over a unix socket: both must behave alike.
+func simulators(t *testing.T) map[string]func(t *testing.T) (hcn.Service, *Sim) {
+	return map[string]func(t *testing.T) (hcn.Service, *Sim){
+		"direct": func(t *testing.T) (hcn.Service, *Sim) { s := New(); return s, s },
+		"wire": func(t *testing.T) (hcn.Service, *Sim) {
+			s := New()
+			dir, err := os.MkdirTemp("", "hcnsim")
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { os.RemoveAll(dir) })
+			addr := "unix://" + filepath.Join(dir, "s.sock")
+			l, err := Listen(addr)
+			if err != nil {
+				t.Fatal(err)
+			}
+			srv := httptest.NewUnstartedServer(Handler(s))
+			srv.Listener = l
+			srv.Start()
+			t.Cleanup(srv.Close)
+			c, err := NewClient(addr)
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(c.Close)
+			return c, s
+		},
+	}
+}
+
+func TestSimulatorSemantics(t *testing.T) {
+	for name, mk := range simulators(t) {
+		t.Run(name, func(t *testing.T) {
+			svc, sim := mk(t)
+			netID := newNet(t, svc)
+			ns := sim.CreateNamespace("")
+
+			if _, err := svc.GetNetworkByName(ctx, "missing"); !errors.Is(err, hcn.ErrNotFound) {
+				t.Errorf("missing network: %v, want ErrNotFound", err)
+			}
+			if _, err := svc.CreateEndpoint(ctx, hcn.EndpointSpec{Name: "x", NetworkID: "nope"}); !errors.Is(err, hcn.ErrNotFound) {
+				t.Errorf("endpoint on missing network: %v, want ErrNotFound", err)
+			}
+			if _, err := svc.CreateEndpoint(ctx, hcn.EndpointSpec{Name: "x", NetworkID: netID, Namespace: ns}); !errors.Is(err, hcn.ErrInvalid) {
+				t.Errorf("namespace preset on create: %v, want ErrInvalid", err)
+			}
+			a, err := svc.CreateEndpoint(ctx, hcn.EndpointSpec{Name: "a", NetworkID: netID, PortMappings: []hcn.PortMappingPolicy{pol(8080, "", 1)}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if a.IPAddress != "172.30.0.2" {
+				t.Errorf("endpoint address %q, want the first free address of the subnet after the gateway, 172.30.0.2", a.IPAddress)
+			}
+			// port conflicts across endpoints: wildcard vs specific, same family
+			for _, p := range []hcn.PortMappingPolicy{pol(8080, "", 0), pol(8080, "172.30.0.9", 1)} {
+				if _, err := svc.CreateEndpoint(ctx, hcn.EndpointSpec{Name: "b", NetworkID: netID, PortMappings: []hcn.PortMappingPolicy{p}}); !errors.Is(err, hcn.ErrPortInUse) {
+					t.Errorf("policy %v over a held port: %v, want ErrPortInUse", p, err)
+				}
+			}
+			// other family, other protocol, other port: fine
+			for _, p := range []hcn.PortMappingPolicy{pol(8080, "", 3), {Protocol: hcn.UDP, ExternalPort: 8080, InternalPort: 80}, pol(8081, "", 1)} {
+				if _, err := svc.CreateEndpoint(ctx, hcn.EndpointSpec{Name: "c", NetworkID: netID, PortMappings: []hcn.PortMappingPolicy{p}}); err != nil {
+					t.Errorf("policy %v: %v", p, err)
+				}
+			}
+			for _, p := range []hcn.PortMappingPolicy{{Protocol: 132, ExternalPort: 1, InternalPort: 1}, pol(0, "", 0), pol(9, "fd00::1", 0), pol(9, "bad", 0)} {
+				if _, err := svc.CreateEndpoint(ctx, hcn.EndpointSpec{Name: "d", NetworkID: netID, PortMappings: []hcn.PortMappingPolicy{p}}); !errors.Is(err, hcn.ErrInvalid) {
+					t.Errorf("policy %v: %v, want ErrInvalid", p, err)
+				}
+			}
+			// attach rules
+			if err := svc.AddNamespaceEndpoint(ctx, "no-such-ns", a.ID); !errors.Is(err, hcn.ErrNotFound) {
+				t.Errorf("attach to missing namespace: %v", err)
+			}
+			if err := svc.AddNamespaceEndpoint(ctx, ns, "no-such-ep"); !errors.Is(err, hcn.ErrNotFound) {
+				t.Errorf("attach missing endpoint: %v", err)
+			}
+			if err := svc.AddNamespaceEndpoint(ctx, ns, a.ID); err != nil {
+				t.Fatal(err)
+			}
+			if err := svc.AddNamespaceEndpoint(ctx, ns, a.ID); !errors.Is(err, hcn.ErrAlreadyAttached) {
+				t.Errorf("second attach: %v, want ErrAlreadyAttached", err)
+			}
+			if err := svc.DeleteEndpoint(ctx, a.ID); !errors.Is(err, hcn.ErrInUse) {
+				t.Errorf("delete attached endpoint: %v, want ErrInUse", err)
+			}
+			got, err := svc.GetNamespace(ctx, ns)
+			if err != nil || len(got.Endpoints) != 1 || got.Endpoints[0] != a.ID {
+				t.Errorf("namespace = %+v, %v; want endpoint %s in it", got, err, a.ID)
+			}
+			if err := svc.RemoveNamespaceEndpoint(ctx, ns, a.ID); err != nil {
+				t.Fatal(err)
+			}
+			if err := svc.RemoveNamespaceEndpoint(ctx, ns, a.ID); !errors.Is(err, hcn.ErrNotFound) {
+				t.Errorf("second detach: %v, want ErrNotFound", err)
+			}
+			if err := svc.DeleteEndpoint(ctx, a.ID); err != nil {
+				t.Fatal(err)
+			}
+			if err := svc.DeleteEndpoint(ctx, a.ID); !errors.Is(err, hcn.ErrNotFound) {
+				t.Errorf("second delete: %v, want ErrNotFound", err)
+			}
+			// the port is free again
+			if _, err := svc.CreateEndpoint(ctx, hcn.EndpointSpec{Name: "e", NetworkID: netID, PortMappings: []hcn.PortMappingPolicy{pol(8080, "", 1)}}); err != nil {
+				t.Errorf("port not released by delete: %v", err)
+			}
+			// duplicate names are allowed, as in HNS
+			for range 2 {
+				if _, err := svc.CreateEndpoint(ctx, hcn.EndpointSpec{Name: "dup", NetworkID: netID}); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if eps, err := svc.ListEndpointsByName(ctx, "dup"); err != nil || len(eps) != 2 {
+				t.Errorf("ListEndpointsByName(dup) = %d endpoints, %v; want 2", len(eps), err)
+			}
+		})
+	}
+}
+
+func TestDeleteNamespaceDetachesEndpoints(t *testing.T) {
+	s := New()
+	netID := newNet(t, s)
+	ns := s.CreateNamespace("")
+	ep, _ := s.CreateEndpoint(ctx, hcn.EndpointSpec{Name: "a", NetworkID: netID})
+	if err := s.AddNamespaceEndpoint(ctx, ns, ep.ID); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.DeleteNamespace(ns); err != nil {
+		t.Fatal(err)
+	}
+	st := s.State()
+	if len(st.Endpoints) != 1 || st.Endpoints[0].Namespace != "" {
+		t.Errorf("endpoint after namespace deletion: %+v, want kept and detached", st.Endpoints)
+	}
+	if err := s.DeleteEndpoint(ctx, ep.ID); err != nil {
+		t.Errorf("delete detached endpoint: %v", err)
+	}
+}
+
+func TestFaults(t *testing.T) {
+	for name, mk := range simulators(t) {
+		t.Run(name, func(t *testing.T) {
+			svc, sim := mk(t)
+			netID := newNet(t, svc)
+			for _, k := range Kinds() {
+				if err := sim.InjectFault(Fault{Op: OpCreateEndpoint, Kind: k}); err != nil {
+					t.Fatal(err)
+				}
+				_, err := svc.CreateEndpoint(ctx, hcn.EndpointSpec{Name: "f", NetworkID: netID})
+				if err == nil || !errors.Is(err, kinds[k]) {
+					t.Errorf("fault %s: got %v", k, err)
+				}
+			}
+			if n := len(sim.State().Endpoints); n != 0 {
+				t.Errorf("%d endpoints created by failing calls", n)
+			}
+			// an "after" fault applies the call and still fails it
+			if err := sim.InjectFault(Fault{Op: OpCreateEndpoint, Kind: "internal", After: true}); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := svc.CreateEndpoint(ctx, hcn.EndpointSpec{Name: "late", NetworkID: netID}); err == nil {
+				t.Error("after-fault: want an error")
+			}
+			if n := len(sim.State().Endpoints); n != 1 {
+				t.Errorf("after-fault: %d endpoints, want the one created", n)
+			}
+			if err := sim.InjectFault(Fault{Op: "Bogus", Kind: "internal"}); err == nil {
+				t.Error("unknown op accepted")
+			}
+			if err := sim.InjectFault(Fault{Op: OpCreateEndpoint, Kind: "bogus"}); err == nil {
+				t.Error("unknown kind accepted")
+			}
+		})
+	}
+}
+
+func TestClientReportsUnreachableSimulator(t *testing.T) {
+	c, err := NewClient("unix:///nonexistent/dir/s.sock")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.ListEndpoints(ctx); !errors.Is(err, hcn.ErrUnavailable) {
+		t.Errorf("unreachable simulator: %v, want ErrUnavailable", err)
+	}
+	if _, err := NewClient("http://x"); err == nil {
+		t.Error("bad scheme accepted")
+	}
+}
+
+func TestHandlerRejectsBadJSON(t *testing.T) {
+	srv := httptest.NewServer(Handler(New()))
+	defer srv.Close()
+	res, err := http.Post(srv.URL+"/v1/"+OpCreateEndpoint, "application/json", stringsReader("{nope"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res.Body.Close()
+	var body struct{ Error *wireError }
+	if err := jsonDecode(res, &body); err != nil || body.Error == nil || body.Error.Kind != "invalid" {
+		t.Errorf("bad JSON answered %+v, %v; want kind invalid", body.Error, err)
+	}
+}

@@ -1,0 +1,287 @@
+package hcn_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/nri-hcn-portmap/nri-hcn-portmap/hcn"
+	"github.com/nri-hcn-portmap/nri-hcn-portmap/hcn/hcnsim"
+)
+
+var ctx = context.Background()
+
+var (
+	web  = []hcn.PortMappingPolicy{{Protocol: hcn.TCP, ExternalPort: 8080, InternalPort: 80, Flags: 1}}
+	web2 = []hcn.PortMappingPolicy{{Protocol: hcn.TCP, ExternalPort: 8081, InternalPort: 80, Flags: 1}}
+)
+
+func setup(t *testing.T, create bool) (*hcnsim.Sim, *hcn.Manager) {
+	t.Helper()
+	sim := hcnsim.New()
+	mgr := hcn.NewManager(sim, hcn.ManagerConfig{CreateNetwork: create,
+		Network: hcn.NetworkSpec{Name: "nat", Type: hcn.NetworkNAT, Subnet: "172.30.0.0/24", Gateway: "172.30.0.1"}})
+	return sim, mgr
+}
+
+// ours returns the endpoints of the sandbox, failing on duplicates.
+func ours(t *testing.T, sim *hcnsim.Sim, mgr *hcn.Manager, id string) *hcn.Endpoint {
+	t.Helper()
+	var found *hcn.Endpoint
+	for _, ep := range sim.State().Endpoints {
+		if ep.Name == mgr.EndpointName(id) {
+			if found != nil {
+				t.Fatalf("two endpoints for sandbox %s", id)
+			}
+			found = &ep
+		}
+	}
+	return found
+}
+
+func TestEnsureCreatesAttachesAndIsIdempotent(t *testing.T) {
+	sim, mgr := setup(t, true)
+	ns := sim.CreateNamespace("")
+	ep, out, err := mgr.Ensure(ctx, hcn.Desired{SandboxID: "sb1", Namespace: ns, Policies: web})
+	if err != nil || out != hcn.Created {
+		t.Fatalf("Ensure = %v, %v; want created", out, err)
+	}
+	got := ours(t, sim, mgr, "sb1")
+	if got == nil || got.ID != ep.ID || got.Namespace != ns || !hcn.SamePolicies(got.PortMappings, web) {
+		t.Fatalf("HCN holds %+v, want endpoint %s attached to %s with %v", got, ep.ID, ns, web)
+	}
+	before := sim.Calls()
+	if _, out, err := mgr.Ensure(ctx, hcn.Desired{SandboxID: "sb1", Namespace: ns, Policies: web}); err != nil || out != hcn.Unchanged {
+		t.Fatalf("second Ensure = %v, %v; want unchanged", out, err)
+	}
+	after := sim.Calls()
+	for _, op := range []string{hcnsim.OpCreateEndpoint, hcnsim.OpDeleteEndpoint, hcnsim.OpAddNamespaceEndpoint, hcnsim.OpRemoveNamespaceEndpoint} {
+		if after[op] != before[op] {
+			t.Errorf("second Ensure called %s", op)
+		}
+	}
+}
+
+func TestEnsureReplacesDifferentPoliciesAndDuplicates(t *testing.T) {
+	sim, mgr := setup(t, true)
+	ns := sim.CreateNamespace("")
+	old, _, err := mgr.Ensure(ctx, hcn.Desired{SandboxID: "sb1", Namespace: ns, Policies: web})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// a stray duplicate, as a late HNS answer would leave
+	netID, _ := mgr.EnsureNetwork(ctx)
+	if _, err := sim.CreateEndpoint(ctx, hcn.EndpointSpec{Name: mgr.EndpointName("sb1"), NetworkID: netID}); err != nil {
+		t.Fatal(err)
+	}
+	ep, out, err := mgr.Ensure(ctx, hcn.Desired{SandboxID: "sb1", Namespace: ns, Policies: web2})
+	if err != nil || out != hcn.Created {
+		t.Fatalf("Ensure with new policies = %v, %v", out, err)
+	}
+	got := ours(t, sim, mgr, "sb1")
+	if got.ID == old.ID || got.ID != ep.ID || !hcn.SamePolicies(got.PortMappings, web2) || got.Namespace != ns {
+		t.Fatalf("after replace HCN holds %+v", got)
+	}
+}
+
+func TestEnsureReattachesDetachedEndpoint(t *testing.T) {
+	sim, mgr := setup(t, true)
+	ns := sim.CreateNamespace("")
+	netID, _ := mgr.EnsureNetwork(ctx)
+	ep, _ := sim.CreateEndpoint(ctx, hcn.EndpointSpec{Name: mgr.EndpointName("sb1"), NetworkID: netID, PortMappings: web})
+	_, out, err := mgr.Ensure(ctx, hcn.Desired{SandboxID: "sb1", Namespace: ns, Policies: web})
+	if err != nil || out != hcn.Repaired {
+		t.Fatalf("Ensure = %v, %v; want repaired", out, err)
+	}
+	if got := ours(t, sim, mgr, "sb1"); got.ID != ep.ID || got.Namespace != ns {
+		t.Fatalf("HCN holds %+v, want %s attached", got, ep.ID)
+	}
+}
+
+func TestEnsureNetworkMissingNotCreated(t *testing.T) {
+	_, mgr := setup(t, false)
+	_, _, err := mgr.Ensure(ctx, hcn.Desired{SandboxID: "sb1", Namespace: "ns", Policies: web})
+	var se *hcn.StepError
+	if !errors.As(err, &se) || se.Step != hcn.StepEnsureNetwork || !errors.Is(err, hcn.ErrNotFound) {
+		t.Fatalf("err = %v, want a not-found ensure-network step error", err)
+	}
+	if !strings.Contains(err.Error(), `ensure network nat`) {
+		t.Errorf("error %q does not name the network", err)
+	}
+}
+
+func TestEnsureRecreatesNetworkThatVanished(t *testing.T) {
+	sim, mgr := setup(t, true)
+	ns := sim.CreateNamespace("")
+	if _, _, err := mgr.Ensure(ctx, hcn.Desired{SandboxID: "a", Namespace: ns, Policies: web}); err != nil {
+		t.Fatal(err)
+	}
+	st := sim.State()
+	sim.Reset() // HNS lost everything (a host reboot without persistence)
+	sim.CreateNamespace(ns)
+	if _, _, err := mgr.Ensure(ctx, hcn.Desired{SandboxID: "a", Namespace: ns, Policies: web}); err != nil {
+		t.Fatalf("Ensure after the network vanished: %v", err)
+	}
+	if got := sim.State(); len(got.Networks) != 1 || got.Networks[0].ID == st.Networks[0].ID || len(got.Endpoints) != 1 {
+		t.Errorf("state after recovery: %+v", got)
+	}
+}
+
+func TestRemoveIsIdempotent(t *testing.T) {
+	sim, mgr := setup(t, true)
+	ns := sim.CreateNamespace("")
+	if _, _, err := mgr.Ensure(ctx, hcn.Desired{SandboxID: "sb1", Namespace: ns, Policies: web}); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := mgr.Remove(ctx, "sb1"); err != nil || n != 1 {
+		t.Fatalf("Remove = %d, %v", n, err)
+	}
+	if n, err := mgr.Remove(ctx, "sb1"); err != nil || n != 0 {
+		t.Fatalf("second Remove = %d, %v; want 0, nil", n, err)
+	}
+	if n, err := mgr.Remove(ctx, "never-existed"); err != nil || n != 0 {
+		t.Fatalf("Remove of unknown sandbox = %d, %v", n, err)
+	}
+	if st := sim.State(); len(st.Endpoints) != 0 {
+		t.Errorf("endpoints left: %+v", st.Endpoints)
+	}
+}
+
+func TestRemoveAfterNamespaceDeleted(t *testing.T) {
+	sim, mgr := setup(t, true)
+	ns := sim.CreateNamespace("")
+	if _, _, err := mgr.Ensure(ctx, hcn.Desired{SandboxID: "sb1", Namespace: ns, Policies: web}); err != nil {
+		t.Fatal(err)
+	}
+	// containerd deleted the namespace first; our stale view still says attached
+	eps, _ := sim.ListEndpointsByName(ctx, mgr.EndpointName("sb1"))
+	if err := sim.DeleteNamespace(ns); err != nil {
+		t.Fatal(err)
+	}
+	if err := mgr.RemoveEndpoint(ctx, eps[0]); err != nil {
+		t.Fatalf("RemoveEndpoint with a vanished namespace: %v", err)
+	}
+	if st := sim.State(); len(st.Endpoints) != 0 {
+		t.Errorf("endpoints left: %+v", st.Endpoints)
+	}
+}
+
+// TestFaultAtEachStep injects every kind of failure at every HCN call Ensure
+// and Remove make: the error names the step, and nothing is left behind
+// that was not there before.
+func TestFaultAtEachStep(t *testing.T) {
+	steps := map[string]string{
+		hcnsim.OpListEndpointsByName:     hcn.StepLookupEndpoint,
+		hcnsim.OpGetNetworkByName:        hcn.StepEnsureNetwork,
+		hcnsim.OpCreateNetwork:           hcn.StepEnsureNetwork,
+		hcnsim.OpCreateEndpoint:          hcn.StepCreateEndpoint,
+		hcnsim.OpAddNamespaceEndpoint:    hcn.StepAttachEndpoint,
+		hcnsim.OpRemoveNamespaceEndpoint: hcn.StepDetachEndpoint,
+		hcnsim.OpDeleteEndpoint:          hcn.StepDeleteEndpoint,
+	}
+	for op, step := range steps {
+		for _, kind := range []string{"internal", "unavailable", "port-in-use", "invalid"} {
+			t.Run(fmt.Sprintf("%s/%s", op, kind), func(t *testing.T) {
+				sim, mgr := setup(t, true)
+				ns := sim.CreateNamespace("")
+				removal := op == hcnsim.OpRemoveNamespaceEndpoint || op == hcnsim.OpDeleteEndpoint
+				if removal {
+					if _, _, err := mgr.Ensure(ctx, hcn.Desired{SandboxID: "sb1", Namespace: ns, Policies: web}); err != nil {
+						t.Fatal(err)
+					}
+				}
+				if err := sim.InjectFault(hcnsim.Fault{Op: op, Kind: kind}); err != nil {
+					t.Fatal(err)
+				}
+				var err error
+				if removal {
+					_, err = mgr.Remove(ctx, "sb1")
+				} else {
+					_, _, err = mgr.Ensure(ctx, hcn.Desired{SandboxID: "sb1", Namespace: ns, Policies: web})
+				}
+				var se *hcn.StepError
+				if !errors.As(err, &se) || se.Step != step {
+					t.Fatalf("err = %v, want a %q step error", err, step)
+				}
+				if !strings.Contains(err.Error(), step) || !strings.Contains(err.Error(), "injected fault in "+op) {
+					t.Errorf("error %q does not name the step and the failed call", err)
+				}
+				got := ours(t, sim, mgr, "sb1")
+				if removal {
+					// nothing was lost: the endpoint is still there, and a retry cleans up
+					if got == nil {
+						t.Fatal("endpoint vanished although removal failed")
+					}
+					if _, err := mgr.Remove(ctx, "sb1"); err != nil {
+						t.Fatalf("retry Remove: %v", err)
+					}
+					if ours(t, sim, mgr, "sb1") != nil {
+						t.Fatal("endpoint left after retry")
+					}
+					return
+				}
+				if got != nil {
+					t.Fatalf("failed Ensure left endpoint %+v behind", got)
+				}
+				// and a retry converges
+				if _, _, err := mgr.Ensure(ctx, hcn.Desired{SandboxID: "sb1", Namespace: ns, Policies: web}); err != nil {
+					t.Fatalf("retry Ensure: %v", err)
+				}
+				if got := ours(t, sim, mgr, "sb1"); got == nil || got.Namespace != ns {
+					t.Fatalf("after retry HCN holds %+v", got)
+				}
+			})
+		}
+	}
+}
+
+func TestRollbackFailureReportsBoth(t *testing.T) {
+	sim, mgr := setup(t, true)
+	ns := sim.CreateNamespace("")
+	_ = sim.InjectFault(hcnsim.Fault{Op: hcnsim.OpAddNamespaceEndpoint, Kind: "internal"})
+	_ = sim.InjectFault(hcnsim.Fault{Op: hcnsim.OpDeleteEndpoint, Kind: "unavailable"})
+	_, _, err := mgr.Ensure(ctx, hcn.Desired{SandboxID: "sb1", Namespace: ns, Policies: web})
+	if err == nil || !strings.Contains(err.Error(), hcn.StepAttachEndpoint) || !strings.Contains(err.Error(), "rollback") {
+		t.Fatalf("err = %v, want the attach failure and the failed rollback", err)
+	}
+	// the leftover is ours by name: the next Ensure replaces it
+	if _, _, err := mgr.Ensure(ctx, hcn.Desired{SandboxID: "sb1", Namespace: ns, Policies: web}); err != nil {
+		t.Fatal(err)
+	}
+	if n := len(sim.State().Endpoints); n != 1 {
+		t.Errorf("%d endpoints, want 1", n)
+	}
+}
+
+func TestAttachToMissingNamespaceRollsBack(t *testing.T) {
+	sim, mgr := setup(t, true)
+	_, _, err := mgr.Ensure(ctx, hcn.Desired{SandboxID: "sb1", Namespace: "6B1F3E2A-0000-0000-0000-000000000000", Policies: web})
+	if !errors.Is(err, hcn.ErrNotFound) {
+		t.Fatalf("err = %v, want ErrNotFound", err)
+	}
+	if n := len(sim.State().Endpoints); n != 0 {
+		t.Errorf("%d endpoints left after a failed attach", n)
+	}
+}
+
+func TestOwnedAndSandboxID(t *testing.T) {
+	sim, mgr := setup(t, true)
+	ns := sim.CreateNamespace("")
+	netID, _ := mgr.EnsureNetwork(ctx)
+	_, _ = sim.CreateEndpoint(ctx, hcn.EndpointSpec{Name: "someone-elses", NetworkID: netID})
+	if _, _, err := mgr.Ensure(ctx, hcn.Desired{SandboxID: "sb1", Namespace: ns, Policies: web}); err != nil {
+		t.Fatal(err)
+	}
+	eps, err := mgr.Owned(ctx)
+	if err != nil || len(eps) != 1 {
+		t.Fatalf("Owned = %+v, %v; want only ours", eps, err)
+	}
+	if id, ok := mgr.SandboxID(eps[0].Name); !ok || id != "sb1" {
+		t.Errorf("SandboxID(%q) = %q, %v", eps[0].Name, id, ok)
+	}
+	if _, ok := mgr.SandboxID(hcn.DefaultEndpointPrefix); ok {
+		t.Error("bare prefix taken as ours")
+	}
+}

@@ -1,0 +1,256 @@
+package plugin
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/sirupsen/logrus"
+
+	"github.com/nri-hcn-portmap/nri-hcn-portmap/hcn"
+	"github.com/nri-hcn-portmap/nri-hcn-portmap/hcn/hcnsim"
+)
+
+var ctx = context.Background()
+
+// memStore stands in for containerd in unit tests (the e2e tests use a real
+// containerd).
+type memStore struct {
+	mu    sync.Mutex
+	sbs   map[string]*SandboxInfo
+	tasks map[string]TaskState
+}
+
+func (s *memStore) Sandbox(_ context.Context, id string) (*SandboxInfo, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	sb, ok := s.sbs[id]
+	if !ok {
+		return nil, ErrSandboxNotFound
+	}
+	c := *sb
+	return &c, nil
+}
+
+func (s *memStore) TaskState(_ context.Context, id string) (TaskState, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.tasks[id], nil
+}
+
+type fixture struct {
+	sim   *hcnsim.Sim
+	store *memStore
+	core  *Core
+}
+
+func newFixture(t *testing.T) *fixture {
+	t.Helper()
+	sim := hcnsim.New()
+	mgr := hcn.NewManager(sim, hcn.ManagerConfig{CreateNetwork: true, Network: hcn.NetworkSpec{Name: "nat", Type: hcn.NetworkNAT}})
+	store := &memStore{sbs: map[string]*SandboxInfo{}, tasks: map[string]TaskState{}}
+	log := logrus.New()
+	log.SetOutput(testWriter{t})
+	return &fixture{sim: sim, store: store, core: NewCore(mgr, store, hcn.PolicyOptions{LocalRoutedVIP: true}, logrus.NewEntry(log))}
+}
+
+type testWriter struct{ t *testing.T }
+
+func (w testWriter) Write(p []byte) (int, error) { w.t.Log(strings.TrimSpace(string(p))); return len(p), nil }
+
+// sandbox adds a running sandbox with its own HCN namespace and returns its pod.
+func (f *fixture) sandbox(id, annotation string) Pod {
+	ns := f.sim.CreateNamespace("")
+	f.store.mu.Lock()
+	f.store.sbs[id] = &SandboxInfo{ID: id, IsSandbox: true, NetNS: ns}
+	f.store.tasks[id] = TaskRunning
+	f.store.mu.Unlock()
+	p := Pod{ID: id, Name: "pod-" + id, Namespace: "default"}
+	if annotation != "" {
+		p.Annotations = map[string]string{AnnotationPortMappings: annotation}
+	}
+	return p
+}
+
+func (f *fixture) endpoints(id string) []hcn.Endpoint {
+	var out []hcn.Endpoint
+	for _, ep := range f.sim.State().Endpoints {
+		if ep.Name == f.core.Manager().EndpointName(id) {
+			out = append(out, ep)
+		}
+	}
+	return out
+}
+
+func TestEnsureCases(t *testing.T) {
+	f := newFixture(t)
+	mapped := f.sandbox("mapped", "8080:80,53:53/udp")
+	if r, err := f.core.Ensure(ctx, mapped); err != nil || r != ResultCreated {
+		t.Fatalf("Ensure(mapped) = %v, %v", r, err)
+	}
+	eps := f.endpoints("mapped")
+	if len(eps) != 1 || len(eps[0].PortMappings) != 2 || eps[0].Namespace != f.store.sbs["mapped"].NetNS {
+		t.Fatalf("mapped pod endpoints: %+v", eps)
+	}
+	if r, err := f.core.Ensure(ctx, mapped); err != nil || r != ResultUnchanged {
+		t.Fatalf("second Ensure = %v, %v; want unchanged", r, err)
+	}
+
+	unmapped := f.sandbox("unmapped", "")
+	if r, err := f.core.Ensure(ctx, unmapped); err != nil || r != ResultNone || len(f.endpoints("unmapped")) != 0 {
+		t.Fatalf("Ensure(unmapped) = %v, %v", r, err)
+	}
+
+	linux := f.sandbox("linux", "8081:80")
+	f.store.sbs["linux"].NetNS = ""
+	if r, err := f.core.Ensure(ctx, linux); err != nil || r != ResultNone || len(f.endpoints("linux")) != 0 {
+		t.Fatalf("Ensure(no Windows namespace) = %v, %v; want skipped", r, err)
+	}
+
+	bad := f.sandbox("bad", "8082:80,0:1")
+	_, err := f.core.Ensure(ctx, bad)
+	if !errors.Is(err, ErrInvalidPod) || !strings.Contains(err.Error(), "default/pod-bad") || !strings.Contains(err.Error(), `"0:1"`) {
+		t.Fatalf("Ensure(bad) = %v", err)
+	}
+	if len(f.endpoints("bad")) != 0 {
+		t.Fatal("a rejected pod got an endpoint")
+	}
+
+	ghost := Pod{ID: "ghost", Annotations: map[string]string{AnnotationPortMappings: "9000:80"}}
+	if _, err := f.core.Ensure(ctx, ghost); !errors.Is(err, ErrSandboxNotFound) {
+		t.Fatalf("Ensure(unknown sandbox) = %v", err)
+	}
+
+	clash := f.sandbox("clash", "8080:8080")
+	_, err = f.core.Ensure(ctx, clash)
+	if !errors.Is(err, hcn.ErrPortInUse) || len(f.endpoints("clash")) != 0 {
+		t.Fatalf("Ensure(port held by another pod) = %v", err)
+	}
+
+	if r, err := f.core.Remove(ctx, mapped); err != nil || r != ResultDeleted || len(f.endpoints("mapped")) != 0 {
+		t.Fatalf("Remove = %v, %v", r, err)
+	}
+	if r, err := f.core.Remove(ctx, mapped); err != nil || r != ResultNone {
+		t.Fatalf("second Remove = %v, %v", r, err)
+	}
+}
+
+func TestReconcile(t *testing.T) {
+	f := newFixture(t)
+	// a: running, listed, no endpoint yet (started while we were down)
+	a := f.sandbox("a", "8080:80")
+	// b: listed but stopped while we were down: namespace gone
+	b := f.sandbox("b", "8081:80")
+	if _, err := f.core.Ensure(ctx, b); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.sim.DeleteNamespace(f.store.sbs["b"].NetNS); err != nil {
+		t.Fatal(err)
+	}
+	// c: endpoint left, sandbox gone from containerd and from the list
+	c := f.sandbox("c", "8082:80")
+	if _, err := f.core.Ensure(ctx, c); err != nil {
+		t.Fatal(err)
+	}
+	delete(f.store.sbs, "c")
+	// d: running with an endpoint but not in the list: left alone
+	d := f.sandbox("d", "8083:80")
+	if _, err := f.core.Ensure(ctx, d); err != nil {
+		t.Fatal(err)
+	}
+	// e: listed, task stopped (namespace still there): endpoint removed
+	e := f.sandbox("e", "8084:80")
+	if _, err := f.core.Ensure(ctx, e); err != nil {
+		t.Fatal(err)
+	}
+	f.store.tasks["e"] = TaskStopped
+	// g: listed, unchanged
+	g := f.sandbox("g", "8085:80")
+	if _, err := f.core.Ensure(ctx, g); err != nil {
+		t.Fatal(err)
+	}
+	// h: listed with a bad annotation: reported, nothing created
+	h := f.sandbox("h", "nope")
+
+	sum, err := f.core.Reconcile(ctx, []Pod{a, b, e, g, h}, 3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]int{"a": 1, "b": 0, "c": 0, "d": 1, "e": 0, "g": 1, "h": 0}
+	for id, n := range want {
+		if got := len(f.endpoints(id)); got != n {
+			t.Errorf("sandbox %s: %d endpoints, want %d", id, got, n)
+		}
+	}
+	if sum.Created != 1 || sum.Deleted != 3 || sum.Unchanged != 1 || sum.Failed != 1 {
+		t.Errorf("summary = %+v, want 1 created, 3 deleted, 1 unchanged, 1 failed", sum)
+	}
+	if len(sum.Errors) != 1 || !errors.Is(sum.Errors[0], ErrInvalidPod) {
+		t.Errorf("errors = %v", sum.Errors)
+	}
+}
+
+func TestReconcileSurvivesHCNFaults(t *testing.T) {
+	f := newFixture(t)
+	var pods []Pod
+	for _, id := range []string{"p1", "p2", "p3", "p4"} {
+		pods = append(pods, f.sandbox(id, "")) // annotations filled below
+	}
+	for i := range pods {
+		pods[i].Annotations = map[string]string{AnnotationPortMappings: string(rune('1'+i)) + "000:80"}
+	}
+	for _, op := range []string{hcnsim.OpCreateEndpoint, hcnsim.OpAddNamespaceEndpoint} {
+		if err := f.sim.InjectFault(hcnsim.Fault{Op: op, Kind: "internal"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	sum, err := f.core.Reconcile(ctx, pods, 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sum.Failed != 2 || sum.Created != 2 {
+		t.Fatalf("first pass %+v, want 2 failed, 2 created", sum)
+	}
+	sum, err = f.core.Reconcile(ctx, pods, 2)
+	if err != nil || sum.Failed != 0 || sum.Created != 2 || sum.Unchanged != 2 {
+		t.Fatalf("second pass %+v, %v; want the two failures repaired", sum, err)
+	}
+	if n := len(f.sim.State().Endpoints); n != 4 {
+		t.Fatalf("%d endpoints, want 4", n)
+	}
+}
+
+// TestSamePodSerialized races Ensure and Remove of one pod; with per-pod
+// serialization HCN never ends with two endpoints or a port conflict error.
+func TestSamePodSerialized(t *testing.T) {
+	f := newFixture(t)
+	p := f.sandbox("race", "8080:80")
+	var wg sync.WaitGroup
+	errs := make(chan error, 64)
+	for i := range 64 {
+		wg.Go(func() {
+			var err error
+			if i%3 == 0 {
+				_, err = f.core.Remove(ctx, p)
+			} else {
+				_, err = f.core.Ensure(ctx, p)
+			}
+			if err != nil {
+				errs <- err
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
+	}
+	if n := len(f.endpoints("race")); n > 1 {
+		t.Errorf("%d endpoints for one pod", n)
+	}
+	if f.core.locks.size() != 0 {
+		t.Errorf("%d per-pod locks left", f.core.locks.size())
+	}
+}

@@ -1,0 +1,132 @@
+package plugin
+
+import (
+	"errors"
+	"net/netip"
+	"strings"
+	"testing"
+
+	"github.com/nri-hcn-portmap/nri-hcn-portmap/hcn"
+)
+
+func m(proto hcn.Protocol, host, cont uint16, ip string) hcn.PortMapping {
+	pm := hcn.PortMapping{Protocol: proto, HostPort: host, ContainerPort: cont}
+	if ip != "" {
+		pm.HostIP = netip.MustParseAddr(ip)
+	}
+	return pm
+}
+
+func TestParsePortMappingsAccepts(t *testing.T) {
+	tests := []struct {
+		name, in string
+		want     []hcn.PortMapping
+	}{
+		{"empty", "", nil},
+		{"blank", "   ", nil},
+		{"compact tcp default", "8080:80", []hcn.PortMapping{m(hcn.TCP, 8080, 80, "")}},
+		{"compact udp", "8080:80/udp", []hcn.PortMapping{m(hcn.UDP, 8080, 80, "")}},
+		{"compact protocol case-insensitive", "53:53/UDP,80:80/Tcp", []hcn.PortMapping{m(hcn.UDP, 53, 53, ""), m(hcn.TCP, 80, 80, "")}},
+		{"compact ipv4 host ip", "10.0.0.4:8443:443/tcp", []hcn.PortMapping{m(hcn.TCP, 8443, 443, "10.0.0.4")}},
+		{"compact ipv6 host ip", "[fd00::4]:8080:80", []hcn.PortMapping{m(hcn.TCP, 8080, 80, "fd00::4")}},
+		{"compact list with spaces", " 8080:80 , 9090:90/udp ", []hcn.PortMapping{m(hcn.TCP, 8080, 80, ""), m(hcn.UDP, 9090, 90, "")}},
+		{"compact port bounds", "1:65535", []hcn.PortMapping{m(hcn.TCP, 1, 65535, "")}},
+		{"same port both protocols", "53:53/tcp,53:53/udp", []hcn.PortMapping{m(hcn.TCP, 53, 53, ""), m(hcn.UDP, 53, 53, "")}},
+		{"same port distinct host ips", "10.0.0.4:80:80,10.0.0.5:80:81", []hcn.PortMapping{m(hcn.TCP, 80, 80, "10.0.0.4"), m(hcn.TCP, 80, 81, "10.0.0.5")}},
+		{"same port v4 and v6 host ips", "10.0.0.4:80:80,[fd00::4]:80:80", []hcn.PortMapping{m(hcn.TCP, 80, 80, "10.0.0.4"), m(hcn.TCP, 80, 80, "fd00::4")}},
+		{"v4-mapped v6 is v4", "[::ffff:10.0.0.4]:80:80", []hcn.PortMapping{m(hcn.TCP, 80, 80, "10.0.0.4")}},
+		{"json list", `[{"containerPort":80,"hostPort":8080,"protocol":"TCP","hostIP":"10.0.0.4"}]`, []hcn.PortMapping{m(hcn.TCP, 8080, 80, "10.0.0.4")}},
+		{"json list defaults to tcp", `[{"containerPort":80,"hostPort":8080},{"containerPort":53,"hostPort":53,"protocol":"udp"}]`,
+			[]hcn.PortMapping{m(hcn.TCP, 8080, 80, ""), m(hcn.UDP, 53, 53, "")}},
+		{"json list ipv6", `[ {"containerPort":80,"hostPort":8080,"hostIP":"fd00::4"} ]`, []hcn.PortMapping{m(hcn.TCP, 8080, 80, "fd00::4")}},
+		{"empty json list", `[]`, []hcn.PortMapping{}},
+		{"yaml list", "- containerPort: 80\n  hostPort: 8080\n  protocol: UDP\n- containerPort: 443\n  hostPort: 8443\n  hostIP: 10.0.0.4\n",
+			[]hcn.PortMapping{m(hcn.UDP, 8080, 80, ""), m(hcn.TCP, 8443, 443, "10.0.0.4")}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, err := ParsePortMappings(tt.in)
+			if err != nil {
+				t.Fatalf("ParsePortMappings(%q): %v", tt.in, err)
+			}
+			if len(got) != len(tt.want) {
+				t.Fatalf("ParsePortMappings(%q) = %v, want %v", tt.in, got, tt.want)
+			}
+			for i := range got {
+				if got[i] != tt.want[i] {
+					t.Errorf("mapping %d = %v, want %v", i, got[i], tt.want[i])
+				}
+			}
+		})
+	}
+}
+
+func TestParsePortMappingsRejects(t *testing.T) {
+	tests := []struct {
+		name, in string
+		// every fragment must appear in the error: the entry and the reason
+		want []string
+	}{
+		{"host port zero", "0:80", []string{`"0:80"`, "host port 0 is outside 1-65535"}},
+		{"container port too big", "8080:65536", []string{`"8080:65536"`, "container port 65536 is outside 1-65535"}},
+		{"negative port", "-1:80", []string{"outside 1-65535"}},
+		{"port not a number", "http:80", []string{`"http:80"`, `host port "http" is not a number`}},
+		{"sctp", "8080:80/sctp", []string{`"8080:80/sctp"`, "SCTP is not supported by HNS"}},
+		{"unknown protocol", "8080:80/icmp", []string{`unknown protocol "icmp"`}},
+		{"empty protocol", "8080:80/", []string{"empty protocol"}},
+		{"bad ipv4", "10.0.0.300:8080:80", []string{`"10.0.0.300:8080:80"`, `host IP "10.0.0.300" is not an IP address`}},
+		{"bare ipv6", "fd00::4:8080:80", []string{"want [hostIP:]hostPort:containerPort"}},
+		{"unclosed bracket", "[fd00::4:8080:80", []string{"unclosed '['"}},
+		{"ipv6 zone", "[fe80::1%eth0]:80:80", []string{"zones are not supported"}},
+		{"multicast", "224.0.0.1:80:80", []string{"multicast"}},
+		{"single port", "8080", []string{`"8080"`, "want [hostIP:]hostPort:containerPort"}},
+		{"empty entry", "8080:80,,9090:90", []string{`""`, "empty entry"}},
+		{"trailing comma", "8080:80,", []string{"empty entry"}},
+		{"exact duplicate", "8080:80,8080:80", []string{"duplicates entry"}},
+		{"overlap wildcard", "8080:80,10.0.0.4:8080:81", []string{`"10.0.0.4:8080:81/tcp"`, "overlaps entry"}},
+		{"overlap unspecified v4", "0.0.0.0:8080:80,10.0.0.4:8080:81", []string{"overlaps entry"}},
+		{"json bad port", `[{"containerPort":80,"hostPort":70000}]`, []string{"#1", "hostPort 70000 is outside 1-65535"}},
+		{"json missing hostPort", `[{"containerPort":80}]`, []string{"#1", "hostPort is missing"}},
+		{"json missing containerPort", `[{"hostPort":80}]`, []string{"containerPort is missing"}},
+		{"json sctp", `[{"containerPort":80,"hostPort":80,"protocol":"SCTP"}]`, []string{"SCTP is not supported by HNS"}},
+		{"json bad ip", `[{"containerPort":80,"hostPort":80,"hostIP":"nope"}]`, []string{`host IP "nope"`}},
+		{"json unknown field", `[{"containerPort":80,"hostPort":80,"hostport":81}]`, []string{"not a valid JSON/YAML list", "hostport"}},
+		{"json port as string", `[{"containerPort":"80","hostPort":80}]`, []string{"not a valid JSON/YAML list"}},
+		{"json malformed", `[{"containerPort":80,`, []string{"not a valid JSON/YAML list"}},
+		{"json duplicate", `[{"containerPort":80,"hostPort":80},{"containerPort":80,"hostPort":80}]`, []string{"duplicates entry"}},
+		{"yaml second entry bad", "- containerPort: 80\n  hostPort: 8080\n- containerPort: 0\n  hostPort: 1\n", []string{"#2", "containerPort 0"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, err := ParsePortMappings(tt.in)
+			if err == nil {
+				t.Fatalf("ParsePortMappings(%q) = %v, want an error", tt.in, got)
+			}
+			if !errors.Is(err, ErrBadMapping) {
+				t.Errorf("error %v does not wrap ErrBadMapping", err)
+			}
+			for _, w := range tt.want {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("error %q does not mention %q", err, w)
+				}
+			}
+		})
+	}
+}
+
+func TestCoreMappingsErrorNamesPodAndAnnotation(t *testing.T) {
+	c := &Core{}
+	_, err := c.Mappings(Pod{ID: "abc", Name: "web", Namespace: "shop",
+		Annotations: map[string]string{AnnotationPortMappings: "8080:80/sctp"}})
+	if err == nil {
+		t.Fatal("want an error")
+	}
+	for _, w := range []string{"shop/web", AnnotationPortMappings, "8080:80/sctp", "SCTP"} {
+		if !strings.Contains(err.Error(), w) {
+			t.Errorf("error %q does not mention %q", err, w)
+		}
+	}
+	if !errors.Is(err, ErrInvalidPod) || !errors.Is(err, ErrBadMapping) {
+		t.Errorf("error %v should wrap ErrInvalidPod and ErrBadMapping", err)
+	}
+}
