@@ -58,7 +58,10 @@ func newFixture(t *testing.T) *fixture {
 
 type testWriter struct{ t *testing.T }
 
-func (w testWriter) Write(p []byte) (int, error) { w.t.Log(strings.TrimSpace(string(p))); return len(p), nil }
+func (w testWriter) Write(p []byte) (int, error) {
+	w.t.Log(strings.TrimSpace(string(p)))
+	return len(p), nil
+}
 
 // sandbox adds a running sandbox with its own HCN namespace and returns its pod.
 func (f *fixture) sandbox(id, annotation string) Pod {

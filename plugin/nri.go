@@ -173,4 +173,3 @@ func (l nriLogger) Debugf(_ context.Context, f string, a ...any) { l.e.Debug(fmt
 func (l nriLogger) Infof(_ context.Context, f string, a ...any)  { l.e.Info(fmt.Sprintf(f, a...)) }
 func (l nriLogger) Warnf(_ context.Context, f string, a ...any)  { l.e.Warn(fmt.Sprintf(f, a...)) }
 func (l nriLogger) Errorf(_ context.Context, f string, a ...any) { l.e.Error(fmt.Sprintf(f, a...)) }
-

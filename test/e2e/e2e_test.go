@@ -1,0 +1,308 @@
+// End-to-end tests with real components: a containerd v2.4.2 daemon, the NRI
+// runtime side (nri/pkg/adaptation), the plugin binary as its own process,
+// and the HNS simulator process in place of HNS. They need root (containerd)
+// and the containerd binary (`make containerd`); without them they fail,
+// they do not skip.
+package e2e
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nri-hcn-portmap/nri-hcn-portmap/hcn"
+	"github.com/nri-hcn-portmap/nri-hcn-portmap/plugin"
+	"github.com/nri-hcn-portmap/nri-hcn-portmap/test/harness"
+)
+
+var pluginBin string
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "hcnpm-bin-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	if pluginBin, err = harness.BuildPlugin(dir); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+func sandboxID(name string) string {
+	h := sha256.Sum256([]byte(name))
+	return hex.EncodeToString(h[:])
+}
+
+func pod(name, annotation string) harness.Pod {
+	p := harness.Pod{ID: sandboxID(name), Name: name, Namespace: "default", UID: "uid-" + name}
+	if annotation != "" {
+		p.Annotations = map[string]string{plugin.AnnotationPortMappings: annotation}
+	}
+	return p
+}
+
+func startEnv(t *testing.T) (*harness.Env, context.Context) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	t.Cleanup(cancel)
+	env, err := harness.Start(ctx, harness.Options{PluginBin: pluginBin})
+	if err != nil {
+		t.Fatalf("starting the environment: %v", err)
+	}
+	t.Cleanup(func() {
+		if t.Failed() {
+			for _, p := range []*harness.Process{env.Plugin, env.Sim, env.Containerd} {
+				if p != nil {
+					t.Logf("--- %s log (tail) ---\n%s", p.Name, p.Tail(40))
+				}
+			}
+		}
+		env.Close()
+	})
+	if err := env.StartPlugin(ctx); err != nil {
+		t.Fatal(err)
+	}
+	return env, ctx
+}
+
+func endpointOf(t *testing.T, ctx context.Context, env *harness.Env, id string) *plugin.StatusEntry {
+	t.Helper()
+	entries, err := env.Status(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var found *plugin.StatusEntry
+	for i := range entries {
+		if entries[i].Sandbox == id {
+			if found != nil {
+				t.Fatalf("two endpoints for sandbox %s: %+v", id, entries)
+			}
+			found = &entries[i]
+		}
+	}
+	return found
+}
+
+func wantEndpoint(t *testing.T, ctx context.Context, env *harness.Env, id, netns string, want []hcn.PortMappingPolicy) *plugin.StatusEntry {
+	t.Helper()
+	var got *plugin.StatusEntry
+	err := harness.Eventually(ctx, 15*time.Second, func() error {
+		got = endpointOf(t, ctx, env, id)
+		switch {
+		case got == nil:
+			return fmt.Errorf("no endpoint for sandbox %s", id)
+		case got.Namespace != netns || got.State != "attached":
+			return fmt.Errorf("endpoint %+v not attached to %s", got, netns)
+		case !hcn.SamePolicies(got.Mappings, want):
+			return fmt.Errorf("endpoint mappings %v, want %v", got.Mappings, want)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return got
+}
+
+func wantNoEndpoint(t *testing.T, ctx context.Context, env *harness.Env, id string) {
+	t.Helper()
+	err := harness.Eventually(ctx, 15*time.Second, func() error {
+		if ep := endpointOf(t, ctx, env, id); ep != nil {
+			return fmt.Errorf("sandbox %s still has endpoint %+v", id, ep)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+func tcp(host, cont uint16, vip string, flags hcn.NatFlags) hcn.PortMappingPolicy {
+	return hcn.PortMappingPolicy{Protocol: hcn.TCP, ExternalPort: host, InternalPort: cont, VIP: vip, Flags: flags}
+}
+
+func TestPodLifecycle(t *testing.T) {
+	env, ctx := startEnv(t)
+
+	t.Run("mapped pod gets an attached endpoint, once", func(t *testing.T) {
+		p := pod("web", "8080:80, 10.0.0.4:8443:443/tcp, [fd00::4]:9090:90, 5353:53/UDP")
+		guid, err := env.RunPod(ctx, p)
+		if err != nil {
+			t.Fatalf("RunPodSandbox: %v", err)
+		}
+		want := []hcn.PortMappingPolicy{tcp(8080, 80, "", 1), tcp(8443, 443, "10.0.0.4", 1), tcp(9090, 90, "fd00::4", 3),
+			{Protocol: hcn.UDP, ExternalPort: 5353, InternalPort: 53, Flags: 1}}
+		first := wantEndpoint(t, ctx, env, p.ID, guid, want)
+		if first.IPAddress == "" {
+			t.Error("endpoint got no IP address from the network")
+		}
+		// a repeated RunPodSandbox changes nothing
+		if err := env.NRI.RunPodSandbox(ctx, apiRun(p)); err != nil {
+			t.Fatal(err)
+		}
+		if again := wantEndpoint(t, ctx, env, p.ID, guid, want); again.Endpoint != first.Endpoint {
+			t.Errorf("second RunPodSandbox replaced endpoint %s with %s", first.Endpoint, again.Endpoint)
+		}
+		table, err := env.StatusTable(ctx)
+		if err != nil || !strings.Contains(table, first.Endpoint) || !strings.Contains(table, "10.0.0.4:8443->443/tcp") {
+			t.Errorf("status table:\n%s (%v)", table, err)
+		}
+		// stop removes the endpoint; remove after stop is a quiet success
+		if err := env.StopPod(ctx, p, guid); err != nil {
+			t.Fatalf("StopPodSandbox: %v", err)
+		}
+		wantNoEndpoint(t, ctx, env, p.ID)
+		if err := env.RemovePod(ctx, p); err != nil {
+			t.Fatalf("RemovePodSandbox: %v", err)
+		}
+	})
+
+	t.Run("JSON list annotation", func(t *testing.T) {
+		p := pod("json", `[{"containerPort":80,"hostPort":8181,"protocol":"TCP","hostIP":"10.0.0.5"}]`)
+		guid, err := env.RunPod(ctx, p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		wantEndpoint(t, ctx, env, p.ID, guid, []hcn.PortMappingPolicy{tcp(8181, 80, "10.0.0.5", 1)})
+		// RemovePodSandbox alone (no stop seen) also cleans up
+		if err := env.RemovePod(ctx, p); err != nil {
+			t.Fatal(err)
+		}
+		wantNoEndpoint(t, ctx, env, p.ID)
+	})
+
+	t.Run("unmapped pod gets nothing", func(t *testing.T) {
+		p := pod("plain", "")
+		if _, err := env.RunPod(ctx, p); err != nil {
+			t.Fatal(err)
+		}
+		if ep := endpointOf(t, ctx, env, p.ID); ep != nil {
+			t.Fatalf("unmapped pod got %+v", ep)
+		}
+	})
+
+	t.Run("bad annotation fails the pod with a clear error and leaves nothing", func(t *testing.T) {
+		p := pod("bad", "8282:80, 8283:80/sctp")
+		_, err := env.RunPod(ctx, p)
+		if err == nil {
+			t.Fatal("RunPodSandbox succeeded for a bad annotation")
+		}
+		for _, w := range []string{"default/bad", plugin.AnnotationPortMappings, `"8283:80/sctp"`, "SCTP is not supported by HNS"} {
+			if !strings.Contains(err.Error(), w) {
+				t.Errorf("error %q does not mention %q", err, w)
+			}
+		}
+		if ep := endpointOf(t, ctx, env, p.ID); ep != nil {
+			t.Fatalf("rejected pod got %+v", ep)
+		}
+		st, _, err := env.SimClient.State(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, ep := range st.Endpoints {
+			for _, m := range ep.PortMappings {
+				if m.ExternalPort == 8282 {
+					t.Fatalf("port 8282 of the rejected pod is mapped: %+v", ep)
+				}
+			}
+		}
+	})
+
+	t.Run("sandbox without a Windows namespace is skipped", func(t *testing.T) {
+		p := pod("linux", "8383:80")
+		p.NoWindowsNamespace = true
+		if _, err := env.RunPod(ctx, p); err != nil {
+			t.Fatalf("RunPodSandbox: %v", err)
+		}
+		if ep := endpointOf(t, ctx, env, p.ID); ep != nil {
+			t.Fatalf("pod without namespace got %+v", ep)
+		}
+	})
+
+	t.Run("host port held by another pod fails the second pod", func(t *testing.T) {
+		a, b := pod("holder", "8484:80"), pod("taker", "8484:81")
+		guid, err := env.RunPod(ctx, a)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, err = env.RunPod(ctx, b)
+		if err == nil || !strings.Contains(err.Error(), "host port already in use") {
+			t.Fatalf("second pod on a held port: %v", err)
+		}
+		if ep := endpointOf(t, ctx, env, b.ID); ep != nil {
+			t.Fatalf("second pod got %+v", ep)
+		}
+		wantEndpoint(t, ctx, env, a.ID, guid, []hcn.PortMappingPolicy{tcp(8484, 80, "", 1)})
+	})
+
+	if !env.Plugin.Running() {
+		t.Fatalf("plugin exited:\n%s", env.Plugin.Tail(30))
+	}
+}
+
+func TestPluginRestartConverges(t *testing.T) {
+	env, ctx := startEnv(t)
+	keep, gone, late := pod("keep", "9001:80"), pod("gone", "9002:80"), pod("late", "9003:80")
+	keepNS, err := env.RunPod(ctx, keep)
+	if err != nil {
+		t.Fatal(err)
+	}
+	goneNS, err := env.RunPod(ctx, gone)
+	if err != nil {
+		t.Fatal(err)
+	}
+	before := wantEndpoint(t, ctx, env, keep.ID, keepNS, []hcn.PortMappingPolicy{tcp(9001, 80, "", 1)})
+	wantEndpoint(t, ctx, env, gone.ID, goneNS, []hcn.PortMappingPolicy{tcp(9002, 80, "", 1)})
+
+	env.Plugin.Kill() // a crash: no cleanup
+	// while it is down: one pod stops and is removed, another starts
+	if err := env.ForgetPod(ctx, gone, goneNS); err != nil {
+		t.Fatal(err)
+	}
+	lateNS, err := env.AddPodSilently(ctx, late)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := env.StartPlugin(ctx); err != nil {
+		t.Fatal(err)
+	}
+	wantNoEndpoint(t, ctx, env, gone.ID)
+	wantEndpoint(t, ctx, env, late.ID, lateNS, []hcn.PortMappingPolicy{tcp(9003, 80, "", 1)})
+	after := wantEndpoint(t, ctx, env, keep.ID, keepNS, []hcn.PortMappingPolicy{tcp(9001, 80, "", 1)})
+	if after.Endpoint != before.Endpoint {
+		t.Errorf("restart replaced the running pod's endpoint %s with %s", before.Endpoint, after.Endpoint)
+	}
+}
+
+func TestPluginReconnectsWhenRuntimeRestarts(t *testing.T) {
+	env, ctx := startEnv(t)
+	env.StopNRI() // the runtime goes away: the connection closes
+	if err := env.StartNRI(); err != nil {
+		t.Fatal(err)
+	}
+	// the same plugin process registers again on its own
+	select {
+	case <-waitSync(env):
+	case <-time.After(30 * time.Second):
+		t.Fatalf("plugin did not reconnect:\n%s", env.Plugin.Tail(30))
+	}
+	env.NRI.BlockPluginSync().Unblock()
+	if !env.Plugin.Running() {
+		t.Fatal("plugin exited instead of reconnecting")
+	}
+	p := pod("after-reconnect", "9101:80")
+	guid, err := env.RunPod(ctx, p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantEndpoint(t, ctx, env, p.ID, guid, []hcn.PortMappingPolicy{tcp(9101, 80, "", 1)})
+}

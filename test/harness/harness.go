@@ -1,0 +1,592 @@
+// Package harness starts the real components of an end-to-end run on Linux:
+// a containerd daemon in a temp dir, the HNS simulator process, the NRI
+// runtime side (nri/pkg/adaptation, what containerd embeds) and the plugin
+// binary as its own process. Tests and the demo drive pods through it the way
+// containerd's CRI does on Windows and read HCN state from outside the plugin.
+package harness
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/containerd/containerd/v2/client"
+	"github.com/containerd/containerd/v2/pkg/namespaces"
+	"github.com/containerd/containerd/v2/pkg/oci"
+	"github.com/containerd/nri/pkg/adaptation"
+	"github.com/containerd/nri/pkg/api"
+	specs "github.com/opencontainers/runtime-spec/specs-go"
+
+	"github.com/nri-hcn-portmap/nri-hcn-portmap/hcn/hcnsim"
+	"github.com/nri-hcn-portmap/nri-hcn-portmap/plugin"
+)
+
+// ContainerdVersion is the containerd the harness expects.
+const ContainerdVersion = "v2.4.2"
+
+// FindContainerd locates the containerd binary: $CONTAINERD_BIN, then
+// $GOBIN or $GOPATH/bin (where `go install` puts it), then $PATH.
+func FindContainerd() (string, error) {
+	if p := os.Getenv("CONTAINERD_BIN"); p != "" {
+		return p, nil
+	}
+	var cands []string
+	if gobin := goEnv("GOBIN"); gobin != "" {
+		cands = append(cands, filepath.Join(gobin, "containerd"))
+	}
+	if gopath := goEnv("GOPATH"); gopath != "" {
+		cands = append(cands, filepath.Join(strings.Split(gopath, string(os.PathListSeparator))[0], "bin", "containerd"))
+	}
+	for _, c := range cands {
+		if _, err := os.Stat(c); err == nil {
+			return c, nil
+		}
+	}
+	if p, err := exec.LookPath("containerd"); err == nil {
+		return p, nil
+	}
+	return "", fmt.Errorf("containerd not found (looked at $CONTAINERD_BIN, %s, $PATH): run `make containerd`, "+
+		"which does `go install github.com/containerd/containerd/v2/cmd/containerd@%s`", strings.Join(cands, ", "), ContainerdVersion)
+}
+
+func goEnv(key string) string {
+	out, err := exec.Command("go", "env", key).Output()
+	if err != nil {
+		return ""
+	}
+	return strings.TrimSpace(string(out))
+}
+
+// ModuleRoot is the directory of this Go module.
+func ModuleRoot() (string, error) {
+	out, err := exec.Command("go", "list", "-m", "-f", "{{.Dir}}").Output()
+	if err != nil {
+		return "", fmt.Errorf("go list -m: %w", err)
+	}
+	return strings.TrimSpace(string(out)), nil
+}
+
+// BuildPlugin builds the plugin binary into dir and returns its path.
+func BuildPlugin(dir string) (string, error) {
+	root, err := ModuleRoot()
+	if err != nil {
+		return "", err
+	}
+	bin := filepath.Join(dir, "nri-hcn-portmap")
+	cmd := exec.Command("go", "build", "-o", bin, "./cmd/nri-hcn-portmap")
+	cmd.Dir = root
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return "", fmt.Errorf("building the plugin: %w\n%s", err, out)
+	}
+	return bin, nil
+}
+
+// Process is a child process with its log file.
+type Process struct {
+	Name string
+	Log  string
+	cmd  *exec.Cmd
+	done chan struct{}
+	err  error
+}
+
+func start(name, logPath, bin string, args ...string) (*Process, error) {
+	f, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		return nil, err
+	}
+	cmd := exec.Command(bin, args...)
+	cmd.Stdout, cmd.Stderr = f, f
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := cmd.Start(); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("starting %s: %w", name, err)
+	}
+	p := &Process{Name: name, Log: logPath, cmd: cmd, done: make(chan struct{})}
+	go func() {
+		p.err = cmd.Wait()
+		f.Close()
+		close(p.done)
+	}()
+	return p, nil
+}
+
+// Running reports whether the process has not exited.
+func (p *Process) Running() bool {
+	select {
+	case <-p.done:
+		return false
+	default:
+		return true
+	}
+}
+
+// Kill sends SIGKILL (a crash) and waits for the exit.
+func (p *Process) Kill() { p.signal(syscall.SIGKILL) }
+
+// Stop sends SIGTERM and waits up to 10 s, then kills.
+func (p *Process) Stop() {
+	p.signal(syscall.SIGTERM)
+}
+
+func (p *Process) signal(sig syscall.Signal) {
+	if !p.Running() {
+		return
+	}
+	_ = p.cmd.Process.Signal(sig)
+	select {
+	case <-p.done:
+	case <-time.After(10 * time.Second):
+		_ = p.cmd.Process.Kill()
+		<-p.done
+	}
+}
+
+// Tail returns the last n lines of the process log.
+func (p *Process) Tail(n int) string {
+	b, _ := os.ReadFile(p.Log)
+	lines := strings.Split(strings.TrimRight(string(b), "\n"), "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return strings.Join(lines, "\n")
+}
+
+// Env is one end-to-end environment.
+type Env struct {
+	Dir        string
+	PluginBin  string
+	Containerd *Process
+	CtrAddress string
+	Ctr        *client.Client
+	Sim        *Process
+	SimAddress string
+	SimClient  *hcnsim.Client
+	NRISocket  string // where the plugin connects (a proxy in front of the runtime side)
+	NRI        *adaptation.Adaptation
+	nriProxy   *connProxy
+	Plugin     *Process
+	ConfigPath string
+
+	ctrBin string
+	mu     sync.Mutex
+	pods   map[string]*api.PodSandbox // what the runtime reports in Synchronize
+	syncs  chan struct{}
+}
+
+// Options tune an Env.
+type Options struct {
+	PluginBin string // prebuilt plugin binary; built into Dir when empty
+	// Config is the plugin's TOML configuration; a default that creates a
+	// NAT network is used when empty. The simulator address and sockets
+	// are passed as flags.
+	Config string
+}
+
+// DefaultConfig creates the NAT network the endpoints go on.
+const DefaultConfig = `[hcn]
+network = "nat"
+create_network = true
+network_type = "NAT"
+subnet = "172.30.0.0/16"
+gateway = "172.30.0.1"
+
+[log]
+level = "debug"
+`
+
+// Start brings up containerd, the simulator and the NRI runtime side. The
+// plugin is started with StartPlugin.
+func Start(ctx context.Context, o Options) (_ *Env, retErr error) {
+	// Keep socket paths short (sun_path is 108 bytes).
+	dir, err := os.MkdirTemp("", "hcnpm-e2e-")
+	if err != nil {
+		return nil, err
+	}
+	e := &Env{Dir: dir, PluginBin: o.PluginBin, pods: map[string]*api.PodSandbox{}, syncs: make(chan struct{}, 64)}
+	defer func() {
+		if retErr != nil {
+			e.Close()
+		}
+	}()
+	if e.PluginBin == "" {
+		if e.PluginBin, err = BuildPlugin(dir); err != nil {
+			return nil, err
+		}
+	}
+	if e.ctrBin, err = FindContainerd(); err != nil {
+		return nil, err
+	}
+	if err := e.StartContainerd(ctx); err != nil {
+		return nil, err
+	}
+	e.SimAddress = "unix://" + filepath.Join(dir, "hns.sock")
+	if e.Sim, err = start("simulator", filepath.Join(dir, "simulator.log"), e.PluginBin, "simulator", "--listen", e.SimAddress); err != nil {
+		return nil, err
+	}
+	if e.SimClient, err = hcnsim.NewClient(e.SimAddress); err != nil {
+		return nil, err
+	}
+	if err := waitFor(ctx, 10*time.Second, func() error { _, _, err := e.SimClient.State(ctx); return err }); err != nil {
+		return nil, fmt.Errorf("simulator did not come up: %w\n%s", err, e.Sim.Tail(20))
+	}
+	cfg := o.Config
+	if cfg == "" {
+		cfg = DefaultConfig
+	}
+	e.ConfigPath = filepath.Join(dir, "config.toml")
+	if err := os.WriteFile(e.ConfigPath, []byte(cfg), 0o644); err != nil {
+		return nil, err
+	}
+	if err := e.StartNRI(); err != nil {
+		return nil, err
+	}
+	return e, nil
+}
+
+// StartContainerd starts (or restarts) the containerd daemon with its root,
+// state and socket in e.Dir.
+func (e *Env) StartContainerd(ctx context.Context) error {
+	e.CtrAddress = filepath.Join(e.Dir, "containerd.sock")
+	conf := filepath.Join(e.Dir, "containerd.toml")
+	body := fmt.Sprintf(`version = 3
+root = '%[1]s/root'
+state = '%[1]s/state'
+disabled_plugins = ['io.containerd.grpc.v1.cri', 'io.containerd.cri.v1.runtime', 'io.containerd.cri.v1.images', 'io.containerd.internal.v1.tracing']
+[grpc]
+  address = '%[2]s'
+[ttrpc]
+  address = '%[2]s.ttrpc'
+[debug]
+  address = ''
+`, e.Dir, e.CtrAddress)
+	if err := os.WriteFile(conf, []byte(body), 0o644); err != nil {
+		return err
+	}
+	p, err := start("containerd", filepath.Join(e.Dir, "containerd.log"), e.ctrBin, "--config", conf)
+	if err != nil {
+		return err
+	}
+	e.Containerd = p
+	if e.Ctr != nil {
+		e.Ctr.Close()
+		e.Ctr = nil
+	}
+	err = waitFor(ctx, 20*time.Second, func() error {
+		if !p.Running() {
+			return errors.New("containerd exited")
+		}
+		c, err := client.New(e.CtrAddress, client.WithTimeout(time.Second))
+		if err != nil {
+			return err
+		}
+		if _, err := c.Version(ctx); err != nil {
+			c.Close()
+			return err
+		}
+		e.Ctr = c
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("containerd (%s) did not come up (it must run as root): %w\n%s", e.ctrBin, err, p.Tail(30))
+	}
+	return nil
+}
+
+// StartNRI starts the NRI runtime side on a socket in e.Dir.
+func (e *Env) StartNRI() error {
+	e.NRISocket = filepath.Join(e.Dir, "nri.sock")
+	backend := filepath.Join(e.Dir, "nri-runtime.sock")
+	if e.nriProxy == nil {
+		p, err := newConnProxy(e.NRISocket, backend)
+		if err != nil {
+			return err
+		}
+		e.nriProxy = p
+	}
+	empty := filepath.Join(e.Dir, "nri-plugins")
+	if err := os.MkdirAll(empty, 0o755); err != nil {
+		return err
+	}
+	syncFn := func(ctx context.Context, cb adaptation.SyncCB) error {
+		_, err := cb(ctx, e.runtimePods(), nil)
+		select {
+		case e.syncs <- struct{}{}:
+		default:
+		}
+		return err
+	}
+	updateFn := func(context.Context, []*adaptation.ContainerUpdate) ([]*adaptation.ContainerUpdate, error) { return nil, nil }
+	r, err := adaptation.New("containerd", ContainerdVersion, syncFn, updateFn,
+		adaptation.WithSocketPath(backend), adaptation.WithPluginPath(empty), adaptation.WithPluginConfigPath(empty))
+	if err != nil {
+		return fmt.Errorf("NRI adaptation: %w", err)
+	}
+	if err := r.Start(); err != nil {
+		return fmt.Errorf("NRI adaptation start: %w", err)
+	}
+	e.NRI = r
+	return nil
+}
+
+func (e *Env) runtimePods() []*api.PodSandbox {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	out := make([]*api.PodSandbox, 0, len(e.pods))
+	for _, p := range e.pods {
+		out = append(out, p)
+	}
+	slices.SortFunc(out, func(a, b *api.PodSandbox) int { return strings.Compare(a.Id, b.Id) })
+	return out
+}
+
+// StopNRI stops the NRI runtime side and closes the plugin connections, as
+// a containerd restart does.
+func (e *Env) StopNRI() {
+	if e.NRI != nil {
+		e.NRI.Stop()
+		e.NRI = nil
+	}
+	if e.nriProxy != nil {
+		e.nriProxy.drop()
+	}
+	for len(e.syncs) > 0 {
+		<-e.syncs
+	}
+}
+
+// StartPlugin starts the plugin process against this environment and waits
+// until the NRI runtime side has registered it.
+func (e *Env) StartPlugin(ctx context.Context, extraArgs ...string) error {
+	// drain stale sync signals
+	for len(e.syncs) > 0 {
+		<-e.syncs
+	}
+	args := append([]string{"run", "--config", e.ConfigPath, "--nri-socket", e.NRISocket,
+		"--containerd-address", e.CtrAddress, "--hcn-backend", "simulated", "--hcn-simulator", e.SimAddress}, extraArgs...)
+	p, err := start("plugin", filepath.Join(e.Dir, "plugin.log"), e.PluginBin, args...)
+	if err != nil {
+		return err
+	}
+	e.Plugin = p
+	select {
+	case <-e.syncs:
+	case <-p.done:
+		return fmt.Errorf("plugin exited before registering: %v\n%s", p.err, p.Tail(30))
+	case <-time.After(20 * time.Second):
+		return fmt.Errorf("plugin did not register with NRI within 20s\n%s", p.Tail(30))
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	// The plugin joins the runtime's list after the sync callback returns;
+	// taking the sync lock waits for that.
+	e.NRI.BlockPluginSync().Unblock()
+	return nil
+}
+
+// Pod describes a sandbox to create.
+type Pod struct {
+	ID, Name, Namespace, UID string
+	Annotations              map[string]string
+	// NoWindowsNamespace makes a sandbox without Windows.Network (a Linux
+	// or HostProcess sandbox).
+	NoWindowsNamespace bool
+	// Extensions are extra container extensions (raw JSON payloads).
+	Extensions map[string][]byte
+}
+
+// NRIPod is the pod as the NRI runtime side reports it.
+func (p Pod) NRIPod() *api.PodSandbox {
+	return &api.PodSandbox{Id: p.ID, Name: p.Name, Namespace: p.Namespace, Uid: p.UID, Annotations: p.Annotations}
+}
+
+// K8s is the containerd namespace CRI uses.
+const K8s = "k8s.io"
+
+// CreateSandbox does what containerd's CRI does on Windows before any plugin
+// hears of the pod: create the pod's HCN namespace, then the sandbox
+// container whose spec names it. It returns the namespace GUID ("" for a
+// sandbox without one).
+func (e *Env) CreateSandbox(ctx context.Context, p Pod) (string, error) {
+	spec := &oci.Spec{Version: specs.Version}
+	var guid string
+	if !p.NoWindowsNamespace {
+		var err error
+		if guid, err = e.SimClient.CreateNamespace(ctx, ""); err != nil {
+			return "", err
+		}
+		spec.Windows = &specs.Windows{Network: &specs.WindowsNetwork{NetworkNamespace: guid}}
+	}
+	opts := []client.NewContainerOpts{
+		client.WithContainerLabels(map[string]string{plugin.LabelKind: plugin.KindSandbox}),
+		client.WithSpec(spec),
+		client.WithRuntime("io.containerd.runhcs.v1", nil),
+	}
+	for name, raw := range p.Extensions {
+		opts = append(opts, client.WithContainerExtension(name, rawJSON(raw)))
+	}
+	if _, err := e.Ctr.NewContainer(namespaces.WithNamespace(ctx, K8s), p.ID, opts...); err != nil {
+		return "", fmt.Errorf("creating sandbox container %s: %w", p.ID, err)
+	}
+	return guid, nil
+}
+
+// rawJSON is stored by containerd's typeurl as the JSON itself.
+type rawJSON []byte
+
+func (r rawJSON) MarshalJSON() ([]byte, error) { return r, nil }
+
+// RunPod creates the sandbox and sends RunPodSandbox, as containerd does.
+func (e *Env) RunPod(ctx context.Context, p Pod) (string, error) {
+	guid, err := e.CreateSandbox(ctx, p)
+	if err != nil {
+		return "", err
+	}
+	e.mu.Lock()
+	e.pods[p.ID] = p.NRIPod()
+	e.mu.Unlock()
+	if err := e.NRI.RunPodSandbox(ctx, &api.RunPodSandboxRequest{Pod: p.NRIPod()}); err != nil {
+		// containerd tears a failed sandbox down at once
+		_ = e.StopPod(ctx, p, guid)
+		_ = e.RemovePod(ctx, p)
+		return guid, err
+	}
+	return guid, nil
+}
+
+// StopPod sends StopPodSandbox, then deletes the HCN namespace as
+// containerd's CNI teardown does.
+func (e *Env) StopPod(ctx context.Context, p Pod, guid string) error {
+	err := e.NRI.StopPodSandbox(ctx, &api.StopPodSandboxRequest{Pod: p.NRIPod()})
+	if guid != "" {
+		if nerr := e.SimClient.DeleteNamespace(ctx, guid); nerr != nil && err == nil {
+			err = nerr
+		}
+	}
+	return err
+}
+
+// RemovePod deletes the sandbox container, then sends RemovePodSandbox.
+func (e *Env) RemovePod(ctx context.Context, p Pod) error {
+	e.mu.Lock()
+	delete(e.pods, p.ID)
+	e.mu.Unlock()
+	if err := e.Ctr.ContainerService().Delete(namespaces.WithNamespace(ctx, K8s), p.ID); err != nil {
+		return err
+	}
+	return e.NRI.RemovePodSandbox(ctx, &api.RemovePodSandboxRequest{Pod: p.NRIPod()})
+}
+
+// ForgetPod drops a pod from the runtime's view without telling any plugin
+// (what happens while the plugin is down).
+func (e *Env) ForgetPod(ctx context.Context, p Pod, guid string) error {
+	e.mu.Lock()
+	delete(e.pods, p.ID)
+	e.mu.Unlock()
+	if guid != "" {
+		if err := e.SimClient.DeleteNamespace(ctx, guid); err != nil {
+			return err
+		}
+	}
+	return e.Ctr.ContainerService().Delete(namespaces.WithNamespace(ctx, K8s), p.ID)
+}
+
+// AddPodSilently creates a sandbox and lists it as running without telling
+// any plugin (a pod started while the plugin was down).
+func (e *Env) AddPodSilently(ctx context.Context, p Pod) (string, error) {
+	guid, err := e.CreateSandbox(ctx, p)
+	if err != nil {
+		return "", err
+	}
+	e.mu.Lock()
+	e.pods[p.ID] = p.NRIPod()
+	e.mu.Unlock()
+	return guid, nil
+}
+
+// Status runs `nri-hcn-portmap status -o json` against the simulator: the
+// documented way to see what the plugin built, from outside its process.
+func (e *Env) Status(ctx context.Context) ([]plugin.StatusEntry, error) {
+	cmd := exec.CommandContext(ctx, e.PluginBin, "status", "-o", "json", "--config", e.ConfigPath,
+		"--hcn-backend", "simulated", "--hcn-simulator", e.SimAddress)
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		return nil, fmt.Errorf("status: %w: %s", err, stderr.String())
+	}
+	var entries []plugin.StatusEntry
+	if err := json.Unmarshal(out, &entries); err != nil {
+		return nil, fmt.Errorf("status output: %w\n%s", err, out)
+	}
+	return entries, nil
+}
+
+// StatusTable runs `nri-hcn-portmap status` (table form).
+func (e *Env) StatusTable(ctx context.Context) (string, error) {
+	out, err := exec.CommandContext(ctx, e.PluginBin, "status", "--config", e.ConfigPath,
+		"--hcn-backend", "simulated", "--hcn-simulator", e.SimAddress).CombinedOutput()
+	return string(out), err
+}
+
+// Close stops everything and removes the temp dir (kept when KEEP_E2E_DIR is set).
+func (e *Env) Close() {
+	if e.Plugin != nil {
+		e.Plugin.Stop()
+	}
+	if e.NRI != nil {
+		e.NRI.Stop()
+	}
+	if e.nriProxy != nil {
+		e.nriProxy.close()
+	}
+	if e.SimClient != nil {
+		e.SimClient.Close()
+	}
+	if e.Sim != nil {
+		e.Sim.Stop()
+	}
+	if e.Ctr != nil {
+		e.Ctr.Close()
+	}
+	if e.Containerd != nil {
+		e.Containerd.Stop()
+	}
+	if os.Getenv("KEEP_E2E_DIR") == "" {
+		os.RemoveAll(e.Dir)
+	}
+}
+
+func waitFor(ctx context.Context, d time.Duration, f func() error) error {
+	deadline := time.Now().Add(d)
+	for {
+		err := f()
+		if err == nil {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+}
+
+// Eventually polls f until it returns nil or d passes.
+func Eventually(ctx context.Context, d time.Duration, f func() error) error { return waitFor(ctx, d, f) }
+
+// Synced delivers a value each time a plugin finished registering.
+func (e *Env) Synced() <-chan struct{} { return e.syncs }
