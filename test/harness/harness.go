@@ -107,7 +107,6 @@ func start(name, logPath, bin string, args ...string) (*Process, error) {
 	}
 	cmd := exec.Command(bin, args...)
 	cmd.Stdout, cmd.Stderr = f, f
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	if err := cmd.Start(); err != nil {
 		f.Close()
 		return nil, fmt.Errorf("starting %s: %w", name, err)
@@ -326,7 +325,9 @@ func (e *Env) StartNRI() error {
 		}
 		return err
 	}
-	updateFn := func(context.Context, []*adaptation.ContainerUpdate) ([]*adaptation.ContainerUpdate, error) { return nil, nil }
+	updateFn := func(context.Context, []*adaptation.ContainerUpdate) ([]*adaptation.ContainerUpdate, error) {
+		return nil, nil
+	}
 	r, err := adaptation.New("containerd", ContainerdVersion, syncFn, updateFn,
 		adaptation.WithSocketPath(backend), adaptation.WithPluginPath(empty), adaptation.WithPluginConfigPath(empty))
 	if err != nil {
@@ -586,7 +587,9 @@ func waitFor(ctx context.Context, d time.Duration, f func() error) error {
 }
 
 // Eventually polls f until it returns nil or d passes.
-func Eventually(ctx context.Context, d time.Duration, f func() error) error { return waitFor(ctx, d, f) }
+func Eventually(ctx context.Context, d time.Duration, f func() error) error {
+	return waitFor(ctx, d, f)
+}
 
 // Synced delivers a value each time a plugin finished registering.
 func (e *Env) Synced() <-chan struct{} { return e.syncs }

@@ -1,0 +1,44 @@
+# nri-hcn-portmap
+GO                 ?= go
+CONTAINERD_VERSION ?= v2.4.2
+GOBIN              ?= $(shell $(GO) env GOPATH)/bin
+CONTAINERD         := $(GOBIN)/containerd
+export CONTAINERD_BIN := $(CONTAINERD)
+
+.PHONY: all build build-windows vet test unit e2e demo containerd clean
+
+all: build build-windows
+
+build:
+	$(GO) build -o bin/nri-hcn-portmap ./cmd/nri-hcn-portmap
+
+build-windows:
+	GOOS=windows GOARCH=amd64 $(GO) build -o bin/nri-hcn-portmap.exe ./cmd/nri-hcn-portmap
+
+vet:
+	$(GO) vet ./...
+	GOOS=windows GOARCH=amd64 $(GO) build ./...
+	GOOS=windows GOARCH=amd64 $(GO) vet ./...
+
+# containerd for the end-to-end tests and the demo, built from source with
+# the Go toolchain (about two minutes the first time).
+containerd: $(CONTAINERD)
+$(CONTAINERD):
+	$(GO) install github.com/containerd/containerd/v2/cmd/containerd@$(CONTAINERD_VERSION)
+
+# Everything: vet (Linux and Windows), unit tests with the race detector,
+# end-to-end tests against a real containerd. Needs root for containerd.
+test: vet containerd
+	$(GO) test -race -count=1 ./...
+
+unit:
+	$(GO) test -race -count=1 $$($(GO) list ./... | grep -v /test/)
+
+e2e: containerd
+	$(GO) test -count=1 -v ./test/e2e/
+
+demo: containerd
+	$(GO) run ./test/demo
+
+clean:
+	rm -rf bin

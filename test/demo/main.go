@@ -1,0 +1,81 @@
+// Command demo runs the plugin's main job on Linux with real components: a
+// containerd daemon, the NRI runtime side, the plugin as its own process and
+// the HNS simulator in place of HNS. It starts a few pods the way containerd's
+// CRI does on Windows, prints what the runtime was told and the endpoints
+// the plugin built, then stops a pod and shows its endpoint gone.
+//
+//	make demo        (needs root and `make containerd`)
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"time"
+
+	"github.com/sirupsen/logrus"
+
+	"github.com/nri-hcn-portmap/nri-hcn-portmap/plugin"
+	"github.com/nri-hcn-portmap/nri-hcn-portmap/test/harness"
+)
+
+func main() {
+	if err := run(); err != nil {
+		fmt.Fprintln(os.Stderr, "demo:", err)
+		os.Exit(1)
+	}
+}
+
+func run() error {
+	// The NRI runtime side logs through logrus' standard logger; keep the
+	// demo's output to what it shows.
+	logrus.SetLevel(logrus.WarnLevel)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	fmt.Println("== starting containerd, the HNS simulator and the NRI runtime side")
+	env, err := harness.Start(ctx, harness.Options{})
+	if err != nil {
+		return err
+	}
+	defer env.Close()
+	fmt.Println("== starting nri-hcn-portmap (its log:", env.Dir+"/plugin.log)")
+	if err := env.StartPlugin(ctx); err != nil {
+		return err
+	}
+	pods := []harness.Pod{
+		{ID: "4f1c0b9e2d7a4c1b8e3f6a5d9c2b7e1f4a8d3c6b9e2f5a1d7c4b8e3f6a9d2c5b", Name: "web", Namespace: "shop",
+			Annotations: map[string]string{plugin.AnnotationPortMappings: "8080:80, 10.0.0.4:8443:443/tcp, 5353:53/udp"}},
+		{ID: "9a3e7c1f5b2d8e4a6c0f3b9d1e7a5c2f8b4d6e0a3c9f1b7d5e2a8c4f6b0d3e9a", Name: "api", Namespace: "shop",
+			Annotations: map[string]string{plugin.AnnotationPortMappings: `[{"containerPort":8000,"hostPort":9000,"hostIP":"fd00::4"}]`}},
+		{ID: "2c8f4a6e0b3d9f1c7a5e2b8d4f6a0c3e9b1d7f5a2c8e4b6d0f3a9c1e7b5d2f8a", Name: "plain", Namespace: "default"},
+		{ID: "7e1a5c9f3b6d2e8a4c0f7b3d9e5a1c6f2b8d4e0a7c3f9b5d1e6a2c8f4b0d7e3a", Name: "typo", Namespace: "default",
+			Annotations: map[string]string{plugin.AnnotationPortMappings: "8081:80/sctp"}},
+	}
+	guids := map[string]string{}
+	for _, p := range pods {
+		guid, err := env.RunPod(ctx, p)
+		guids[p.ID] = guid
+		fmt.Printf("RunPodSandbox %s/%s (annotation %q, HCN namespace %s): ", p.Namespace, p.Name,
+			p.Annotations[plugin.AnnotationPortMappings], guid)
+		if err != nil {
+			fmt.Println("FAILED:", err)
+			continue
+		}
+		fmt.Println("ok")
+	}
+	fmt.Println("\n== endpoints in HCN (nri-hcn-portmap status)")
+	if err := printStatus(ctx, env); err != nil {
+		return err
+	}
+	fmt.Println("\n== StopPodSandbox shop/web, then status again")
+	if err := env.StopPod(ctx, pods[0], guids[pods[0].ID]); err != nil {
+		return err
+	}
+	return printStatus(ctx, env)
+}
+
+func printStatus(ctx context.Context, env *harness.Env) error {
+	out, err := env.StatusTable(ctx)
+	fmt.Print(out)
+	return err
+}
