@@ -24,12 +24,39 @@ const (
 	BackendSimulated = "simulated"
 )
 
+// Event sources.
+const (
+	SourceNRI        = "nri"
+	SourceContainerd = "containerd"
+	SourceAuto       = "auto"
+)
+
+// Sources of port mappings.
+const (
+	MappingsAnnotations = "annotations"
+	MappingsCRI         = "cri"
+)
+
 // Config is the whole configuration file.
 type Config struct {
+	Plugin     Plugin     `toml:"plugin"`
 	NRI        NRI        `toml:"nri"`
 	Containerd Containerd `toml:"containerd"`
 	HCN        HCN        `toml:"hcn"`
 	Log        Log        `toml:"log"`
+}
+
+// Plugin is what drives the plugin and what it acts on.
+type Plugin struct {
+	// Source of pod events: nri, containerd or auto.
+	Source string `toml:"source"`
+	// ResyncInterval between full reconciles of HCN against containerd;
+	// 0 disables them.
+	ResyncInterval Duration `toml:"resync_interval"`
+	// MappingSources: where port mappings come from, "annotations" (the
+	// hcn.nri.io/port-mappings annotation) and/or "cri" (Kubernetes hostPort
+	// from containerd's CRI sandbox metadata).
+	MappingSources []string `toml:"mapping_sources"`
 }
 
 // NRI is how the plugin registers with the runtime.
@@ -85,6 +112,9 @@ func (d *Duration) UnmarshalText(b []byte) error {
 // MarshalText implements encoding.TextMarshaler.
 func (d Duration) MarshalText() ([]byte, error) { return []byte(d.Duration.String()), nil }
 
+// UsesMappings reports whether port mappings are taken from source m.
+func (p Plugin) UsesMappings(m string) bool { return slices.Contains(p.MappingSources, m) }
+
 // DefaultContainerdAddress is containerd's default address on this OS.
 func DefaultContainerdAddress() string {
 	if runtime.GOOS == "windows" {
@@ -96,6 +126,7 @@ func DefaultContainerdAddress() string {
 // Default returns the configuration used for every key the file omits.
 func Default() Config {
 	return Config{
+		Plugin: Plugin{Source: SourceAuto, ResyncInterval: Duration{time.Minute}, MappingSources: []string{MappingsAnnotations}},
 		NRI: NRI{Socket: "/var/run/nri/nri.sock", PluginName: "hcn-portmap", PluginIndex: "50",
 			ReconnectMax: Duration{30 * time.Second}},
 		Containerd: Containerd{Address: DefaultContainerdAddress(), Namespace: "k8s.io"},
@@ -175,6 +206,23 @@ func (c *Config) Validate(source string, origin map[string]string) error {
 			from = o
 		}
 		errs = append(errs, fmt.Sprintf("%s: %s = %q: %s", from, key, fmt.Sprint(value), why))
+	}
+	if !slices.Contains([]string{SourceNRI, SourceContainerd, SourceAuto}, c.Plugin.Source) {
+		bad("plugin.source", c.Plugin.Source, "must be one of nri, containerd, auto")
+	}
+	if c.Plugin.ResyncInterval.Duration < 0 {
+		bad("plugin.resync_interval", c.Plugin.ResyncInterval.Duration, "must be 0 (disabled) or positive")
+	}
+	if len(c.Plugin.MappingSources) == 0 {
+		bad("plugin.mapping_sources", c.Plugin.MappingSources, "must name at least one of annotations, cri")
+	}
+	for i, m := range c.Plugin.MappingSources {
+		if m != MappingsAnnotations && m != MappingsCRI {
+			bad("plugin.mapping_sources", m, "must be annotations or cri")
+		}
+		if slices.Contains(c.Plugin.MappingSources[:i], m) {
+			bad("plugin.mapping_sources", m, "is listed twice")
+		}
 	}
 	if c.NRI.Socket == "" {
 		bad("nri.socket", c.NRI.Socket, "must not be empty")

@@ -6,6 +6,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -22,6 +23,11 @@ func write(t *testing.T, body string) string {
 
 func TestLoadFull(t *testing.T) {
 	p := write(t, `
+[plugin]
+source = "containerd"
+resync_interval = "30s"
+mapping_sources = ["annotations", "cri"]
+
 [nri]
 socket = "/run/nri/nri.sock"
 plugin_name = "portmap"
@@ -58,6 +64,7 @@ format = "json"
 		t.Fatal(err)
 	}
 	want := Config{
+		Plugin:     Plugin{Source: "containerd", ResyncInterval: Duration{30 * time.Second}, MappingSources: []string{"annotations", "cri"}},
 		NRI:        NRI{Socket: "/run/nri/nri.sock", PluginName: "portmap", PluginIndex: "10", ReconnectMax: Duration{5 * time.Second}},
 		Containerd: Containerd{Address: "/run/containerd/containerd.sock", Namespace: "k8s.io"},
 		HCN: HCN{Backend: "simulated", SimulatorAddress: "unix:///tmp/sim.sock", Network: "pods", CreateNetwork: true,
@@ -65,7 +72,7 @@ format = "json"
 			DualStack: true, OutboundNAT: true, CallTimeout: Duration{3 * time.Second}},
 		Log: Log{Level: "debug", Format: "json"},
 	}
-	if cfg != want {
+	if !reflect.DeepEqual(cfg, want) {
 		t.Errorf("Load =\n%+v\nwant\n%+v", cfg, want)
 	}
 }
@@ -78,8 +85,12 @@ func TestLoadKeepsDefaultsForOmittedKeys(t *testing.T) {
 	}
 	want := Default()
 	want.HCN.Network = "pods"
-	if cfg != want {
+	if !reflect.DeepEqual(cfg, want) {
 		t.Errorf("Load = %+v, want defaults but network", cfg)
+	}
+	if cfg.Plugin.Source != "auto" || cfg.Plugin.ResyncInterval.Duration != time.Minute ||
+		!reflect.DeepEqual(cfg.Plugin.MappingSources, []string{"annotations"}) {
+		t.Errorf("plugin defaults = %+v, want auto, 1m, annotations only", cfg.Plugin)
 	}
 	if !cfg.HCN.LocalRoutedVIP {
 		t.Error("local_routed_vip must default to true")
@@ -141,6 +152,12 @@ func TestValidate(t *testing.T) {
 		{"log level", func(c *Config) { c.Log.Level = "loud" }, `log.level = "loud"`},
 		{"log format", func(c *Config) { c.Log.Format = "xml" }, `log.format = "xml"`},
 		{"call timeout", func(c *Config) { c.HCN.CallTimeout.Duration = 0 }, `hcn.call_timeout = "0s"`},
+		{"bad source", func(c *Config) { c.Plugin.Source = "cri" }, `plugin.source = "cri": must be one of nri, containerd, auto`},
+		{"resync disabled", func(c *Config) { c.Plugin.ResyncInterval.Duration = 0 }, ""},
+		{"negative resync", func(c *Config) { c.Plugin.ResyncInterval.Duration = -time.Second }, `plugin.resync_interval = "-1s"`},
+		{"no mapping source", func(c *Config) { c.Plugin.MappingSources = nil }, `plugin.mapping_sources = "[]"`},
+		{"unknown mapping source", func(c *Config) { c.Plugin.MappingSources = []string{"cri", "labels"} }, `plugin.mapping_sources = "labels": must be annotations or cri`},
+		{"mapping source twice", func(c *Config) { c.Plugin.MappingSources = []string{"cri", "cri"} }, `plugin.mapping_sources = "cri": is listed twice`},
 		{"empty containerd address", func(c *Config) { c.Containerd.Address = "" }, `containerd.address = ""`},
 	}
 	for _, tt := range tests {

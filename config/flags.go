@@ -14,6 +14,7 @@ type Flags struct {
 
 // flagKeys maps each override flag to the config key it sets.
 var flagKeys = []struct{ flag, key, usage string }{
+	{"source", "plugin.source", "pod event source: nri, containerd or auto"},
 	{"nri-socket", "nri.socket", "NRI socket to connect to"},
 	{"plugin-name", "nri.plugin_name", "NRI plugin name"},
 	{"plugin-index", "nri.plugin_index", "NRI plugin index (two digits)"},
@@ -63,6 +64,8 @@ func (f *Flags) Resolve() (Config, error) {
 
 func (c *Config) field(key string) *string {
 	switch key {
+	case "plugin.source":
+		return &c.Plugin.Source
 	case "nri.socket":
 		return &c.NRI.Socket
 	case "nri.plugin_name":

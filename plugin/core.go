@@ -21,6 +21,10 @@ type Pod struct {
 	Namespace   string // Kubernetes namespace
 	UID         string
 	Annotations map[string]string
+	// Partial: only the ID is known (a containerd event, a resync, an
+	// orphan); name, namespace and annotations are read from containerd's
+	// CRI sandbox metadata.
+	Partial bool
 }
 
 func (p Pod) String() string {
@@ -31,23 +35,30 @@ func (p Pod) String() string {
 }
 
 // ErrInvalidPod wraps errors caused by the pod's own request (a bad
-// annotation): retrying will not help.
+// annotation, a hostPort HNS cannot honour): retrying will not help.
 var ErrInvalidPod = errors.New("invalid pod request")
+
+// MappingSources says where port mappings come from.
+type MappingSources struct {
+	Annotations bool // the hcn.nri.io/port-mappings annotation
+	CRI         bool // Kubernetes hostPort, from containerd's CRI sandbox metadata
+}
 
 // Core holds the logic shared by every event source. It is safe for
 // concurrent use: work for one sandbox is serialized, different sandboxes
 // proceed in parallel.
 type Core struct {
-	mgr    *hcn.Manager
-	store  SandboxStore
-	policy hcn.PolicyOptions
-	log    *logrus.Entry
-	locks  keyLock
+	mgr     *hcn.Manager
+	store   SandboxStore
+	policy  hcn.PolicyOptions
+	sources MappingSources
+	log     *logrus.Entry
+	locks   keyLock
 }
 
 // NewCore wires a core.
-func NewCore(mgr *hcn.Manager, store SandboxStore, policy hcn.PolicyOptions, log *logrus.Entry) *Core {
-	return &Core{mgr: mgr, store: store, policy: policy, log: log}
+func NewCore(mgr *hcn.Manager, store SandboxStore, policy hcn.PolicyOptions, sources MappingSources, log *logrus.Entry) *Core {
+	return &Core{mgr: mgr, store: store, policy: policy, sources: sources, log: log}
 }
 
 // Manager returns the HCN manager.
@@ -57,9 +68,9 @@ func (c *Core) podLog(p Pod) *logrus.Entry {
 	return c.log.WithFields(logrus.Fields{"pod": p.Name, "namespace": p.Namespace, "sandbox": p.ID})
 }
 
-// Mappings returns the pod's requested port mappings; an invalid request is
-// an error naming the pod, the annotation and the entry, wrapping
-// ErrInvalidPod.
+// Mappings returns the port mappings the pod's annotation asks for; an
+// invalid request is an error naming the pod, the annotation and the entry,
+// wrapping ErrInvalidPod.
 func (c *Core) Mappings(p Pod) ([]hcn.PortMapping, error) {
 	v, ok := p.Annotations[AnnotationPortMappings]
 	if !ok {
@@ -70,6 +81,50 @@ func (c *Core) Mappings(p Pod) ([]hcn.PortMapping, error) {
 		return nil, fmt.Errorf("pod %s: annotation %s: %w: %w", p, AnnotationPortMappings, ErrInvalidPod, err)
 	}
 	return ms, nil
+}
+
+// resolved is a sandbox with everything needed to act on it.
+type resolved struct {
+	pod      Pod
+	sb       *SandboxInfo
+	mappings []hcn.PortMapping
+	known    bool // the pod's request is known (false: partial pod without CRI metadata)
+}
+
+// resolve reads the sandbox from containerd, completes a partial pod from
+// the CRI metadata and works out the mappings from the enabled sources.
+func (c *Core) resolve(ctx context.Context, p Pod) (*resolved, error) {
+	sb, err := c.store.Sandbox(ctx, p.ID)
+	if err != nil {
+		return nil, fmt.Errorf("pod %s: %w", p, err)
+	}
+	r := &resolved{pod: p, sb: sb, known: !p.Partial}
+	var meta *CRIMetadata
+	if len(sb.Metadata) > 0 && (p.Partial || c.sources.CRI) {
+		if meta, err = DecodeCRIMetadata(sb.Metadata); err != nil {
+			return r, fmt.Errorf("pod %s: %w: %w", p, ErrInvalidPod, err)
+		}
+		if p.Partial {
+			r.pod = Pod{ID: p.ID, Name: meta.PodName, Namespace: meta.PodNamespace, UID: meta.PodUID, Annotations: meta.Annotations}
+			r.known = true
+		}
+	}
+	if !r.known {
+		return r, nil
+	}
+	var ann []hcn.PortMapping
+	if c.sources.Annotations {
+		if ann, err = c.Mappings(r.pod); err != nil {
+			return r, err
+		}
+	}
+	r.mappings = ann
+	if c.sources.CRI && meta != nil && len(meta.PortMappings) > 0 {
+		if r.mappings, err = MergeMappings(ann, meta.PortMappings); err != nil {
+			return r, fmt.Errorf("pod %s: %w: %w", r.pod, ErrInvalidPod, err)
+		}
+	}
+	return r, nil
 }
 
 // Result says what happened to one sandbox.
@@ -83,43 +138,47 @@ const (
 	ResultDeleted                 // endpoint(s) removed
 )
 
-// Ensure gives a started sandbox the endpoint its annotation asks for. A pod
-// without mappings, or whose sandbox has no Windows network namespace, is
-// skipped. A bad annotation fails before anything is created.
+// Ensure gives a started sandbox the endpoint it asks for. A pod without
+// mappings, or whose sandbox has no Windows network namespace, is skipped.
+// An invalid request fails before anything is created.
 func (c *Core) Ensure(ctx context.Context, p Pod) (Result, error) {
-	mappings, err := c.Mappings(p)
-	if err != nil {
-		return ResultNone, err
-	}
-	if len(mappings) == 0 {
-		return ResultNone, nil
+	if !p.Partial && !c.sources.CRI {
+		// Fast path: the annotation alone decides; most pods have none and
+		// cost neither a containerd nor an HNS call.
+		ms, err := c.Mappings(p)
+		if err != nil || len(ms) == 0 || !c.sources.Annotations {
+			return ResultNone, err
+		}
 	}
 	unlock := c.locks.lock(p.ID)
 	defer unlock()
-	return c.ensureLocked(ctx, p, mappings)
+	r, err := c.resolve(ctx, p)
+	if err != nil {
+		return ResultNone, err
+	}
+	return c.ensureResolved(ctx, r)
 }
 
-func (c *Core) ensureLocked(ctx context.Context, p Pod, mappings []hcn.PortMapping) (Result, error) {
-	log := c.podLog(p)
-	sb, err := c.store.Sandbox(ctx, p.ID)
-	if err != nil {
-		return ResultNone, fmt.Errorf("pod %s: %w", p, err)
-	}
-	if sb.NetNS == "" {
+func (c *Core) ensureResolved(ctx context.Context, r *resolved) (Result, error) {
+	log := c.podLog(r.pod)
+	if r.sb.NetNS == "" {
 		log.Info("sandbox has no Windows network namespace (Linux or HostProcess sandbox); skipped")
 		return ResultNone, nil
 	}
-	policies := hcn.BuildPolicies(mappings, c.policy)
-	ep, outcome, err := c.mgr.Ensure(ctx, hcn.Desired{SandboxID: p.ID, Namespace: sb.NetNS, Policies: policies})
-	if err != nil {
-		return ResultNone, fmt.Errorf("pod %s: %w", p, err)
+	if len(r.mappings) == 0 {
+		return ResultNone, nil
 	}
-	log = log.WithFields(logrus.Fields{"endpoint": ep.ID, "netns": sb.NetNS})
+	policies := hcn.BuildPolicies(r.mappings, c.policy)
+	ep, outcome, err := c.mgr.Ensure(ctx, hcn.Desired{SandboxID: r.pod.ID, Namespace: r.sb.NetNS, Policies: policies})
+	if err != nil {
+		return ResultNone, fmt.Errorf("pod %s: %w", r.pod, err)
+	}
+	log = log.WithFields(logrus.Fields{"endpoint": ep.ID, "netns": r.sb.NetNS})
 	if outcome == hcn.Unchanged {
 		log.Debug("endpoint already in place")
 		return ResultUnchanged, nil
 	}
-	log.WithFields(logrus.Fields{"mappings": fmt.Sprint(mappings), "outcome": outcome.String()}).Info("endpoint attached")
+	log.WithFields(logrus.Fields{"mappings": fmt.Sprint(r.mappings), "outcome": outcome.String()}).Info("endpoint attached")
 	return ResultCreated, nil
 }
 
@@ -143,30 +202,21 @@ func (c *Core) removeLocked(ctx context.Context, p Pod) (Result, error) {
 	return ResultDeleted, nil
 }
 
-// Live reports whether a sandbox is running, judged from containerd (the
-// container exists; its task, when there is one, is not stopped) and HCN (its
-// namespace still exists). A sandbox without a Windows namespace is not
-// live for us.
-func (c *Core) Live(ctx context.Context, id string) (bool, *SandboxInfo, error) {
-	sb, err := c.store.Sandbox(ctx, id)
-	if errors.Is(err, ErrSandboxNotFound) {
-		return false, nil, nil
-	}
-	if err != nil {
-		return false, nil, err
-	}
+// live reports whether a sandbox is running, judged from containerd (its
+// task, when there is one, is not stopped) and HCN (its namespace still
+// exists). A sandbox without a Windows namespace is not live for us.
+func (c *Core) live(ctx context.Context, sb *SandboxInfo) (bool, error) {
 	if sb.NetNS == "" {
-		return false, sb, nil
+		return false, nil
 	}
-	state, err := c.store.TaskState(ctx, id)
+	state, err := c.store.TaskState(ctx, sb.ID)
 	if err != nil {
-		return false, sb, err
+		return false, err
 	}
 	if state == TaskStopped {
-		return false, sb, nil
+		return false, nil
 	}
-	ok, err := c.mgr.NamespaceExists(ctx, sb.NetNS)
-	return ok, sb, err
+	return c.mgr.NamespaceExists(ctx, sb.NetNS)
 }
 
 // Summary counts what a reconcile did.
@@ -189,78 +239,92 @@ func (s *Summary) add(r Result, err error) {
 	}
 }
 
-// Reconcile converges HCN on the given pods (every pod the runtime knows,
-// running or not): live pods with mappings get their endpoint, stopped or
-// vanished pods lose theirs, and endpoints of ours whose sandbox is gone are
-// deleted. An endpoint of a live sandbox that is not in pods is left alone,
-// since its mappings are not known here. Work runs on up to workers
-// goroutines.
+// Reconcile converges HCN on the given pods and on every endpoint of ours:
+// live pods with mappings get their endpoint, stopped or vanished pods lose
+// theirs, and endpoints whose sandbox is gone are deleted. Endpoints of
+// sandboxes not in pods are treated as partial pods (their request is read
+// from containerd). Work runs on up to workers goroutines.
 func (c *Core) Reconcile(ctx context.Context, pods []Pod, workers int) (Summary, error) {
 	owned, err := c.mgr.Owned(ctx)
 	if err != nil {
 		return Summary{}, err
 	}
-	known := make(map[string]bool, len(pods))
-	type job struct {
-		pod    Pod
-		listed bool
-	}
-	var jobs []job
+	known := make(map[string]bool, len(pods)+len(owned))
+	jobs := make([]Pod, 0, len(pods)+len(owned))
 	for _, p := range pods {
-		known[p.ID] = true
-		jobs = append(jobs, job{p, true})
+		if !known[p.ID] {
+			known[p.ID] = true
+			jobs = append(jobs, p)
+		}
 	}
 	for _, ep := range owned {
 		id, _ := c.mgr.SandboxID(ep.Name)
 		if !known[id] {
 			known[id] = true
-			jobs = append(jobs, job{Pod{ID: id}, false})
+			jobs = append(jobs, Pod{ID: id, Partial: true})
 		}
 	}
-	if workers < 1 {
-		workers = 1
-	}
+	workers = max(1, min(workers, len(jobs)))
 	var (
 		mu  sync.Mutex
 		sum Summary
 		wg  sync.WaitGroup
-		ch  = make(chan job)
+		ch  = make(chan Pod)
 	)
 	for range workers {
 		wg.Go(func() {
-			for j := range ch {
-				r, err := c.reconcileOne(ctx, j.pod, j.listed)
+			for p := range ch {
+				r, err := c.reconcileOne(ctx, p)
 				mu.Lock()
 				sum.add(r, err)
 				mu.Unlock()
 			}
 		})
 	}
-	for _, j := range jobs {
-		ch <- j
+	for _, p := range jobs {
+		ch <- p
 	}
 	close(ch)
 	wg.Wait()
 	return sum, nil
 }
 
-func (c *Core) reconcileOne(ctx context.Context, p Pod, listed bool) (Result, error) {
-	mappings, perr := c.Mappings(p)
+// ReconcileAll reconciles every sandbox containerd knows and every endpoint
+// of ours: the periodic resync and the repair after missed events.
+func (c *Core) ReconcileAll(ctx context.Context, workers int) (Summary, error) {
+	ids, err := c.store.ListSandboxes(ctx)
+	if err != nil {
+		return Summary{}, err
+	}
+	pods := make([]Pod, 0, len(ids))
+	for _, id := range ids {
+		pods = append(pods, Pod{ID: id, Partial: true})
+	}
+	return c.Reconcile(ctx, pods, workers)
+}
+
+func (c *Core) reconcileOne(ctx context.Context, p Pod) (Result, error) {
 	unlock := c.locks.lock(p.ID)
 	defer unlock()
-	live, _, err := c.Live(ctx, p.ID)
-	if err != nil {
-		return ResultNone, fmt.Errorf("pod %s: deciding whether the sandbox is live: %w", p, err)
+	r, err := c.resolve(ctx, p)
+	if errors.Is(err, ErrSandboxNotFound) {
+		return c.removeLocked(ctx, p)
 	}
+	if r == nil {
+		return ResultNone, err
+	}
+	live, lerr := c.live(ctx, r.sb)
 	switch {
+	case lerr != nil:
+		return ResultNone, fmt.Errorf("pod %s: deciding whether the sandbox is live: %w", p, lerr)
 	case !live:
-		return c.removeLocked(ctx, p)
-	case !listed:
+		return c.removeLocked(ctx, r.pod)
+	case err != nil:
+		return ResultNone, err // an invalid request: reported, nothing changed
+	case !r.known:
 		return ResultNone, nil // live, but its request is unknown here
-	case perr != nil:
-		return ResultNone, perr
-	case len(mappings) == 0:
-		return c.removeLocked(ctx, p)
+	case len(r.mappings) == 0:
+		return c.removeLocked(ctx, r.pod)
 	}
-	return c.ensureLocked(ctx, p, mappings)
+	return c.ensureResolved(ctx, r)
 }

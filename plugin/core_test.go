@@ -34,6 +34,18 @@ func (s *memStore) Sandbox(_ context.Context, id string) (*SandboxInfo, error) {
 	return &c, nil
 }
 
+func (s *memStore) ListSandboxes(context.Context) ([]string, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var ids []string
+	for id, sb := range s.sbs {
+		if sb.IsSandbox {
+			ids = append(ids, id)
+		}
+	}
+	return ids, nil
+}
+
 func (s *memStore) TaskState(_ context.Context, id string) (TaskState, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -53,7 +65,7 @@ func newFixture(t *testing.T) *fixture {
 	store := &memStore{sbs: map[string]*SandboxInfo{}, tasks: map[string]TaskState{}}
 	log := logrus.New()
 	log.SetOutput(testWriter{t})
-	return &fixture{sim: sim, store: store, core: NewCore(mgr, store, hcn.PolicyOptions{LocalRoutedVIP: true}, logrus.NewEntry(log))}
+	return &fixture{sim: sim, store: store, core: NewCore(mgr, store, hcn.PolicyOptions{LocalRoutedVIP: true}, MappingSources{Annotations: true}, logrus.NewEntry(log))}
 }
 
 type testWriter struct{ t *testing.T }

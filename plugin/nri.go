@@ -3,6 +3,7 @@ package plugin
 import (
 	"context"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/containerd/nri/pkg/api"
@@ -26,9 +27,11 @@ type NRIConfig struct {
 // registered: when the connection drops (the runtime restarts) it reconnects
 // with capped exponential backoff instead of exiting.
 type NRISource struct {
-	core *Core
-	cfg  NRIConfig
-	log  *logrus.Entry
+	core       *Core
+	cfg        NRIConfig
+	log        *logrus.Entry
+	registered chan struct{}
+	once       sync.Once
 }
 
 // NewNRISource returns an NRI event source for core.
@@ -42,8 +45,11 @@ func NewNRISource(core *Core, cfg NRIConfig, log *logrus.Entry) *NRISource {
 	if cfg.SyncWorkers <= 0 {
 		cfg.SyncWorkers = 8
 	}
-	return &NRISource{core: core, cfg: cfg, log: log.WithField("source", "nri")}
+	return &NRISource{core: core, cfg: cfg, log: log.WithField("source", "nri"), registered: make(chan struct{})}
 }
+
+// Registered is closed once the runtime has accepted the plugin.
+func (s *NRISource) Registered() <-chan struct{} { return s.registered }
 
 // nriHandler is the stub plugin: one per connection.
 type nriHandler struct {
@@ -75,7 +81,7 @@ func (s *NRISource) Run(ctx context.Context) error {
 			return fmt.Errorf("nri: creating plugin stub: %w", err)
 		}
 		started := time.Now()
-		err = st.Run(ctx)
+		err = s.serve(ctx, st)
 		if ctx.Err() != nil {
 			return nil
 		}
@@ -90,6 +96,27 @@ func (s *NRISource) Run(ctx context.Context) error {
 		case <-time.After(backoff):
 		}
 		backoff = min(2*backoff, s.cfg.ReconnectMax)
+	}
+}
+
+// serve registers and serves one connection until it closes or ctx ends.
+func (s *NRISource) serve(ctx context.Context, st stub.Stub) error {
+	if err := st.Start(ctx); err != nil {
+		return err
+	}
+	s.once.Do(func() { close(s.registered) })
+	done := make(chan struct{})
+	go func() {
+		st.Wait()
+		close(done)
+	}()
+	select {
+	case <-done:
+		return nil
+	case <-ctx.Done():
+		st.Stop()
+		<-done
+		return ctx.Err()
 	}
 }
 

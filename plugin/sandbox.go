@@ -50,6 +50,8 @@ type SandboxStore interface {
 	// Sandbox returns ErrSandboxNotFound when the container does not exist.
 	Sandbox(ctx context.Context, id string) (*SandboxInfo, error)
 	TaskState(ctx context.Context, id string) (TaskState, error)
+	// ListSandboxes returns the IDs of every CRI sandbox container.
+	ListSandboxes(ctx context.Context) ([]string, error)
 }
 
 // ociSpec mirrors the few fields of the OCI runtime spec we read; the spec
@@ -169,4 +171,22 @@ func (s *ContainerdStore) TaskState(ctx context.Context, id string) (TaskState, 
 		return TaskStopped, nil
 	}
 	return TaskUnknown, nil
+}
+
+// ListSandboxes implements SandboxStore.
+func (s *ContainerdStore) ListSandboxes(ctx context.Context) ([]string, error) {
+	c, err := s.Client()
+	if err != nil {
+		return nil, err
+	}
+	ctx = namespaces.WithNamespace(ctx, s.namespace)
+	list, err := c.ContainerService().List(ctx, fmt.Sprintf("labels.%q==%s", LabelKind, KindSandbox))
+	if err != nil {
+		return nil, fmt.Errorf("listing sandboxes in containerd: %w", err)
+	}
+	ids := make([]string, 0, len(list))
+	for _, ctr := range list {
+		ids = append(ids, ctr.ID)
+	}
+	return ids, nil
 }

@@ -12,6 +12,7 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
+	"runtime"
 	"syscall"
 	"time"
 
@@ -143,15 +144,29 @@ func runCmd(args []string, stderr io.Writer) error {
 	}
 	store := plugin.NewContainerdStore(cfg.Containerd.Address, cfg.Containerd.Namespace)
 	defer store.Close()
-	core := plugin.NewCore(mgr, store, hcn.PolicyOptions{LocalRoutedVIP: cfg.HCN.LocalRoutedVIP, DualStack: cfg.HCN.DualStack}, log)
+	core := plugin.NewCore(mgr, store,
+		hcn.PolicyOptions{LocalRoutedVIP: cfg.HCN.LocalRoutedVIP, DualStack: cfg.HCN.DualStack},
+		plugin.MappingSources{Annotations: cfg.Plugin.UsesMappings(config.MappingsAnnotations), CRI: cfg.Plugin.UsesMappings(config.MappingsCRI)},
+		log)
+	resync := plugin.NewResyncer(core, cfg.Plugin.ResyncInterval.Duration, log)
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	log.WithFields(logrus.Fields{"version": version, "backend": cfg.HCN.Backend, "network": cfg.HCN.Network,
-		"containerd": cfg.Containerd.Address, "nri_socket": cfg.NRI.Socket}).Info("nri-hcn-portmap starting")
-	src := plugin.NewNRISource(core, plugin.NRIConfig{Socket: cfg.NRI.Socket, PluginName: cfg.NRI.PluginName,
-		PluginIndex: cfg.NRI.PluginIndex, ReconnectMax: cfg.NRI.ReconnectMax.Duration}, log)
-	err = src.Run(ctx)
+		"containerd": cfg.Containerd.Address, "nri_socket": cfg.NRI.Socket, "source": cfg.Plugin.Source,
+		"mapping_sources": fmt.Sprint(cfg.Plugin.MappingSources)}).Info("nri-hcn-portmap starting")
+	srcs := plugin.Sources{
+		Mode: cfg.Plugin.Source,
+		NRI: plugin.NewNRISource(core, plugin.NRIConfig{Socket: cfg.NRI.Socket, PluginName: cfg.NRI.PluginName,
+			PluginIndex: cfg.NRI.PluginIndex, ReconnectMax: cfg.NRI.ReconnectMax.Duration}, log),
+		Events:           plugin.NewEventSource(core, store, resync, cfg.NRI.ReconnectMax.Duration, log),
+		Resync:           resync,
+		NRISocketExists:  func() bool { _, err := os.Stat(cfg.NRI.Socket); return err == nil },
+		RegistrationWait: 6 * time.Second,
+		EventsWithNRI:    runtime.GOOS == "windows",
+		Log:              log,
+	}
+	err = srcs.Run(ctx)
 	log.Info("nri-hcn-portmap stopped")
 	return err
 }

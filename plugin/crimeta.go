@@ -1,0 +1,154 @@
+package plugin
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+
+	"github.com/nri-hcn-portmap/nri-hcn-portmap/hcn"
+)
+
+// ErrBadMetadata wraps errors decoding containerd's CRI sandbox metadata.
+var ErrBadMetadata = errors.New("invalid CRI sandbox metadata")
+
+// CRIMetadata is what the plugin takes from the sandbox container's
+// io.cri-containerd.sandbox.metadata extension.
+type CRIMetadata struct {
+	ID, Name              string // sandbox ID and CRI sandbox name
+	PodName, PodNamespace string
+	PodUID                string
+	Annotations           map[string]string
+	PortMappings          []hcn.PortMapping // host_port 0 skipped
+	HasPortMappings       bool              // the config listed any port_mappings
+	NetNSPath             string
+}
+
+// CRIPortMapping mirrors runtime.v1.PortMapping as containerd stores it
+// (encoding/json over the generated struct: enums as numbers, zero values
+// omitted, so TCP has no "protocol" key).
+type CRIPortMapping struct {
+	Protocol      int32  `json:"protocol,omitempty"`
+	ContainerPort int32  `json:"container_port,omitempty"`
+	HostPort      int32  `json:"host_port,omitempty"`
+	HostIP        string `json:"host_ip,omitempty"`
+}
+
+// criMetadataJSON mirrors containerd's versioned sandbox metadata (the type
+// is internal to containerd): {"Version":"v1","Metadata":{ID,Name,Config,...}}.
+type criMetadataJSON struct {
+	Version  string
+	Metadata *struct {
+		ID        string
+		Name      string
+		NetNSPath string
+		Config    *struct {
+			Metadata *struct {
+				Name      string `json:"name"`
+				UID       string `json:"uid"`
+				Namespace string `json:"namespace"`
+			} `json:"metadata"`
+			Annotations  map[string]string `json:"annotations"`
+			PortMappings []CRIPortMapping  `json:"port_mappings"`
+		}
+	}
+}
+
+// CRI protocol enum values (runtime.v1.Protocol).
+const (
+	criTCP  = 0
+	criUDP  = 1
+	criSCTP = 2
+)
+
+// DecodeCRIMetadata decodes the raw extension. Errors wrap ErrBadMetadata
+// and say what is wrong; a port mapping HNS cannot honour is an error that
+// names it.
+func DecodeCRIMetadata(raw []byte) (*CRIMetadata, error) {
+	var m criMetadataJSON
+	if err := json.Unmarshal(raw, &m); err != nil {
+		return nil, fmt.Errorf("%w: %s: %w", ErrBadMetadata, ExtensionMetadata, err)
+	}
+	if m.Version != "v1" {
+		return nil, fmt.Errorf("%w: %s: version %q, want v1", ErrBadMetadata, ExtensionMetadata, m.Version)
+	}
+	if m.Metadata == nil || m.Metadata.Config == nil {
+		return nil, fmt.Errorf("%w: %s: no Metadata.Config", ErrBadMetadata, ExtensionMetadata)
+	}
+	md, cfg := m.Metadata, m.Metadata.Config
+	out := &CRIMetadata{ID: md.ID, Name: md.Name, NetNSPath: md.NetNSPath, Annotations: cfg.Annotations,
+		HasPortMappings: len(cfg.PortMappings) > 0}
+	if cfg.Metadata != nil {
+		out.PodName, out.PodNamespace, out.PodUID = cfg.Metadata.Name, cfg.Metadata.Namespace, cfg.Metadata.UID
+	}
+	for i, pm := range cfg.PortMappings {
+		if pm.HostPort == 0 {
+			continue // no host port requested (containerd skips these too)
+		}
+		mapping, reason := pm.mapping()
+		if reason != "" {
+			return nil, &MappingError{Entry: fmt.Sprintf("CRI port_mappings[%d] (%s)", i, pm), Reason: reason}
+		}
+		out.PortMappings = append(out.PortMappings, mapping)
+	}
+	return out, nil
+}
+
+func (pm CRIPortMapping) String() string {
+	s := "hostPort " + strconv.Itoa(int(pm.HostPort)) + " -> containerPort " + strconv.Itoa(int(pm.ContainerPort)) + " protocol " + strconv.Itoa(int(pm.Protocol))
+	if pm.HostIP != "" {
+		s += " hostIP " + pm.HostIP
+	}
+	return s
+}
+
+func (pm CRIPortMapping) mapping() (hcn.PortMapping, string) {
+	var m hcn.PortMapping
+	switch pm.Protocol {
+	case criTCP:
+		m.Protocol = hcn.TCP
+	case criUDP:
+		m.Protocol = hcn.UDP
+	case criSCTP:
+		return m, "protocol SCTP is not supported by HNS port mappings (only TCP and UDP)"
+	default:
+		return m, fmt.Sprintf("unknown CRI protocol %d", pm.Protocol)
+	}
+	var reason string
+	if m.HostPort, reason = checkPort("hostPort", int(pm.HostPort)); reason != "" {
+		return m, reason
+	}
+	if m.ContainerPort, reason = checkPort("containerPort", int(pm.ContainerPort)); reason != "" {
+		return m, reason
+	}
+	if pm.HostIP != "" {
+		if m.HostIP, reason = parseHostIP(pm.HostIP); reason != "" {
+			return m, reason
+		}
+	}
+	return m, ""
+}
+
+// MergeMappings combines annotation and CRI mappings: the same mapping from
+// both counts once; a CRI mapping that claims a host port an annotation
+// entry also claims, differently, is an error naming both.
+func MergeMappings(ann, cri []hcn.PortMapping) ([]hcn.PortMapping, error) {
+	out := append([]hcn.PortMapping(nil), ann...)
+	for _, c := range cri {
+		dup := false
+		for _, a := range out {
+			if a == c {
+				dup = true
+				break
+			}
+			if Overlap(a, c) {
+				return nil, &MappingError{Entry: fmt.Sprintf("CRI hostPort %q", c.String()),
+					Reason: fmt.Sprintf("conflicts with %q (annotation %s and Kubernetes hostPort disagree)", a.String(), AnnotationPortMappings)}
+			}
+		}
+		if !dup {
+			out = append(out, c)
+		}
+	}
+	return out, nil
+}

@@ -1,0 +1,201 @@
+package plugin
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	apievents "github.com/containerd/containerd/api/events"
+	"github.com/containerd/containerd/v2/pkg/namespaces"
+	"github.com/containerd/typeurl/v2"
+	"github.com/sirupsen/logrus"
+	"google.golang.org/protobuf/types/known/emptypb"
+
+	"github.com/nri-hcn-portmap/nri-hcn-portmap/hcn"
+)
+
+// Topics the event source acts on.
+const (
+	TopicTaskStart       = "/tasks/start"
+	TopicTaskExit        = "/tasks/exit"
+	TopicTaskDelete      = "/tasks/delete"
+	TopicContainerDelete = "/containers/delete"
+	// TopicProbe is published by the plugin itself to learn when its
+	// subscription is live.
+	TopicProbe = "/nri-hcn-portmap/subscribed"
+)
+
+// EventSource drives the core from containerd's event stream, which stock
+// containerd emits on Windows although it sends no NRI pod events there.
+// When the stream breaks it resubscribes with backoff and resyncs, since
+// events were missed.
+type EventSource struct {
+	core    *Core
+	store   *ContainerdStore
+	resync  *Resyncer
+	log     *logrus.Entry
+	opTime  time.Duration
+	backMin time.Duration
+	backMax time.Duration
+	queue   serialQueue
+}
+
+// NewEventSource returns a containerd event source.
+func NewEventSource(core *Core, store *ContainerdStore, resync *Resyncer, reconnectMax time.Duration, log *logrus.Entry) *EventSource {
+	return &EventSource{core: core, store: store, resync: resync, log: log.WithField("source", "containerd"),
+		opTime: time.Minute, backMin: 500 * time.Millisecond, backMax: max(reconnectMax, 500*time.Millisecond)}
+}
+
+// Run subscribes and handles events until ctx ends.
+func (s *EventSource) Run(ctx context.Context) error {
+	defer s.queue.wait()
+	backoff := s.backMin
+	for {
+		err := s.subscribe(ctx, func() { backoff = s.backMin })
+		if ctx.Err() != nil {
+			return nil
+		}
+		s.log.WithFields(logrus.Fields{"retry_in": backoff.String(), "error": errString(err)}).
+			Warn("containerd event stream broken; resubscribing")
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-time.After(backoff):
+		}
+		backoff = min(2*backoff, s.backMax)
+	}
+}
+
+// subscribe runs one subscription until it breaks.
+func (s *EventSource) subscribe(ctx context.Context, healthy func()) error {
+	c, err := s.store.Client()
+	if err != nil {
+		return err
+	}
+	ns := s.store.Namespace()
+	sctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	filter := func(topic string) string { return fmt.Sprintf("namespace==%q,topic==%q", ns, topic) }
+	ch, errs := c.Subscribe(sctx, filter(TopicTaskStart), filter(TopicTaskExit), filter(TopicTaskDelete),
+		filter(TopicContainerDelete), filter(TopicProbe))
+	// Publish a probe until it comes back: then the subscription is live and
+	// a resync covers everything that happened before it.
+	probe := time.NewTicker(250 * time.Millisecond)
+	defer probe.Stop()
+	live := false
+	publish := func() {
+		pctx, pcancel := context.WithTimeout(namespaces.WithNamespace(sctx, ns), 5*time.Second)
+		defer pcancel()
+		if err := c.EventService().Publish(pctx, TopicProbe, &emptypb.Empty{}); err != nil {
+			s.log.WithError(err).Debug("publishing subscription probe")
+		}
+	}
+	publish()
+	for {
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case err := <-errs:
+			if err == nil {
+				err = errors.New("event stream closed")
+			}
+			return err
+		case <-probe.C:
+			if !live {
+				publish()
+			}
+		case env := <-ch:
+			if env == nil {
+				continue
+			}
+			if env.Topic == TopicProbe {
+				if !live {
+					live = true
+					healthy()
+					s.log.WithField("namespace", ns).Info("subscribed to containerd events")
+					go func() { _, _ = s.resync.Once(ctx, "subscribed") }()
+				}
+				continue
+			}
+			s.handle(ctx, env.Topic, env.Event)
+		}
+	}
+}
+
+func (s *EventSource) handle(ctx context.Context, topic string, payload typeurl.Any) {
+	if payload == nil {
+		return
+	}
+	ev, err := typeurl.UnmarshalAny(payload)
+	if err != nil {
+		s.log.WithError(err).WithField("topic", topic).Warn("undecodable containerd event")
+		return
+	}
+	switch e := ev.(type) {
+	case *apievents.TaskStart:
+		s.queue.submit(e.ContainerID, func() { s.started(ctx, e.ContainerID) })
+	case *apievents.TaskExit:
+		if e.ID == "" || e.ID == e.ContainerID { // the init process, not an exec
+			s.queue.submit(e.ContainerID, func() { s.stopped(ctx, topic, e.ContainerID, true) })
+		}
+	case *apievents.TaskDelete:
+		if e.ID == "" || e.ID == e.ContainerID {
+			s.queue.submit(e.ContainerID, func() { s.stopped(ctx, topic, e.ContainerID, true) })
+		}
+	case *apievents.ContainerDelete:
+		s.queue.submit(e.ID, func() { s.stopped(ctx, topic, e.ID, false) })
+	}
+}
+
+// started ensures the endpoint of a sandbox whose task started.
+func (s *EventSource) started(ctx context.Context, id string) {
+	ctx, cancel := context.WithTimeout(ctx, s.opTime)
+	defer cancel()
+	log := s.log.WithField("sandbox", id)
+	sb, err := s.store.Sandbox(ctx, id)
+	switch {
+	case errors.Is(err, ErrSandboxNotFound):
+		log.Debug("container gone before its start was handled")
+		return
+	case err != nil:
+		log.WithError(err).Error("task start: reading the container; the resync will retry")
+		return
+	case !sb.IsSandbox:
+		return // an application container
+	}
+	_, err = s.core.Ensure(ctx, Pod{ID: id, Partial: true})
+	switch {
+	case err == nil:
+	case errors.Is(err, ErrSandboxNotFound):
+		log.Debug("sandbox gone before its start was handled")
+	case isNamespaceGone(err):
+		log.WithError(err).Info("sandbox stopped before its endpoint could be attached; nothing left behind")
+	case errors.Is(err, ErrInvalidPod):
+		log.WithError(err).Error("port mappings rejected")
+	default:
+		log.WithError(err).Error("task start: endpoint not built; the resync will retry")
+	}
+}
+
+func isNamespaceGone(err error) bool {
+	var se *hcn.StepError
+	return errors.As(err, &se) && se.Step == hcn.StepAttachEndpoint && errors.Is(err, hcn.ErrNotFound)
+}
+
+// stopped removes the endpoint of a sandbox whose task exited or was
+// deleted, or whose container was deleted.
+func (s *EventSource) stopped(ctx context.Context, topic, id string, mayCheck bool) {
+	ctx, cancel := context.WithTimeout(ctx, s.opTime)
+	defer cancel()
+	log := s.log.WithFields(logrus.Fields{"sandbox": id, "topic": topic})
+	if mayCheck {
+		// Skip application containers when containerd can still tell.
+		if sb, err := s.store.Sandbox(ctx, id); err == nil && !sb.IsSandbox {
+			return
+		}
+	}
+	if _, err := s.core.Remove(ctx, Pod{ID: id}); err != nil {
+		log.WithError(err).Error("endpoint not removed; the resync will retry")
+	}
+}
