@@ -119,8 +119,12 @@ func (c *Core) resolve(ctx context.Context, p Pod) (*resolved, error) {
 		}
 	}
 	r.mappings = ann
-	if c.sources.CRI && meta != nil && len(meta.PortMappings) > 0 {
-		if r.mappings, err = MergeMappings(ann, meta.PortMappings); err != nil {
+	if c.sources.CRI && meta != nil {
+		cri, err := meta.HostPorts()
+		if err == nil {
+			r.mappings, err = MergeMappings(ann, cri)
+		}
+		if err != nil {
 			return r, fmt.Errorf("pod %s: %w: %w", r.pod, ErrInvalidPod, err)
 		}
 	}

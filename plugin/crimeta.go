@@ -19,8 +19,7 @@ type CRIMetadata struct {
 	PodName, PodNamespace string
 	PodUID                string
 	Annotations           map[string]string
-	PortMappings          []hcn.PortMapping // host_port 0 skipped
-	HasPortMappings       bool              // the config listed any port_mappings
+	RawPortMappings       []CRIPortMapping // as stored; see HostPorts
 	NetNSPath             string
 }
 
@@ -62,8 +61,7 @@ const (
 )
 
 // DecodeCRIMetadata decodes the raw extension. Errors wrap ErrBadMetadata
-// and say what is wrong; a port mapping HNS cannot honour is an error that
-// names it.
+// and say what is wrong.
 func DecodeCRIMetadata(raw []byte) (*CRIMetadata, error) {
 	var m criMetadataJSON
 	if err := json.Unmarshal(raw, &m); err != nil {
@@ -77,19 +75,30 @@ func DecodeCRIMetadata(raw []byte) (*CRIMetadata, error) {
 	}
 	md, cfg := m.Metadata, m.Metadata.Config
 	out := &CRIMetadata{ID: md.ID, Name: md.Name, NetNSPath: md.NetNSPath, Annotations: cfg.Annotations,
-		HasPortMappings: len(cfg.PortMappings) > 0}
+		RawPortMappings: cfg.PortMappings}
 	if cfg.Metadata != nil {
 		out.PodName, out.PodNamespace, out.PodUID = cfg.Metadata.Name, cfg.Metadata.Namespace, cfg.Metadata.UID
 	}
-	for i, pm := range cfg.PortMappings {
+	return out, nil
+}
+
+// HostPorts returns the Kubernetes hostPort mappings, skipping entries
+// without a host port (containerd skips them too). A mapping HNS cannot
+// honour is an error that names it.
+func (md *CRIMetadata) HostPorts() ([]hcn.PortMapping, error) {
+	var out []hcn.PortMapping
+	for i, pm := range md.RawPortMappings {
 		if pm.HostPort == 0 {
-			continue // no host port requested (containerd skips these too)
+			continue
 		}
 		mapping, reason := pm.mapping()
 		if reason != "" {
 			return nil, &MappingError{Entry: fmt.Sprintf("CRI port_mappings[%d] (%s)", i, pm), Reason: reason}
 		}
-		out.PortMappings = append(out.PortMappings, mapping)
+		out = append(out, mapping)
+	}
+	if err := CheckOverlaps(out, func(i int) string { return fmt.Sprintf("CRI hostPort %q", out[i].String()) }); err != nil {
+		return nil, err
 	}
 	return out, nil
 }

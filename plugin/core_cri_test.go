@@ -1,0 +1,112 @@
+package plugin
+
+import (
+	"errors"
+	"os"
+	"strings"
+	"testing"
+
+	"github.com/nri-hcn-portmap/nri-hcn-portmap/hcn"
+)
+
+func criMeta(annotation, portMappings string) []byte {
+	ann := ""
+	if annotation != "" {
+		ann = `,"annotations":{"` + AnnotationPortMappings + `":"` + annotation + `"}`
+	}
+	return []byte(`{"Version":"v1","Metadata":{"ID":"x","Name":"p_ns_uid_0","Config":{"metadata":{"name":"p","uid":"uid","namespace":"ns"},"port_mappings":[` +
+		portMappings + `]` + ann + `}}}`)
+}
+
+func TestCoreMappingSources(t *testing.T) {
+	captured, err := os.ReadFile("testdata/cri-sandbox-metadata.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		name    string
+		sources MappingSources
+		meta    []byte
+		want    []hcn.PortMappingPolicy
+		err     string
+	}{
+		{"captured record, annotations only", MappingSources{Annotations: true}, captured,
+			[]hcn.PortMappingPolicy{{Protocol: hcn.TCP, ExternalPort: 8443, InternalPort: 443, VIP: "10.0.0.4", Flags: 1}}, ""},
+		{"captured record, CRI only", MappingSources{CRI: true}, captured,
+			[]hcn.PortMappingPolicy{{Protocol: hcn.TCP, ExternalPort: 8080, InternalPort: 80, Flags: 1},
+				{Protocol: hcn.UDP, ExternalPort: 5353, InternalPort: 53, VIP: "10.0.0.4", Flags: 1}}, ""},
+		{"captured record, both", MappingSources{Annotations: true, CRI: true}, captured,
+			[]hcn.PortMappingPolicy{{Protocol: hcn.TCP, ExternalPort: 8080, InternalPort: 80, Flags: 1},
+				{Protocol: hcn.TCP, ExternalPort: 8443, InternalPort: 443, VIP: "10.0.0.4", Flags: 1},
+				{Protocol: hcn.UDP, ExternalPort: 5353, InternalPort: 53, VIP: "10.0.0.4", Flags: 1}}, ""},
+		{"both give the same mapping: counted once", MappingSources{Annotations: true, CRI: true},
+			criMeta("8080:80", `{"container_port":80,"host_port":8080}`),
+			[]hcn.PortMappingPolicy{{Protocol: hcn.TCP, ExternalPort: 8080, InternalPort: 80, Flags: 1}}, ""},
+		{"they disagree", MappingSources{Annotations: true, CRI: true},
+			criMeta("8080:80", `{"container_port":81,"host_port":8080}`), nil, "disagree"},
+		{"CRI SCTP", MappingSources{CRI: true}, criMeta("", `{"protocol":2,"container_port":81,"host_port":8080}`), nil, "SCTP"},
+		{"CRI ignored when not enabled", MappingSources{Annotations: true}, criMeta("", `{"protocol":2,"container_port":81,"host_port":8080}`), nil, ""},
+		{"malformed metadata", MappingSources{CRI: true}, []byte(`{"Version":"v1"`), nil, "invalid CRI sandbox metadata"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			f := newFixture(t)
+			f.core.sources = tt.sources
+			p := f.sandbox("s", "")
+			f.store.sbs["s"].Metadata = tt.meta
+			_, err := f.core.Ensure(ctx, Pod{ID: "s", Partial: true})
+			if tt.err != "" {
+				if err == nil || !strings.Contains(err.Error(), tt.err) || !errors.Is(err, ErrInvalidPod) {
+					t.Fatalf("Ensure = %v, want ErrInvalidPod mentioning %q", err, tt.err)
+				}
+				if len(f.endpoints(p.ID)) != 0 {
+					t.Fatal("a rejected pod got an endpoint")
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			eps := f.endpoints(p.ID)
+			if len(tt.want) == 0 {
+				if len(eps) != 0 {
+					t.Fatalf("endpoints %+v, want none", eps)
+				}
+				return
+			}
+			if len(eps) != 1 || !hcn.SamePolicies(eps[0].PortMappings, tt.want) {
+				t.Fatalf("endpoints %+v, want one with %v", eps, tt.want)
+			}
+		})
+	}
+}
+
+func TestNRIPodUsesCRIHostPorts(t *testing.T) {
+	f := newFixture(t)
+	f.core.sources = MappingSources{Annotations: true, CRI: true}
+	p := f.sandbox("n", "") // an NRI pod without the annotation
+	f.store.sbs["n"].Metadata = criMeta("", `{"container_port":80,"host_port":8080}`)
+	if r, err := f.core.Ensure(ctx, p); err != nil || r != ResultCreated {
+		t.Fatalf("Ensure = %v, %v", r, err)
+	}
+}
+
+func TestReconcileAllFindsSandboxesFromContainerd(t *testing.T) {
+	f := newFixture(t)
+	f.sandbox("a", "")
+	f.store.sbs["a"].Metadata = criMeta("7070:70", "")
+	f.sandbox("b", "")
+	f.store.sbs["b"].Metadata = criMeta("", "") // no request
+	sum, err := f.core.ReconcileAll(ctx, 4)
+	if err != nil || sum.Created != 1 || sum.Failed != 0 {
+		t.Fatalf("ReconcileAll = %+v, %v", sum, err)
+	}
+	if len(f.endpoints("a")) != 1 || len(f.endpoints("b")) != 0 {
+		t.Fatalf("state: %+v", f.sim.State().Endpoints)
+	}
+	// the annotation is gone from the record (an edited pod): the endpoint goes
+	f.store.sbs["a"].Metadata = criMeta("", "")
+	if sum, err := f.core.ReconcileAll(ctx, 4); err != nil || sum.Deleted != 1 {
+		t.Fatalf("ReconcileAll = %+v, %v", sum, err)
+	}
+}
