@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/sirupsen/logrus"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	"github.com/nri-hcn-portmap/nri-hcn-portmap/plugin"
 	"github.com/nri-hcn-portmap/nri-hcn-portmap/test/harness"
@@ -69,6 +70,45 @@ func run() error {
 	}
 	fmt.Println("\n== StopPodSandbox shop/web, then status again")
 	if err := env.StopPod(ctx, pods[0], guids[pods[0].ID]); err != nil {
+		return err
+	}
+	if err := printStatus(ctx, env); err != nil {
+		return err
+	}
+
+	// Stock containerd on Windows sends no NRI pod events: the plugin then
+	// follows containerd's event stream, and can take Kubernetes hostPort
+	// from the CRI sandbox metadata.
+	fmt.Println("\n== restarting the plugin with --source containerd (what stock containerd on Windows needs)")
+	env.Plugin.Stop()
+	if err := env.StartPluginEvents(ctx); err != nil {
+		return err
+	}
+	cri := harness.Pod{ID: "c5d1e9a3f7b2c6d0e4a8f1b5c9d3e7a2f6b0c4d8e1a5f9b3c7d2e6a0f4b8c1d5", Name: "dns", Namespace: "kube-system",
+		UID: "2b6f", HostPorts: []*runtimeapi.PortMapping{{Protocol: runtimeapi.Protocol_UDP, ContainerPort: 53, HostPort: 53}},
+		Annotations: map[string]string{plugin.AnnotationPortMappings: "9153:9153"}}
+	guid, err := env.CreateSandbox(ctx, cri)
+	if err != nil {
+		return err
+	}
+	if err := env.PublishStart(ctx, cri.ID); err != nil {
+		return err
+	}
+	fmt.Printf("/tasks/start %s/%s (hostPort 53/udp from the pod spec, annotation \"9153:9153\", HCN namespace %s)\n",
+		cri.Namespace, cri.Name, guid)
+	err = harness.Eventually(ctx, 10*time.Second, func() error {
+		entries, err := env.Status(ctx)
+		if err != nil {
+			return err
+		}
+		for _, e := range entries {
+			if e.Sandbox == cri.ID {
+				return nil
+			}
+		}
+		return fmt.Errorf("no endpoint for %s yet", cri.Name)
+	})
+	if err != nil {
 		return err
 	}
 	return printStatus(ctx, env)

@@ -20,12 +20,15 @@ import (
 	"syscall"
 	"time"
 
+	apievents "github.com/containerd/containerd/api/events"
 	"github.com/containerd/containerd/v2/client"
 	"github.com/containerd/containerd/v2/pkg/namespaces"
 	"github.com/containerd/containerd/v2/pkg/oci"
 	"github.com/containerd/nri/pkg/adaptation"
 	"github.com/containerd/nri/pkg/api"
 	specs "github.com/opencontainers/runtime-spec/specs-go"
+	"google.golang.org/protobuf/types/known/anypb"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	"github.com/nri-hcn-portmap/nri-hcn-portmap/hcn/hcnsim"
 	"github.com/nri-hcn-portmap/nri-hcn-portmap/plugin"
@@ -193,7 +196,10 @@ type Options struct {
 }
 
 // DefaultConfig creates the NAT network the endpoints go on.
-const DefaultConfig = `[hcn]
+const DefaultConfig = `[plugin]
+mapping_sources = ["annotations", "cri"]
+
+[hcn]
 network = "nat"
 create_network = true
 network_type = "NAT"
@@ -399,11 +405,46 @@ func (e *Env) StartPlugin(ctx context.Context, extraArgs ...string) error {
 type Pod struct {
 	ID, Name, Namespace, UID string
 	Annotations              map[string]string
+	// HostPorts are the CRI port mappings (Kubernetes hostPort) stored in
+	// the sandbox metadata.
+	HostPorts []*runtimeapi.PortMapping
 	// NoWindowsNamespace makes a sandbox without Windows.Network (a Linux
 	// or HostProcess sandbox).
 	NoWindowsNamespace bool
-	// Extensions are extra container extensions (raw JSON payloads).
-	Extensions map[string][]byte
+}
+
+// criMetadataTypeURL is the type URL containerd's CRI stores the sandbox
+// metadata extension under.
+const criMetadataTypeURL = "github.com/containerd/cri/pkg/store/sandbox/Metadata"
+
+// CRIMetadata encodes the io.cri-containerd.sandbox.metadata extension the
+// way containerd does: encoding/json over its versioned Metadata struct,
+// whose Config is the CRI PodSandboxConfig.
+func (p Pod) CRIMetadata(netnsPath string) ([]byte, error) {
+	type metadata struct {
+		ID             string
+		Name           string
+		Config         *runtimeapi.PodSandboxConfig
+		NetNSPath      string
+		IP             string
+		AdditionalIPs  []string
+		RuntimeHandler string
+		CNIResult      any
+		ProcessLabel   string
+	}
+	return json.Marshal(struct {
+		Version  string
+		Metadata metadata
+	}{"v1", metadata{
+		ID:        p.ID,
+		Name:      strings.Join([]string{p.Name, p.Namespace, p.UID, "0"}, "_"),
+		NetNSPath: netnsPath,
+		Config: &runtimeapi.PodSandboxConfig{
+			Metadata:     &runtimeapi.PodSandboxMetadata{Name: p.Name, Uid: p.UID, Namespace: p.Namespace},
+			Annotations:  p.Annotations,
+			PortMappings: p.HostPorts,
+		},
+	}})
 }
 
 // NRIPod is the pod as the NRI runtime side reports it.
@@ -433,19 +474,16 @@ func (e *Env) CreateSandbox(ctx context.Context, p Pod) (string, error) {
 		client.WithSpec(spec),
 		client.WithRuntime("io.containerd.runhcs.v1", nil),
 	}
-	for name, raw := range p.Extensions {
-		opts = append(opts, client.WithContainerExtension(name, rawJSON(raw)))
+	meta, err := p.CRIMetadata(guid)
+	if err != nil {
+		return "", err
 	}
+	opts = append(opts, client.WithContainerExtension(plugin.ExtensionMetadata, &anypb.Any{TypeUrl: criMetadataTypeURL, Value: meta}))
 	if _, err := e.Ctr.NewContainer(namespaces.WithNamespace(ctx, K8s), p.ID, opts...); err != nil {
 		return "", fmt.Errorf("creating sandbox container %s: %w", p.ID, err)
 	}
 	return guid, nil
 }
-
-// rawJSON is stored by containerd's typeurl as the JSON itself.
-type rawJSON []byte
-
-func (r rawJSON) MarshalJSON() ([]byte, error) { return r, nil }
 
 // RunPod creates the sandbox and sends RunPodSandbox, as containerd does.
 func (e *Env) RunPod(ctx context.Context, p Pod) (string, error) {
@@ -593,3 +631,98 @@ func Eventually(ctx context.Context, d time.Duration, f func() error) error {
 
 // Synced delivers a value each time a plugin finished registering.
 func (e *Env) Synced() <-chan struct{} { return e.syncs }
+
+// Publish sends an event into containerd's k8s.io namespace, as containerd
+// itself does when a task starts or stops.
+func (e *Env) Publish(ctx context.Context, topic string, ev any) error {
+	if err := e.Ctr.EventService().Publish(namespaces.WithNamespace(ctx, K8s), topic, ev); err != nil {
+		return fmt.Errorf("publishing %s: %w", topic, err)
+	}
+	return nil
+}
+
+// PublishStart publishes /tasks/start of a sandbox.
+func (e *Env) PublishStart(ctx context.Context, id string) error {
+	return e.Publish(ctx, plugin.TopicTaskStart, &apievents.TaskStart{ContainerID: id, Pid: 4242})
+}
+
+// PublishExit publishes /tasks/exit of a sandbox's init process.
+func (e *Env) PublishExit(ctx context.Context, id string) error {
+	return e.Publish(ctx, plugin.TopicTaskExit, &apievents.TaskExit{ContainerID: id, ID: id, Pid: 4242, ExitStatus: 0})
+}
+
+// PublishTaskDelete publishes /tasks/delete of a sandbox.
+func (e *Env) PublishTaskDelete(ctx context.Context, id string) error {
+	return e.Publish(ctx, plugin.TopicTaskDelete, &apievents.TaskDelete{ContainerID: id, ID: id, Pid: 4242})
+}
+
+// PublishContainerDelete publishes /containers/delete.
+func (e *Env) PublishContainerDelete(ctx context.Context, id string) error {
+	return e.Publish(ctx, plugin.TopicContainerDelete, &apievents.ContainerDelete{ID: id})
+}
+
+// DeleteSandbox deletes the sandbox container from containerd.
+func (e *Env) DeleteSandbox(ctx context.Context, id string) error {
+	return e.Ctr.ContainerService().Delete(namespaces.WithNamespace(ctx, K8s), id)
+}
+
+// StartPluginEvents starts the plugin with the containerd event source and
+// waits until it reports its subscription live.
+func (e *Env) StartPluginEvents(ctx context.Context, extraArgs ...string) error {
+	logPath := filepath.Join(e.Dir, "plugin.log")
+	before := 0
+	if b, err := os.ReadFile(logPath); err == nil {
+		before = bytes.Count(b, []byte(subscribedLine))
+	}
+	args := append([]string{"run", "--config", e.ConfigPath, "--nri-socket", e.NRISocket,
+		"--containerd-address", e.CtrAddress, "--hcn-backend", "simulated", "--hcn-simulator", e.SimAddress,
+		"--source", "containerd"}, extraArgs...)
+	p, err := start("plugin", logPath, e.PluginBin, args...)
+	if err != nil {
+		return err
+	}
+	e.Plugin = p
+	return e.WaitSubscribed(ctx, before+1, 20*time.Second)
+}
+
+const subscribedLine = "subscribed to containerd events"
+
+// WaitSubscribed waits until the plugin log reports its n-th live
+// subscription to containerd events and the resync that follows it.
+func (e *Env) WaitSubscribed(ctx context.Context, n int, d time.Duration) error {
+	err := waitFor(ctx, d, func() error {
+		b, _ := os.ReadFile(filepath.Join(e.Dir, "plugin.log"))
+		// the resync that follows each subscription must be over too, so
+		// that what a test does next is seen through events only
+		resyncs := 0
+		for _, line := range strings.Split(string(b), "\n") {
+			if strings.Contains(line, "resync") && strings.Contains(line, "reason=subscribed") && strings.Contains(line, "done") {
+				resyncs++
+			}
+		}
+		if got := bytes.Count(b, []byte(subscribedLine)); got < n || resyncs < n {
+			if !e.Plugin.Running() {
+				return fmt.Errorf("plugin exited: %v", e.Plugin.err)
+			}
+			return fmt.Errorf("plugin subscribed %d times and resynced %d times, want %d", got, resyncs, n)
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("%w\n%s", err, e.Plugin.Tail(30))
+	}
+	return nil
+}
+
+// RestartContainerd stops the containerd daemon and starts it again on the
+// same root and state: containers survive, connections and event
+// subscriptions break.
+func (e *Env) RestartContainerd(ctx context.Context, whileDown func() error) error {
+	e.Containerd.Stop()
+	if whileDown != nil {
+		if err := whileDown(); err != nil {
+			return err
+		}
+	}
+	return e.StartContainerd(ctx)
+}

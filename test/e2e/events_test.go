@@ -1,0 +1,348 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+
+	"github.com/nri-hcn-portmap/nri-hcn-portmap/hcn"
+	"github.com/nri-hcn-portmap/nri-hcn-portmap/test/harness"
+)
+
+// eventsConfig takes mappings from both sources and disables the periodic
+// resync, so what these tests see is the work of the events themselves.
+const eventsConfig = `[plugin]
+mapping_sources = ["annotations", "cri"]
+resync_interval = "0s"
+
+[hcn]
+network = "nat"
+create_network = true
+network_type = "NAT"
+subnet = "172.30.0.0/16"
+gateway = "172.30.0.1"
+
+[log]
+level = "debug"
+`
+
+func startEventsEnv(t *testing.T, config string, pluginArgs ...string) (*harness.Env, context.Context) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	t.Cleanup(cancel)
+	env, err := harness.Start(ctx, harness.Options{PluginBin: pluginBin, Config: config})
+	if err != nil {
+		t.Fatalf("starting the environment: %v", err)
+	}
+	t.Cleanup(func() {
+		if t.Failed() {
+			for _, p := range []*harness.Process{env.Plugin, env.Sim, env.Containerd} {
+				if p != nil {
+					t.Logf("--- %s log (tail) ---\n%s", p.Name, p.Tail(40))
+				}
+			}
+		}
+		env.Close()
+	})
+	if err := env.StartPluginEvents(ctx, pluginArgs...); err != nil {
+		t.Fatal(err)
+	}
+	return env, ctx
+}
+
+func hostPort(proto runtimeapi.Protocol, container, host int32, ip string) *runtimeapi.PortMapping {
+	return &runtimeapi.PortMapping{Protocol: proto, ContainerPort: container, HostPort: host, HostIp: ip}
+}
+
+func pluginLogContains(env *harness.Env, s string) bool {
+	b, _ := os.ReadFile(filepath.Join(env.Dir, "plugin.log"))
+	return strings.Contains(string(b), s)
+}
+
+func waitLog(t *testing.T, ctx context.Context, env *harness.Env, s string) {
+	t.Helper()
+	if err := harness.Eventually(ctx, 15*time.Second, func() error {
+		if !pluginLogContains(env, s) {
+			return fmt.Errorf("plugin log does not contain %q", s)
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestContainerdEventSource(t *testing.T) {
+	env, ctx := startEventsEnv(t, eventsConfig)
+
+	start := func(t *testing.T, p harness.Pod) string {
+		t.Helper()
+		guid, err := env.CreateSandbox(ctx, p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := env.PublishStart(ctx, p.ID); err != nil {
+			t.Fatal(err)
+		}
+		return guid
+	}
+
+	cri := pod("cri", "")
+	cri.HostPorts = []*runtimeapi.PortMapping{hostPort(runtimeapi.Protocol_TCP, 80, 8180, ""), hostPort(runtimeapi.Protocol_UDP, 53, 8153, "10.0.0.4"),
+		hostPort(runtimeapi.Protocol_TCP, 81, 0, "")}
+	ann := pod("annotated", "8181:80")
+	both := pod("both", "8182:80")
+	both.HostPorts = []*runtimeapi.PortMapping{hostPort(runtimeapi.Protocol_TCP, 80, 8182, "")}
+	clash := pod("clash", "8183:80")
+	clash.HostPorts = []*runtimeapi.PortMapping{hostPort(runtimeapi.Protocol_TCP, 81, 8183, "")}
+
+	criNS, annNS, bothNS := start(t, cri), start(t, ann), start(t, both)
+	start(t, clash)
+
+	t.Run("hostPort from CRI", func(t *testing.T) {
+		wantEndpoint(t, ctx, env, cri.ID, criNS, []hcn.PortMappingPolicy{tcp(8180, 80, "", 1),
+			{Protocol: hcn.UDP, ExternalPort: 8153, InternalPort: 53, VIP: "10.0.0.4", Flags: 1}})
+	})
+	t.Run("mapping from the annotation", func(t *testing.T) {
+		wantEndpoint(t, ctx, env, ann.ID, annNS, []hcn.PortMappingPolicy{tcp(8181, 80, "", 1)})
+	})
+	t.Run("same mapping from both counts once", func(t *testing.T) {
+		wantEndpoint(t, ctx, env, both.ID, bothNS, []hcn.PortMappingPolicy{tcp(8182, 80, "", 1)})
+	})
+	t.Run("conflicting sources: error, no endpoint", func(t *testing.T) {
+		waitLog(t, ctx, env, "annotation hcn.nri.io/port-mappings and Kubernetes hostPort disagree")
+		if ep := endpointOf(t, ctx, env, clash.ID); ep != nil {
+			t.Fatalf("conflicting pod got %+v", ep)
+		}
+	})
+	t.Run("tasks/exit removes the endpoint", func(t *testing.T) {
+		if err := env.PublishExit(ctx, cri.ID); err != nil {
+			t.Fatal(err)
+		}
+		wantNoEndpoint(t, ctx, env, cri.ID)
+		// what follows for the same sandbox is a quiet no-op
+		if err := env.SimClient.DeleteNamespace(ctx, criNS); err != nil {
+			t.Fatal(err)
+		}
+		if err := env.PublishTaskDelete(ctx, cri.ID); err != nil {
+			t.Fatal(err)
+		}
+	})
+	t.Run("tasks/delete after the namespace is gone removes the endpoint", func(t *testing.T) {
+		if err := env.SimClient.DeleteNamespace(ctx, annNS); err != nil { // containerd beat us to it
+			t.Fatal(err)
+		}
+		if err := env.PublishTaskDelete(ctx, ann.ID); err != nil {
+			t.Fatal(err)
+		}
+		wantNoEndpoint(t, ctx, env, ann.ID)
+	})
+	t.Run("containers/delete removes anything left", func(t *testing.T) {
+		if err := env.DeleteSandbox(ctx, both.ID); err != nil {
+			t.Fatal(err)
+		}
+		if err := env.PublishContainerDelete(ctx, both.ID); err != nil {
+			t.Fatal(err)
+		}
+		wantNoEndpoint(t, ctx, env, both.ID)
+	})
+	t.Run("stop before start is seen", func(t *testing.T) {
+		late := pod("late", "8184:80")
+		guid, err := env.CreateSandbox(ctx, late)
+		if err != nil {
+			t.Fatal(err)
+		}
+		// the pod started and stopped before the plugin handled its start:
+		// the namespace is gone and the exit arrives first
+		if err := env.SimClient.DeleteNamespace(ctx, guid); err != nil {
+			t.Fatal(err)
+		}
+		if err := env.PublishExit(ctx, late.ID); err != nil {
+			t.Fatal(err)
+		}
+		if err := env.PublishStart(ctx, late.ID); err != nil {
+			t.Fatal(err)
+		}
+		waitLog(t, ctx, env, "sandbox stopped before its endpoint could be attached")
+		// and one whose container is already gone when its start is handled
+		gone := pod("gone", "8185:80")
+		if _, err := env.CreateSandbox(ctx, gone); err != nil {
+			t.Fatal(err)
+		}
+		if err := env.DeleteSandbox(ctx, gone.ID); err != nil {
+			t.Fatal(err)
+		}
+		if err := env.PublishStart(ctx, gone.ID); err != nil {
+			t.Fatal(err)
+		}
+		// a pod after them still works, so nothing is stuck
+		next := pod("next", "8186:80")
+		nextNS := start(t, next)
+		wantEndpoint(t, ctx, env, next.ID, nextNS, []hcn.PortMappingPolicy{tcp(8186, 80, "", 1)})
+		for _, id := range []string{late.ID, gone.ID} {
+			if ep := endpointOf(t, ctx, env, id); ep != nil {
+				t.Errorf("sandbox %s left endpoint %+v", id, ep)
+			}
+		}
+		st, _, err := env.SimClient.State(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, ep := range st.Endpoints {
+			if ep.Namespace == "" {
+				t.Errorf("detached endpoint left behind: %+v", ep)
+			}
+		}
+	})
+	if !env.Plugin.Running() {
+		t.Fatal("plugin exited")
+	}
+}
+
+func TestEventsLostWhilePluginDownAreRepaired(t *testing.T) {
+	env, ctx := startEventsEnv(t, eventsConfig)
+	stopped, started := pod("stopped-while-down", "8281:80"), pod("started-while-down", "")
+	started.HostPorts = []*runtimeapi.PortMapping{hostPort(runtimeapi.Protocol_TCP, 80, 8282, "")}
+	stoppedNS, err := env.CreateSandbox(ctx, stopped)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := env.PublishStart(ctx, stopped.ID); err != nil {
+		t.Fatal(err)
+	}
+	wantEndpoint(t, ctx, env, stopped.ID, stoppedNS, []hcn.PortMappingPolicy{tcp(8281, 80, "", 1)})
+
+	env.Plugin.Kill()
+	if err := env.SimClient.DeleteNamespace(ctx, stoppedNS); err != nil {
+		t.Fatal(err)
+	}
+	if err := env.DeleteSandbox(ctx, stopped.ID); err != nil {
+		t.Fatal(err)
+	}
+	if err := env.PublishExit(ctx, stopped.ID); err != nil { // nobody listens
+		t.Fatal(err)
+	}
+	startedNS, err := env.CreateSandbox(ctx, started)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := env.PublishStart(ctx, started.ID); err != nil { // lost too
+		t.Fatal(err)
+	}
+	if err := env.StartPluginEvents(ctx); err != nil {
+		t.Fatal(err)
+	}
+	wantNoEndpoint(t, ctx, env, stopped.ID)
+	wantEndpoint(t, ctx, env, started.ID, startedNS, []hcn.PortMappingPolicy{tcp(8282, 80, "", 1)})
+	waitLog(t, ctx, env, "resync done")
+}
+
+func TestContainerdRestartUnderPlugin(t *testing.T) {
+	env, ctx := startEventsEnv(t, eventsConfig)
+	gone, missed := pod("stops-during-restart", "8381:80"), pod("missed-start", "8382:80")
+	goneNS, err := env.CreateSandbox(ctx, gone)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := env.PublishStart(ctx, gone.ID); err != nil {
+		t.Fatal(err)
+	}
+	wantEndpoint(t, ctx, env, gone.ID, goneNS, []hcn.PortMappingPolicy{tcp(8381, 80, "", 1)})
+	// a start whose event never came
+	missedNS, err := env.CreateSandbox(ctx, missed)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ep := endpointOf(t, ctx, env, missed.ID); ep != nil {
+		t.Fatalf("endpoint without an event or a resync: %+v", ep)
+	}
+
+	err = env.RestartContainerd(ctx, func() error {
+		return env.SimClient.DeleteNamespace(ctx, goneNS) // the pod went away meanwhile
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := env.WaitSubscribed(ctx, 2, 30*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	wantNoEndpoint(t, ctx, env, gone.ID)
+	wantEndpoint(t, ctx, env, missed.ID, missedNS, []hcn.PortMappingPolicy{tcp(8382, 80, "", 1)})
+
+	// events flow again on the new subscription
+	after := pod("after-restart", "8383:80")
+	afterNS, err := env.CreateSandbox(ctx, after)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := env.PublishStart(ctx, after.ID); err != nil {
+		t.Fatal(err)
+	}
+	wantEndpoint(t, ctx, env, after.ID, afterNS, []hcn.PortMappingPolicy{tcp(8383, 80, "", 1)})
+	if !env.Plugin.Running() {
+		t.Fatal("plugin exited")
+	}
+}
+
+func TestAutoPicksContainerdWithoutNRISocket(t *testing.T) {
+	env, ctx := startEventsEnv(t, eventsConfig, "--source", "auto", "--nri-socket", "/nonexistent/nri.sock")
+	waitLog(t, ctx, env, `reason="no NRI socket" source=containerd`)
+	p := pod("auto", "8481:80")
+	guid, err := env.CreateSandbox(ctx, p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := env.PublishStart(ctx, p.ID); err != nil {
+		t.Fatal(err)
+	}
+	wantEndpoint(t, ctx, env, p.ID, guid, []hcn.PortMappingPolicy{tcp(8481, 80, "", 1)})
+}
+
+func TestPeriodicResyncRepairs(t *testing.T) {
+	env, ctx := startEventsEnv(t, strings.Replace(eventsConfig, `resync_interval = "0s"`, `resync_interval = "300ms"`, 1))
+	p := pod("no-event", "8581:80")
+	guid, err := env.CreateSandbox(ctx, p) // no event at all
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantEndpoint(t, ctx, env, p.ID, guid, []hcn.PortMappingPolicy{tcp(8581, 80, "", 1)})
+	// an endpoint whose sandbox vanished without any event goes too
+	if err := env.SimClient.DeleteNamespace(ctx, guid); err != nil {
+		t.Fatal(err)
+	}
+	if err := env.DeleteSandbox(ctx, p.ID); err != nil {
+		t.Fatal(err)
+	}
+	wantNoEndpoint(t, ctx, env, p.ID)
+	waitLog(t, ctx, env, `reason=periodic`)
+}
+
+func TestNRISourceUsesCRIHostPorts(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	env, err := harness.Start(ctx, harness.Options{PluginBin: pluginBin, Config: eventsConfig})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer env.Close()
+	if err := env.StartPlugin(ctx, "--source", "nri"); err != nil {
+		t.Fatal(err)
+	}
+	p := pod("nri-hostport", "")
+	p.HostPorts = []*runtimeapi.PortMapping{hostPort(runtimeapi.Protocol_UDP, 53, 8653, "")}
+	guid, err := env.RunPod(ctx, p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantEndpoint(t, ctx, env, p.ID, guid, []hcn.PortMappingPolicy{{Protocol: hcn.UDP, ExternalPort: 8653, InternalPort: 53, Flags: 1}})
+	clash := pod("nri-clash", "8654:80")
+	clash.HostPorts = []*runtimeapi.PortMapping{hostPort(runtimeapi.Protocol_TCP, 81, 8654, "")}
+	if _, err := env.RunPod(ctx, clash); err == nil || !strings.Contains(err.Error(), "disagree") {
+		t.Fatalf("RunPodSandbox with disagreeing sources: %v", err)
+	}
+}
