@@ -50,11 +50,13 @@ func pod(name, annotation string) harness.Pod {
 	return p
 }
 
-func startEnv(t *testing.T) (*harness.Env, context.Context) {
+// newEnv starts containerd, the simulator and the NRI runtime side, and
+// shows their logs when the test fails.
+func newEnv(t *testing.T, config string) (*harness.Env, context.Context) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	t.Cleanup(cancel)
-	env, err := harness.Start(ctx, harness.Options{PluginBin: pluginBin})
+	env, err := harness.Start(ctx, harness.Options{PluginBin: pluginBin, Config: config})
 	if err != nil {
 		t.Fatalf("starting the environment: %v", err)
 	}
@@ -68,6 +70,13 @@ func startEnv(t *testing.T) (*harness.Env, context.Context) {
 		}
 		env.Close()
 	})
+	return env, ctx
+}
+
+// startEnv is newEnv with the plugin on NRI.
+func startEnv(t *testing.T) (*harness.Env, context.Context) {
+	t.Helper()
+	env, ctx := newEnv(t, "")
 	if err := env.StartPlugin(ctx); err != nil {
 		t.Fatal(err)
 	}

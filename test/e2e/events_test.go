@@ -20,36 +20,11 @@ import (
 const eventsConfig = `[plugin]
 mapping_sources = ["annotations", "cri"]
 resync_interval = "0s"
-
-[hcn]
-network = "nat"
-create_network = true
-network_type = "NAT"
-subnet = "172.30.0.0/16"
-gateway = "172.30.0.1"
-
-[log]
-level = "debug"
-`
+` + harness.NetworkConfig
 
 func startEventsEnv(t *testing.T, config string, pluginArgs ...string) (*harness.Env, context.Context) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-	t.Cleanup(cancel)
-	env, err := harness.Start(ctx, harness.Options{PluginBin: pluginBin, Config: config})
-	if err != nil {
-		t.Fatalf("starting the environment: %v", err)
-	}
-	t.Cleanup(func() {
-		if t.Failed() {
-			for _, p := range []*harness.Process{env.Plugin, env.Sim, env.Containerd} {
-				if p != nil {
-					t.Logf("--- %s log (tail) ---\n%s", p.Name, p.Tail(40))
-				}
-			}
-		}
-		env.Close()
-	})
+	env, ctx := newEnv(t, config)
 	if err := env.StartPluginEvents(ctx, pluginArgs...); err != nil {
 		t.Fatal(err)
 	}
@@ -323,13 +298,7 @@ func TestPeriodicResyncRepairs(t *testing.T) {
 }
 
 func TestNRISourceUsesCRIHostPorts(t *testing.T) {
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-	defer cancel()
-	env, err := harness.Start(ctx, harness.Options{PluginBin: pluginBin, Config: eventsConfig})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer env.Close()
+	env, ctx := newEnv(t, eventsConfig)
 	if err := env.StartPlugin(ctx, "--source", "nri"); err != nil {
 		t.Fatal(err)
 	}

@@ -195,10 +195,9 @@ type Options struct {
 	Config string
 }
 
-// DefaultConfig creates the NAT network the endpoints go on.
-const DefaultConfig = `[plugin]
-mapping_sources = ["annotations", "cri"]
-
+// NetworkConfig creates the NAT network the endpoints go on and logs at
+// debug level.
+const NetworkConfig = `
 [hcn]
 network = "nat"
 create_network = true
@@ -209,6 +208,11 @@ gateway = "172.30.0.1"
 [log]
 level = "debug"
 `
+
+// DefaultConfig takes mappings from annotations and Kubernetes hostPort.
+const DefaultConfig = `[plugin]
+mapping_sources = ["annotations", "cri"]
+` + NetworkConfig
 
 // Start brings up containerd, the simulator and the NRI runtime side. The
 // plugin is started with StartPlugin.
