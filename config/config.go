@@ -16,6 +16,8 @@ import (
 	"time"
 
 	"github.com/pelletier/go-toml/v2"
+
+	"github.com/nri-hcn-portmap/nri-hcn-portmap/plugin/admission"
 )
 
 // Backends of the HCN seam.
@@ -31,6 +33,13 @@ const (
 	SourceAuto       = "auto"
 )
 
+// Failure policies: what a pod start does when HCN is slower than the
+// deadline.
+const (
+	FailOpen   = "fail-open"
+	FailClosed = "fail-closed"
+)
+
 // Sources of port mappings.
 const (
 	MappingsAnnotations = "annotations"
@@ -39,11 +48,12 @@ const (
 
 // Config is the whole configuration file.
 type Config struct {
-	Plugin     Plugin     `toml:"plugin"`
-	NRI        NRI        `toml:"nri"`
-	Containerd Containerd `toml:"containerd"`
-	HCN        HCN        `toml:"hcn"`
-	Log        Log        `toml:"log"`
+	Plugin     Plugin          `toml:"plugin"`
+	NRI        NRI             `toml:"nri"`
+	Containerd Containerd      `toml:"containerd"`
+	HCN        HCN             `toml:"hcn"`
+	Admission  admission.Rules `toml:"admission"`
+	Log        Log             `toml:"log"`
 }
 
 // Plugin is what drives the plugin and what it acts on.
@@ -57,6 +67,13 @@ type Plugin struct {
 	// hcn.nri.io/port-mappings annotation) and/or "cri" (Kubernetes hostPort
 	// from containerd's CRI sandbox metadata).
 	MappingSources []string `toml:"mapping_sources"`
+	// FailurePolicy when HCN work does not finish within Deadline:
+	// fail-open (the pod proceeds, the endpoint is completed in the
+	// background) or fail-closed (the pod fails, nothing is left behind).
+	FailurePolicy string `toml:"failure_policy"`
+	// Deadline for a pod event's HCN work, safely below NRI's 2 s request
+	// timeout.
+	Deadline Duration `toml:"deadline"`
 }
 
 // NRI is how the plugin registers with the runtime.
@@ -88,6 +105,8 @@ type HCN struct {
 	DualStack        bool     `toml:"dual_stack"`
 	OutboundNAT      bool     `toml:"outbound_nat"`
 	CallTimeout      Duration `toml:"call_timeout"`
+	// RetryMax caps the backoff between retries of transient HNS failures.
+	RetryMax Duration `toml:"retry_max"`
 }
 
 // Log is the logging setup.
@@ -126,12 +145,14 @@ func DefaultContainerdAddress() string {
 // Default returns the configuration used for every key the file omits.
 func Default() Config {
 	return Config{
-		Plugin: Plugin{Source: SourceAuto, ResyncInterval: Duration{time.Minute}, MappingSources: []string{MappingsAnnotations}},
+		Plugin: Plugin{Source: SourceAuto, ResyncInterval: Duration{time.Minute}, MappingSources: []string{MappingsAnnotations},
+			FailurePolicy: FailOpen, Deadline: Duration{1500 * time.Millisecond}},
+		Admission: admission.DefaultRules(),
 		NRI: NRI{Socket: "/var/run/nri/nri.sock", PluginName: "hcn-portmap", PluginIndex: "50",
 			ReconnectMax: Duration{30 * time.Second}},
 		Containerd: Containerd{Address: DefaultContainerdAddress(), Namespace: "k8s.io"},
 		HCN: HCN{Backend: BackendWindows, Network: "nat", NetworkType: "NAT", LocalRoutedVIP: true,
-			CallTimeout: Duration{10 * time.Second}},
+			CallTimeout: Duration{10 * time.Second}, RetryMax: Duration{10 * time.Second}},
 		Log: Log{Level: "info", Format: "text"},
 	}
 }
@@ -224,6 +245,17 @@ func (c *Config) Validate(source string, origin map[string]string) error {
 			bad("plugin.mapping_sources", m, "is listed twice")
 		}
 	}
+	if c.Plugin.FailurePolicy != FailOpen && c.Plugin.FailurePolicy != FailClosed {
+		bad("plugin.failure_policy", c.Plugin.FailurePolicy, "must be fail-open or fail-closed")
+	}
+	if d := c.Plugin.Deadline.Duration; d <= 0 || d >= 2*time.Second {
+		bad("plugin.deadline", d, "must be positive and below NRI's 2s request timeout")
+	}
+	if _, err := admission.Compile(c.Admission); err != nil {
+		for _, e := range unjoin(err) {
+			errs = append(errs, fmt.Sprintf("%s: %s", source, e))
+		}
+	}
 	if c.NRI.Socket == "" {
 		bad("nri.socket", c.NRI.Socket, "must not be empty")
 	}
@@ -280,6 +312,9 @@ func (c *Config) Validate(source string, origin map[string]string) error {
 	if c.HCN.CallTimeout.Duration <= 0 {
 		bad("hcn.call_timeout", c.HCN.CallTimeout.Duration, "must be positive")
 	}
+	if c.HCN.RetryMax.Duration <= 0 {
+		bad("hcn.retry_max", c.HCN.RetryMax.Duration, "must be positive")
+	}
 	if !slices.Contains([]string{"trace", "debug", "info", "warn", "warning", "error"}, c.Log.Level) {
 		bad("log.level", c.Log.Level, "must be one of trace, debug, info, warn, error")
 	}
@@ -290,4 +325,11 @@ func (c *Config) Validate(source string, origin map[string]string) error {
 		return &Error{Path: source, Msg: strings.Join(errs, "; "), Err: ErrInvalid}
 	}
 	return nil
+}
+
+func unjoin(err error) []error {
+	if j, ok := err.(interface{ Unwrap() []error }); ok {
+		return j.Unwrap()
+	}
+	return []error{err}
 }

@@ -10,6 +10,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/nri-hcn-portmap/nri-hcn-portmap/plugin/admission"
 )
 
 func write(t *testing.T, body string) string {
@@ -27,6 +29,15 @@ func TestLoadFull(t *testing.T) {
 source = "containerd"
 resync_interval = "30s"
 mapping_sources = ["annotations", "cri"]
+failure_policy = "fail-closed"
+deadline = "1s"
+
+[admission]
+namespaces = ["ingress", "kube-system"]
+pod_selector = "hostports=allowed"
+host_port_ranges = ["80", "443", "30000-32767"]
+host_ips = ["10.0.0.0/24"]
+deny = []
 
 [nri]
 socket = "/run/nri/nri.sock"
@@ -51,6 +62,7 @@ local_routed_vip = false
 dual_stack = true
 outbound_nat = true
 call_timeout = "3s"
+retry_max = "2s"
 
 [log]
 level = "debug"
@@ -64,12 +76,15 @@ format = "json"
 		t.Fatal(err)
 	}
 	want := Config{
-		Plugin:     Plugin{Source: "containerd", ResyncInterval: Duration{30 * time.Second}, MappingSources: []string{"annotations", "cri"}},
+		Plugin: Plugin{Source: "containerd", ResyncInterval: Duration{30 * time.Second}, MappingSources: []string{"annotations", "cri"},
+			FailurePolicy: "fail-closed", Deadline: Duration{time.Second}},
+		Admission: admission.Rules{Namespaces: []string{"ingress", "kube-system"}, PodSelector: "hostports=allowed",
+			HostPortRanges: []string{"80", "443", "30000-32767"}, HostIPs: []string{"10.0.0.0/24"}, Deny: []string{}},
 		NRI:        NRI{Socket: "/run/nri/nri.sock", PluginName: "portmap", PluginIndex: "10", ReconnectMax: Duration{5 * time.Second}},
 		Containerd: Containerd{Address: "/run/containerd/containerd.sock", Namespace: "k8s.io"},
 		HCN: HCN{Backend: "simulated", SimulatorAddress: "unix:///tmp/sim.sock", Network: "pods", CreateNetwork: true,
 			NetworkType: "L2Bridge", Subnet: "10.244.0.0/24", Gateway: "10.244.0.1", Adapter: "Ethernet",
-			DualStack: true, OutboundNAT: true, CallTimeout: Duration{3 * time.Second}},
+			DualStack: true, OutboundNAT: true, CallTimeout: Duration{3 * time.Second}, RetryMax: Duration{2 * time.Second}},
 		Log: Log{Level: "debug", Format: "json"},
 	}
 	if !reflect.DeepEqual(cfg, want) {
@@ -158,6 +173,11 @@ func TestValidate(t *testing.T) {
 		{"no mapping source", func(c *Config) { c.Plugin.MappingSources = nil }, `plugin.mapping_sources = "[]"`},
 		{"unknown mapping source", func(c *Config) { c.Plugin.MappingSources = []string{"cri", "labels"} }, `plugin.mapping_sources = "labels": must be annotations or cri`},
 		{"mapping source twice", func(c *Config) { c.Plugin.MappingSources = []string{"cri", "cri"} }, `plugin.mapping_sources = "cri": is listed twice`},
+		{"failure policy", func(c *Config) { c.Plugin.FailurePolicy = "retry" }, `plugin.failure_policy = "retry"`},
+		{"deadline at NRI timeout", func(c *Config) { c.Plugin.Deadline.Duration = 2 * time.Second }, `plugin.deadline = "2s": must be positive and below`},
+		{"admission range", func(c *Config) { c.Admission.HostPortRanges = []string{"9-1"} }, `admission.host_port_ranges = "9-1"`},
+		{"admission deny", func(c *Config) { c.Admission.Deny = []string{"rdp"} }, `admission.deny = "rdp"`},
+		{"retry max", func(c *Config) { c.HCN.RetryMax.Duration = 0 }, `hcn.retry_max = "0s"`},
 		{"empty containerd address", func(c *Config) { c.Containerd.Address = "" }, `containerd.address = ""`},
 	}
 	for _, tt := range tests {

@@ -115,16 +115,31 @@ func (m *Manager) Ensure(ctx context.Context, d Desired) (*Endpoint, Outcome, er
 	if err != nil {
 		return nil, Unchanged, err
 	}
+	// Keep one matching endpoint, preferring one already attached where it
+	// belongs (a late-created duplicate must not replace a working one).
 	var keep *Endpoint
+	matches := func(ep *Endpoint) bool {
+		return ep.NetworkID == netID && ep.OutboundNAT == m.cfg.OutboundNAT && SamePolicies(ep.PortMappings, d.Policies)
+	}
 	for i := range existing {
-		ep := &existing[i]
-		if keep == nil && ep.NetworkID == netID && ep.OutboundNAT == m.cfg.OutboundNAT &&
-			SamePolicies(ep.PortMappings, d.Policies) && (ep.Namespace == "" || ep.Namespace == d.Namespace) {
+		if ep := &existing[i]; matches(ep) && ep.Namespace == d.Namespace {
 			keep = ep
-			continue
+			break
 		}
-		if err := m.removeEndpoint(ctx, *ep); err != nil {
-			return nil, Unchanged, err
+	}
+	if keep == nil {
+		for i := range existing {
+			if ep := &existing[i]; matches(ep) && ep.Namespace == "" {
+				keep = ep
+				break
+			}
+		}
+	}
+	for i := range existing {
+		if ep := &existing[i]; ep != keep {
+			if err := m.removeEndpoint(ctx, *ep); err != nil {
+				return nil, Unchanged, err
+			}
 		}
 	}
 	if keep != nil && keep.Namespace == d.Namespace {
@@ -146,7 +161,14 @@ func (m *Manager) Ensure(ctx context.Context, d Desired) (*Endpoint, Outcome, er
 			ep, err = m.svc.CreateEndpoint(ctx, spec)
 		}
 		if err != nil {
-			return nil, Unchanged, stepErr(StepCreateEndpoint, name, err)
+			// The call may have taken effect although it failed (a lost
+			// answer, a timeout): then the endpoint is ours by name, and
+			// it also explains a port conflict with ourselves.
+			if late := m.findLate(ctx, name, matches); late != nil {
+				ep = late
+			} else {
+				return nil, Unchanged, stepErr(StepCreateEndpoint, name, err)
+			}
 		}
 	}
 	if err := m.svc.AddNamespaceEndpoint(ctx, d.Namespace, ep.ID); err != nil {
@@ -160,6 +182,21 @@ func (m *Manager) Ensure(ctx context.Context, d Desired) (*Endpoint, Outcome, er
 	}
 	ep.Namespace = d.Namespace
 	return ep, outcome, nil
+}
+
+// findLate looks for an unattached endpoint of ours that a failed create
+// left behind.
+func (m *Manager) findLate(ctx context.Context, name string, matches func(*Endpoint) bool) *Endpoint {
+	eps, err := m.svc.ListEndpointsByName(ctx, name)
+	if err != nil {
+		return nil
+	}
+	for i := range eps {
+		if matches(&eps[i]) && eps[i].Namespace == "" {
+			return &eps[i]
+		}
+	}
+	return nil
 }
 
 // Remove detaches and deletes every endpoint of the sandbox. Something that

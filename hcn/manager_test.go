@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/nri-hcn-portmap/nri-hcn-portmap/hcn"
 	"github.com/nri-hcn-portmap/nri-hcn-portmap/hcn/hcnsim"
@@ -283,5 +284,57 @@ func TestOwnedAndSandboxID(t *testing.T) {
 	}
 	if _, ok := mgr.SandboxID(hcn.DefaultEndpointPrefix); ok {
 		t.Error("bare prefix taken as ours")
+	}
+}
+
+func TestEnsureKeepsAttachedAndDropsStrays(t *testing.T) {
+	sim, mgr := setup(t, true)
+	ns := sim.CreateNamespace("")
+	good, _, err := mgr.Ensure(ctx, hcn.Desired{SandboxID: "sb1", Namespace: ns, Policies: web})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// an identical, unattached endpoint a timed-out create left behind; it
+	// may sort first, it must still be the one to go
+	netID, _ := mgr.EnsureNetwork(ctx)
+	for range 3 {
+		if _, err := sim.CreateEndpoint(ctx, hcn.EndpointSpec{Name: mgr.EndpointName("sb1"), NetworkID: netID}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ep, out, err := mgr.Ensure(ctx, hcn.Desired{SandboxID: "sb1", Namespace: ns, Policies: web})
+	if err != nil || out != hcn.Unchanged || ep.ID != good.ID {
+		t.Fatalf("Ensure = %+v, %v, %v; want the attached %s kept", ep, out, err, good.ID)
+	}
+	if got := ours(t, sim, mgr, "sb1"); got.ID != good.ID {
+		t.Fatalf("HCN holds %+v", got)
+	}
+}
+
+func TestBoundedGivesUpOnSlowHNS(t *testing.T) {
+	sim := hcnsim.New()
+	sim.SetLatency(time.Second)
+	svc := hcn.Bounded(sim, 20*time.Millisecond)
+	_, err := svc.ListEndpoints(ctx)
+	if !errors.Is(err, context.DeadlineExceeded) || !strings.Contains(err.Error(), "ListEndpoints") {
+		t.Fatalf("err = %v, want a deadline error naming the call", err)
+	}
+	sim.SetLatency(0)
+	if _, err := svc.ListEndpoints(ctx); err != nil {
+		t.Fatalf("fast call: %v", err)
+	}
+}
+
+func TestEnsureAdoptsEndpointOfALostCreateAnswer(t *testing.T) {
+	sim, mgr := setup(t, true)
+	ns := sim.CreateNamespace("")
+	// HNS creates the endpoint but the answer is lost
+	_ = sim.InjectFault(hcnsim.Fault{Op: hcnsim.OpCreateEndpoint, Kind: "unavailable", After: true})
+	ep, out, err := mgr.Ensure(ctx, hcn.Desired{SandboxID: "sb1", Namespace: ns, Policies: web})
+	if err != nil || out != hcn.Created {
+		t.Fatalf("Ensure = %v, %v", out, err)
+	}
+	if got := ours(t, sim, mgr, "sb1"); got == nil || got.ID != ep.ID || got.Namespace != ns {
+		t.Fatalf("HCN holds %+v, want the late endpoint attached", got)
 	}
 }

@@ -8,10 +8,12 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"time"
 
 	"github.com/sirupsen/logrus"
 
 	"github.com/nri-hcn-portmap/nri-hcn-portmap/hcn"
+	"github.com/nri-hcn-portmap/nri-hcn-portmap/plugin/admission"
 )
 
 // Pod is what an event source knows of a pod sandbox.
@@ -21,6 +23,7 @@ type Pod struct {
 	Namespace   string // Kubernetes namespace
 	UID         string
 	Annotations map[string]string
+	Labels      map[string]string
 	// Partial: only the ID is known (a containerd event, a resync, an
 	// orphan); name, namespace and annotations are read from containerd's
 	// CRI sandbox metadata.
@@ -44,21 +47,59 @@ type MappingSources struct {
 	CRI         bool // Kubernetes hostPort, from containerd's CRI sandbox metadata
 }
 
+// Options configure a Core.
+type Options struct {
+	Policy    hcn.PolicyOptions
+	Sources   MappingSources
+	Admission *admission.Policy // nil: admit everything
+	// Deadline bounds the HCN work a pod start may hold up the runtime for.
+	Deadline time.Duration
+	// FailOpen: when HCN misses the deadline the pod proceeds and the
+	// endpoint is completed in the background; otherwise the pod fails and
+	// what was started is rolled back.
+	FailOpen bool
+	// RetryMin and RetryMax bound the backoff between retries of
+	// transient HCN failures.
+	RetryMin, RetryMax time.Duration
+}
+
 // Core holds the logic shared by every event source. It is safe for
 // concurrent use: work for one sandbox is serialized, different sandboxes
 // proceed in parallel.
 type Core struct {
 	mgr     *hcn.Manager
 	store   SandboxStore
-	policy  hcn.PolicyOptions
-	sources MappingSources
+	opt     Options
 	log     *logrus.Entry
 	locks   keyLock
+	ports   *portIndex
+	pending pendingOps
+
+	bg     context.Context // lifetime of background work
+	stop   context.CancelFunc
+	bgWork sync.WaitGroup
 }
 
 // NewCore wires a core.
-func NewCore(mgr *hcn.Manager, store SandboxStore, policy hcn.PolicyOptions, sources MappingSources, log *logrus.Entry) *Core {
-	return &Core{mgr: mgr, store: store, policy: policy, sources: sources, log: log}
+func NewCore(mgr *hcn.Manager, store SandboxStore, opt Options, log *logrus.Entry) *Core {
+	if opt.Deadline <= 0 {
+		opt.Deadline = 1500 * time.Millisecond
+	}
+	if opt.RetryMin <= 0 {
+		opt.RetryMin = 100 * time.Millisecond
+	}
+	if opt.RetryMax < opt.RetryMin {
+		opt.RetryMax = max(opt.RetryMin, 10*time.Second)
+	}
+	bg, stop := context.WithCancel(context.Background())
+	return &Core{mgr: mgr, store: store, opt: opt, log: log, ports: newPortIndex(), bg: bg, stop: stop}
+}
+
+// Close stops background work (retries of fail-open starts) and waits for
+// it; work in progress finishes its current HCN call or rolls back.
+func (c *Core) Close() {
+	c.stop()
+	c.bgWork.Wait()
 }
 
 // Manager returns the HCN manager.
@@ -100,12 +141,13 @@ func (c *Core) resolve(ctx context.Context, p Pod) (*resolved, error) {
 	}
 	r := &resolved{pod: p, sb: sb, known: !p.Partial}
 	var meta *CRIMetadata
-	if len(sb.Metadata) > 0 && (p.Partial || c.sources.CRI) {
+	if len(sb.Metadata) > 0 && (p.Partial || c.opt.Sources.CRI) {
 		if meta, err = DecodeCRIMetadata(sb.Metadata); err != nil {
 			return r, fmt.Errorf("pod %s: %w: %w", p, ErrInvalidPod, err)
 		}
 		if p.Partial {
-			r.pod = Pod{ID: p.ID, Name: meta.PodName, Namespace: meta.PodNamespace, UID: meta.PodUID, Annotations: meta.Annotations}
+			r.pod = Pod{ID: p.ID, Name: meta.PodName, Namespace: meta.PodNamespace, UID: meta.PodUID,
+				Annotations: meta.Annotations, Labels: meta.Labels}
 			r.known = true
 		}
 	}
@@ -113,19 +155,25 @@ func (c *Core) resolve(ctx context.Context, p Pod) (*resolved, error) {
 		return r, nil
 	}
 	var ann []hcn.PortMapping
-	if c.sources.Annotations {
+	if c.opt.Sources.Annotations {
 		if ann, err = c.Mappings(r.pod); err != nil {
 			return r, err
 		}
 	}
 	r.mappings = ann
-	if c.sources.CRI && meta != nil {
+	if c.opt.Sources.CRI && meta != nil {
 		cri, err := meta.HostPorts()
 		if err == nil {
 			r.mappings, err = MergeMappings(ann, cri)
 		}
 		if err != nil {
 			return r, fmt.Errorf("pod %s: %w: %w", r.pod, ErrInvalidPod, err)
+		}
+	}
+	if c.opt.Admission != nil {
+		if err := c.opt.Admission.Admit(admission.Pod{Namespace: r.pod.Namespace, Labels: r.pod.Labels}, r.mappings); err != nil {
+			c.podLog(r.pod).WithError(err).Warn("host ports denied")
+			return r, fmt.Errorf("pod %s: %w", r.pod, err)
 		}
 	}
 	return r, nil
@@ -146,11 +194,11 @@ const (
 // mappings, or whose sandbox has no Windows network namespace, is skipped.
 // An invalid request fails before anything is created.
 func (c *Core) Ensure(ctx context.Context, p Pod) (Result, error) {
-	if !p.Partial && !c.sources.CRI {
+	if !p.Partial && !c.opt.Sources.CRI {
 		// Fast path: the annotation alone decides; most pods have none and
 		// cost neither a containerd nor an HNS call.
 		ms, err := c.Mappings(p)
-		if err != nil || len(ms) == 0 || !c.sources.Annotations {
+		if err != nil || len(ms) == 0 {
 			return ResultNone, err
 		}
 	}
@@ -172,9 +220,19 @@ func (c *Core) ensureResolved(ctx context.Context, r *resolved) (Result, error) 
 	if len(r.mappings) == 0 {
 		return ResultNone, nil
 	}
-	policies := hcn.BuildPolicies(r.mappings, c.policy)
+	policies := hcn.BuildPolicies(r.mappings, c.opt.Policy)
+	name := ""
+	if r.pod.Name != "" {
+		name = r.pod.Namespace + "/" + r.pod.Name
+	}
+	undo, err := c.ports.reserve(r.pod.ID, name, policies)
+	if err != nil {
+		c.describeHolder(ctx, err)
+		return ResultNone, fmt.Errorf("pod %s: %w", r.pod, err)
+	}
 	ep, outcome, err := c.mgr.Ensure(ctx, hcn.Desired{SandboxID: r.pod.ID, Namespace: r.sb.NetNS, Policies: policies})
 	if err != nil {
+		undo()
 		return ResultNone, fmt.Errorf("pod %s: %w", r.pod, err)
 	}
 	log = log.WithFields(logrus.Fields{"endpoint": ep.ID, "netns": r.sb.NetNS})
@@ -199,6 +257,7 @@ func (c *Core) removeLocked(ctx context.Context, p Pod) (Result, error) {
 	if err != nil {
 		return ResultNone, fmt.Errorf("pod %s: %w", p, err)
 	}
+	c.ports.release(p.ID)
 	if n == 0 {
 		return ResultNone, nil
 	}
@@ -253,6 +312,7 @@ func (c *Core) Reconcile(ctx context.Context, pods []Pod, workers int) (Summary,
 	if err != nil {
 		return Summary{}, err
 	}
+	c.adoptPorts(owned)
 	known := make(map[string]bool, len(pods)+len(owned))
 	jobs := make([]Pod, 0, len(pods)+len(owned))
 	for _, p := range pods {
@@ -331,4 +391,39 @@ func (c *Core) reconcileOne(ctx context.Context, p Pod) (Result, error) {
 		return c.removeLocked(ctx, r.pod)
 	}
 	return c.ensureResolved(ctx, r)
+}
+
+func (c *Core) adoptPorts(owned []hcn.Endpoint) {
+	for _, ep := range owned {
+		if id, ok := c.mgr.SandboxID(ep.Name); ok {
+			c.ports.adopt(id, ep.PortMappings)
+		}
+	}
+}
+
+// LoadPorts rebuilds the host-port index from the endpoints HCN holds (at
+// start, so conflicts with pods started before a restart are caught).
+func (c *Core) LoadPorts(ctx context.Context) error {
+	owned, err := c.mgr.Owned(ctx)
+	if err != nil {
+		return err
+	}
+	c.adoptPorts(owned)
+	return nil
+}
+
+// describeHolder fills in the holder's pod name from containerd when the
+// index only knew its sandbox ID.
+func (c *Core) describeHolder(ctx context.Context, err error) {
+	var ce *ConflictError
+	if !errors.As(err, &ce) || ce.Holder != "" {
+		return
+	}
+	sb, serr := c.store.Sandbox(ctx, ce.HolderID)
+	if serr != nil || len(sb.Metadata) == 0 {
+		return
+	}
+	if md, merr := DecodeCRIMetadata(sb.Metadata); merr == nil && md.PodName != "" {
+		ce.Holder = md.PodNamespace + "/" + md.PodName
+	}
 }

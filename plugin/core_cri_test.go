@@ -51,7 +51,7 @@ func TestCoreMappingSources(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			f := newFixture(t)
-			f.core.sources = tt.sources
+			f.core.opt.Sources = tt.sources
 			p := f.sandbox("s", "")
 			f.store.sbs["s"].Metadata = tt.meta
 			_, err := f.core.Ensure(ctx, Pod{ID: "s", Partial: true})
@@ -83,7 +83,7 @@ func TestCoreMappingSources(t *testing.T) {
 
 func TestNRIPodUsesCRIHostPorts(t *testing.T) {
 	f := newFixture(t)
-	f.core.sources = MappingSources{Annotations: true, CRI: true}
+	f.core.opt.Sources = MappingSources{Annotations: true, CRI: true}
 	p := f.sandbox("n", "") // an NRI pod without the annotation
 	f.store.sbs["n"].Metadata = criMeta("", `{"container_port":80,"host_port":8080}`)
 	if r, err := f.core.Ensure(ctx, p); err != nil || r != ResultCreated {

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/sirupsen/logrus"
 
@@ -65,7 +66,10 @@ func newFixture(t *testing.T) *fixture {
 	store := &memStore{sbs: map[string]*SandboxInfo{}, tasks: map[string]TaskState{}}
 	log := logrus.New()
 	log.SetOutput(testWriter{t})
-	return &fixture{sim: sim, store: store, core: NewCore(mgr, store, hcn.PolicyOptions{LocalRoutedVIP: true}, MappingSources{Annotations: true}, logrus.NewEntry(log))}
+	f := &fixture{sim: sim, store: store, core: NewCore(mgr, store, Options{Policy: hcn.PolicyOptions{LocalRoutedVIP: true}, Sources: MappingSources{Annotations: true},
+		RetryMin: time.Millisecond, RetryMax: 5 * time.Millisecond}, logrus.NewEntry(log))}
+	t.Cleanup(f.core.Close)
+	return f
 }
 
 type testWriter struct{ t *testing.T }
@@ -140,8 +144,11 @@ func TestEnsureCases(t *testing.T) {
 
 	clash := f.sandbox("clash", "8080:8080")
 	_, err = f.core.Ensure(ctx, clash)
-	if !errors.Is(err, hcn.ErrPortInUse) || len(f.endpoints("clash")) != 0 {
+	if !errors.Is(err, ErrPortConflict) || !strings.Contains(err.Error(), "already held by pod default/pod-mapped") || len(f.endpoints("clash")) != 0 {
 		t.Fatalf("Ensure(port held by another pod) = %v", err)
+	}
+	if n := f.sim.Calls()[hcnsim.OpCreateEndpoint]; n != 1 {
+		t.Errorf("HNS was asked to create %d endpoints; the conflict must be caught before HNS", n)
 	}
 
 	if r, err := f.core.Remove(ctx, mapped); err != nil || r != ResultDeleted || len(f.endpoints("mapped")) != 0 {

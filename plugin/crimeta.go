@@ -19,6 +19,7 @@ type CRIMetadata struct {
 	PodName, PodNamespace string
 	PodUID                string
 	Annotations           map[string]string
+	Labels                map[string]string
 	RawPortMappings       []CRIPortMapping // as stored; see HostPorts
 	NetNSPath             string
 }
@@ -48,6 +49,7 @@ type criMetadataJSON struct {
 				Namespace string `json:"namespace"`
 			} `json:"metadata"`
 			Annotations  map[string]string `json:"annotations"`
+			Labels       map[string]string `json:"labels"`
 			PortMappings []CRIPortMapping  `json:"port_mappings"`
 		}
 	}
@@ -75,7 +77,7 @@ func DecodeCRIMetadata(raw []byte) (*CRIMetadata, error) {
 	}
 	md, cfg := m.Metadata, m.Metadata.Config
 	out := &CRIMetadata{ID: md.ID, Name: md.Name, NetNSPath: md.NetNSPath, Annotations: cfg.Annotations,
-		RawPortMappings: cfg.PortMappings}
+		Labels: cfg.Labels, RawPortMappings: cfg.PortMappings}
 	if cfg.Metadata != nil {
 		out.PodName, out.PodNamespace, out.PodUID = cfg.Metadata.Name, cfg.Metadata.Namespace, cfg.Metadata.UID
 	}

@@ -13,6 +13,7 @@ import (
 	"google.golang.org/protobuf/types/known/emptypb"
 
 	"github.com/nri-hcn-portmap/nri-hcn-portmap/hcn"
+	"github.com/nri-hcn-portmap/nri-hcn-portmap/plugin/admission"
 )
 
 // Topics the event source acts on.
@@ -164,14 +165,14 @@ func (s *EventSource) started(ctx context.Context, id string) {
 	case !sb.IsSandbox:
 		return // an application container
 	}
-	_, err = s.core.Ensure(ctx, Pod{ID: id, Partial: true})
+	err = s.core.EnsureRetrying(ctx, Pod{ID: id, Partial: true})
 	switch {
 	case err == nil:
 	case errors.Is(err, ErrSandboxNotFound):
 		log.Debug("sandbox gone before its start was handled")
 	case isNamespaceGone(err):
 		log.WithError(err).Info("sandbox stopped before its endpoint could be attached; nothing left behind")
-	case errors.Is(err, ErrInvalidPod):
+	case errors.Is(err, ErrInvalidPod), errors.Is(err, admission.ErrDenied), errors.Is(err, ErrPortConflict):
 		log.WithError(err).Error("port mappings rejected")
 	default:
 		log.WithError(err).Error("task start: endpoint not built; the resync will retry")

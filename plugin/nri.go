@@ -21,6 +21,9 @@ type NRIConfig struct {
 	ReconnectMax time.Duration // backoff cap
 	// SyncWorkers bounds the parallelism of the reconcile Synchronize starts.
 	SyncWorkers int
+	// FailClosed asks the runtime (where it supports NRI failure policies)
+	// to fail a pod whose request this plugin cannot answer.
+	FailClosed bool
 }
 
 // NRISource feeds NRI pod events into the core. It keeps the plugin
@@ -76,6 +79,10 @@ func (s *NRISource) Run(ctx context.Context) error {
 			stub.WithPluginIdx(s.cfg.PluginIndex),
 			stub.WithSocketPath(s.cfg.Socket),
 			stub.WithLogger(nriLogger{s.log}),
+			// Never be disconnected for a slow answer (the plugin answers
+			// within its own deadline anyway); fail or pass the request as
+			// the failure policy says. Runtimes before NRI v0.12.4 ignore it.
+			stub.WithFailurePolicy(&api.FailurePolicy{FailRequest: s.cfg.FailClosed, KeepConnected: true}),
 		)
 		if err != nil {
 			return fmt.Errorf("nri: creating plugin stub: %w", err)
@@ -128,7 +135,8 @@ func errString(err error) string {
 }
 
 func podFromNRI(p *api.PodSandbox) Pod {
-	return Pod{ID: p.GetId(), Name: p.GetName(), Namespace: p.GetNamespace(), UID: p.GetUid(), Annotations: p.GetAnnotations()}
+	return Pod{ID: p.GetId(), Name: p.GetName(), Namespace: p.GetNamespace(), UID: p.GetUid(),
+		Annotations: p.GetAnnotations(), Labels: p.GetLabels()}
 }
 
 // Synchronize answers at once and reconciles in the background: NRI gives the
@@ -161,11 +169,13 @@ func logSummary(log *logrus.Entry, what string, s Summary) {
 	l.Info(what + " done")
 }
 
-// RunPodSandbox builds the pod's endpoint. An error fails the pod, so a bad
-// annotation is reported to the kubelet.
+// RunPodSandbox builds the pod's endpoint within the deadline. An error
+// fails the pod, so a bad annotation, a denied or conflicting host port (and,
+// with fail-closed, an HCN slower than the deadline) is reported to the
+// kubelet.
 func (h *nriHandler) RunPodSandbox(ctx context.Context, p *api.PodSandbox) error {
 	pod := podFromNRI(p)
-	_, err := h.src.core.Ensure(ctx, pod)
+	err := h.src.core.StartPod(ctx, pod)
 	if err != nil {
 		h.src.core.podLog(pod).WithError(err).Error("RunPodSandbox: port mappings not applied")
 	}
@@ -174,21 +184,14 @@ func (h *nriHandler) RunPodSandbox(ctx context.Context, p *api.PodSandbox) error
 
 // StopPodSandbox removes the pod's endpoint.
 func (h *nriHandler) StopPodSandbox(ctx context.Context, p *api.PodSandbox) error {
-	return h.remove(ctx, "StopPodSandbox", p)
+	h.src.core.StopPod(ctx, podFromNRI(p))
+	return nil
 }
 
 // RemovePodSandbox removes anything left (a no-op when Stop did the work).
 func (h *nriHandler) RemovePodSandbox(ctx context.Context, p *api.PodSandbox) error {
-	return h.remove(ctx, "RemovePodSandbox", p)
-}
-
-func (h *nriHandler) remove(ctx context.Context, what string, p *api.PodSandbox) error {
-	pod := podFromNRI(p)
-	_, err := h.src.core.Remove(ctx, pod)
-	if err != nil {
-		h.src.core.podLog(pod).WithError(err).Error(what + ": endpoint not removed; the reconciler will retry")
-	}
-	return err
+	h.src.core.StopPod(ctx, podFromNRI(p))
+	return nil
 }
 
 // nriLogger routes the NRI library's own logging through logrus.

@@ -22,6 +22,7 @@ import (
 	"github.com/nri-hcn-portmap/nri-hcn-portmap/hcn"
 	"github.com/nri-hcn-portmap/nri-hcn-portmap/hcn/hcnsim"
 	"github.com/nri-hcn-portmap/nri-hcn-portmap/plugin"
+	"github.com/nri-hcn-portmap/nri-hcn-portmap/plugin/admission"
 )
 
 var version = "dev"
@@ -104,7 +105,7 @@ func newManager(cfg config.HCN) (*hcn.Manager, error) {
 	if err != nil {
 		return nil, fmt.Errorf("hcn backend %q: %w", cfg.Backend, err)
 	}
-	return hcn.NewManager(svc, hcn.ManagerConfig{
+	return hcn.NewManager(hcn.Bounded(svc, cfg.CallTimeout.Duration), hcn.ManagerConfig{
 		Network: hcn.NetworkSpec{Name: cfg.Network, Type: hcn.NetworkType(cfg.NetworkType), Subnet: cfg.Subnet,
 			Gateway: cfg.Gateway, Adapter: cfg.Adapter},
 		CreateNetwork: cfg.CreateNetwork,
@@ -144,21 +145,39 @@ func runCmd(args []string, stderr io.Writer) error {
 	}
 	store := plugin.NewContainerdStore(cfg.Containerd.Address, cfg.Containerd.Namespace)
 	defer store.Close()
-	core := plugin.NewCore(mgr, store,
-		hcn.PolicyOptions{LocalRoutedVIP: cfg.HCN.LocalRoutedVIP, DualStack: cfg.HCN.DualStack},
-		plugin.MappingSources{Annotations: cfg.Plugin.UsesMappings(config.MappingsAnnotations), CRI: cfg.Plugin.UsesMappings(config.MappingsCRI)},
-		log)
+	policy, err := admission.Compile(cfg.Admission)
+	if err != nil {
+		return err // Resolve validated it already
+	}
+	core := plugin.NewCore(mgr, store, plugin.Options{
+		Policy:    hcn.PolicyOptions{LocalRoutedVIP: cfg.HCN.LocalRoutedVIP, DualStack: cfg.HCN.DualStack},
+		Sources:   plugin.MappingSources{Annotations: cfg.Plugin.UsesMappings(config.MappingsAnnotations), CRI: cfg.Plugin.UsesMappings(config.MappingsCRI)},
+		Admission: policy.WithDualStack(cfg.HCN.DualStack),
+		Deadline:  cfg.Plugin.Deadline.Duration,
+		FailOpen:  cfg.Plugin.FailurePolicy == config.FailOpen,
+		RetryMax:  cfg.HCN.RetryMax.Duration,
+	}, log)
+	defer core.Close()
+	{
+		lctx, cancel := context.WithTimeout(context.Background(), cfg.HCN.CallTimeout.Duration)
+		if err := core.LoadPorts(lctx); err != nil {
+			log.WithError(err).Warn("could not read our endpoints from HCN at start; the first resync will")
+		}
+		cancel()
+	}
 	resync := plugin.NewResyncer(core, cfg.Plugin.ResyncInterval.Duration, log)
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	log.WithFields(logrus.Fields{"version": version, "backend": cfg.HCN.Backend, "network": cfg.HCN.Network,
 		"containerd": cfg.Containerd.Address, "nri_socket": cfg.NRI.Socket, "source": cfg.Plugin.Source,
-		"mapping_sources": fmt.Sprint(cfg.Plugin.MappingSources)}).Info("nri-hcn-portmap starting")
+		"mapping_sources": fmt.Sprint(cfg.Plugin.MappingSources), "failure_policy": cfg.Plugin.FailurePolicy,
+		"deadline": cfg.Plugin.Deadline.String()}).Info("nri-hcn-portmap starting")
 	srcs := plugin.Sources{
 		Mode: cfg.Plugin.Source,
 		NRI: plugin.NewNRISource(core, plugin.NRIConfig{Socket: cfg.NRI.Socket, PluginName: cfg.NRI.PluginName,
-			PluginIndex: cfg.NRI.PluginIndex, ReconnectMax: cfg.NRI.ReconnectMax.Duration}, log),
+			PluginIndex: cfg.NRI.PluginIndex, ReconnectMax: cfg.NRI.ReconnectMax.Duration,
+			FailClosed: cfg.Plugin.FailurePolicy == config.FailClosed}, log),
 		Events:           plugin.NewEventSource(core, store, resync, cfg.NRI.ReconnectMax.Duration, log),
 		Resync:           resync,
 		NRISocketExists:  func() bool { _, err := os.Stat(cfg.NRI.Socket); return err == nil },

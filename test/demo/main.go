@@ -85,7 +85,7 @@ func run() error {
 		return err
 	}
 	cri := harness.Pod{ID: "c5d1e9a3f7b2c6d0e4a8f1b5c9d3e7a2f6b0c4d8e1a5f9b3c7d2e6a0f4b8c1d5", Name: "dns", Namespace: "kube-system",
-		UID: "2b6f", HostPorts: []*runtimeapi.PortMapping{{Protocol: runtimeapi.Protocol_UDP, ContainerPort: 53, HostPort: 53}},
+		UID: "2b6f", HostPorts: []*runtimeapi.PortMapping{{Protocol: runtimeapi.Protocol_UDP, ContainerPort: 53, HostPort: 5353}},
 		Annotations: map[string]string{plugin.AnnotationPortMappings: "9153:9153"}}
 	guid, err := env.CreateSandbox(ctx, cri)
 	if err != nil {
@@ -94,7 +94,7 @@ func run() error {
 	if err := env.PublishStart(ctx, cri.ID); err != nil {
 		return err
 	}
-	fmt.Printf("/tasks/start %s/%s (hostPort 53/udp from the pod spec, annotation \"9153:9153\", HCN namespace %s)\n",
+	fmt.Printf("/tasks/start %s/%s (hostPort 5353/udp from the pod spec, annotation \"9153:9153\", HCN namespace %s)\n",
 		cri.Namespace, cri.Name, guid)
 	err = harness.Eventually(ctx, 10*time.Second, func() error {
 		entries, err := env.Status(ctx)

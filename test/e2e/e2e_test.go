@@ -238,13 +238,13 @@ func TestPodLifecycle(t *testing.T) {
 	})
 
 	t.Run("host port held by another pod fails the second pod", func(t *testing.T) {
-		a, b := pod("holder", "8484:80"), pod("taker", "8484:81")
+		a, b := pod("holder", "8484:80"), pod("taker", "8484:80")
 		guid, err := env.RunPod(ctx, a)
 		if err != nil {
 			t.Fatal(err)
 		}
 		_, err = env.RunPod(ctx, b)
-		if err == nil || !strings.Contains(err.Error(), "host port already in use") {
+		if err == nil || !strings.Contains(err.Error(), "*:8484->80/tcp is already held by pod default/holder") {
 			t.Fatalf("second pod on a held port: %v", err)
 		}
 		if ep := endpointOf(t, ctx, env, b.ID); ep != nil {
