@@ -56,7 +56,7 @@ func mapErr(err error) error {
 	return err
 }
 
-func bounded[T any](ctx context.Context, what string, fn func() (T, error)) (T, error) {
+func hnsCall[T any](ctx context.Context, what string, fn func() (T, error)) (T, error) {
 	v, err := callBounded(ctx, what, fn)
 	return v, mapErr(err)
 }
@@ -117,7 +117,7 @@ func EndpointPolicies(spec EndpointSpec) ([]hcn.EndpointPolicy, error) {
 
 // GetNetworkByName implements Service.
 func (WindowsService) GetNetworkByName(ctx context.Context, name string) (*Network, error) {
-	return bounded(ctx, "GetNetworkByName", func() (*Network, error) {
+	return hnsCall(ctx, "GetNetworkByName", func() (*Network, error) {
 		n, err := hcn.GetNetworkByName(name)
 		if err != nil {
 			return nil, err
@@ -143,7 +143,7 @@ func (WindowsService) CreateNetwork(ctx context.Context, spec NetworkSpec) (*Net
 		}
 		n.Policies = []hcn.NetworkPolicy{{Type: hcn.NetAdapterName, Settings: raw}}
 	}
-	return bounded(ctx, "CreateNetwork", func() (*Network, error) {
+	return hnsCall(ctx, "CreateNetwork", func() (*Network, error) {
 		created, err := n.Create()
 		if err != nil {
 			return nil, err
@@ -163,7 +163,7 @@ func (WindowsService) CreateEndpoint(ctx context.Context, spec EndpointSpec) (*E
 	}
 	ep := &hcn.HostComputeEndpoint{Name: spec.Name, HostComputeNetwork: spec.NetworkID, Policies: policies,
 		SchemaVersion: hcn.V2SchemaVersion()}
-	return bounded(ctx, "CreateEndpoint", func() (*Endpoint, error) {
+	return hnsCall(ctx, "CreateEndpoint", func() (*Endpoint, error) {
 		created, err := ep.Create()
 		if err != nil {
 			return nil, err
@@ -195,19 +195,19 @@ func listEndpoints(filter map[string]string) ([]Endpoint, error) {
 
 // ListEndpointsByName implements Service.
 func (WindowsService) ListEndpointsByName(ctx context.Context, name string) ([]Endpoint, error) {
-	return bounded(ctx, "ListEndpointsByName", func() ([]Endpoint, error) {
+	return hnsCall(ctx, "ListEndpointsByName", func() ([]Endpoint, error) {
 		return listEndpoints(map[string]string{"Name": name})
 	})
 }
 
 // ListEndpoints implements Service.
 func (WindowsService) ListEndpoints(ctx context.Context) ([]Endpoint, error) {
-	return bounded(ctx, "ListEndpoints", func() ([]Endpoint, error) { return listEndpoints(nil) })
+	return hnsCall(ctx, "ListEndpoints", func() ([]Endpoint, error) { return listEndpoints(nil) })
 }
 
 // DeleteEndpoint implements Service.
 func (WindowsService) DeleteEndpoint(ctx context.Context, id string) error {
-	_, err := bounded(ctx, "DeleteEndpoint", func() (struct{}, error) {
+	_, err := hnsCall(ctx, "DeleteEndpoint", func() (struct{}, error) {
 		return struct{}{}, (&hcn.HostComputeEndpoint{Id: id}).Delete()
 	})
 	return err
@@ -215,7 +215,7 @@ func (WindowsService) DeleteEndpoint(ctx context.Context, id string) error {
 
 // AddNamespaceEndpoint implements Service.
 func (WindowsService) AddNamespaceEndpoint(ctx context.Context, namespaceID, endpointID string) error {
-	_, err := bounded(ctx, "AddNamespaceEndpoint", func() (struct{}, error) {
+	_, err := hnsCall(ctx, "AddNamespaceEndpoint", func() (struct{}, error) {
 		return struct{}{}, hcn.AddNamespaceEndpoint(namespaceID, endpointID)
 	})
 	return err
@@ -223,7 +223,7 @@ func (WindowsService) AddNamespaceEndpoint(ctx context.Context, namespaceID, end
 
 // RemoveNamespaceEndpoint implements Service.
 func (WindowsService) RemoveNamespaceEndpoint(ctx context.Context, namespaceID, endpointID string) error {
-	_, err := bounded(ctx, "RemoveNamespaceEndpoint", func() (struct{}, error) {
+	_, err := hnsCall(ctx, "RemoveNamespaceEndpoint", func() (struct{}, error) {
 		return struct{}{}, hcn.RemoveNamespaceEndpoint(namespaceID, endpointID)
 	})
 	return err
@@ -231,7 +231,7 @@ func (WindowsService) RemoveNamespaceEndpoint(ctx context.Context, namespaceID, 
 
 // GetNamespace implements Service.
 func (WindowsService) GetNamespace(ctx context.Context, id string) (*Namespace, error) {
-	return bounded(ctx, "GetNamespace", func() (*Namespace, error) {
+	return hnsCall(ctx, "GetNamespace", func() (*Namespace, error) {
 		ns, err := hcn.GetNamespaceByID(id)
 		if err != nil {
 			return nil, err

@@ -121,6 +121,13 @@ func (s *Sim) InjectFault(f Fault) error {
 	return nil
 }
 
+// ClearFaults drops every queued fault.
+func (s *Sim) ClearFaults() {
+	s.mu.Lock()
+	s.faults = nil
+	s.mu.Unlock()
+}
+
 // Calls returns how often each operation was called.
 func (s *Sim) Calls() map[string]int {
 	s.mu.Lock()

@@ -1,0 +1,110 @@
+package plugin
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"testing"
+
+	"github.com/nri-hcn-portmap/nri-hcn-portmap/hcn"
+	"github.com/nri-hcn-portmap/nri-hcn-portmap/hcn/hcnsim"
+)
+
+// TestRandomFaultsConverge drives pods through random starts, stops and
+// removals while HCN fails at random steps (before or after taking effect),
+// then lets one reconcile run without faults: HCN must then hold exactly the
+// desired endpoints, no leaked one and no missing mapping.
+func TestRandomFaultsConverge(t *testing.T) {
+	kinds := []string{"internal", "unavailable", "not-found", "in-use"}
+	diverged := 0 // pods whose HCN state was wrong before the final reconcile
+	defer func() {
+		if diverged == 0 && !t.Failed() {
+			t.Error("the faults never left HCN in a wrong state: the test proves nothing")
+		}
+	}()
+	for seed := uint64(1); seed <= 8; seed++ {
+		t.Run(fmt.Sprintf("seed=%d", seed), func(t *testing.T) {
+			rng := rand.New(rand.NewPCG(seed, 42))
+			f := newFixture(t)
+			var pods []Pod
+			for i := range 12 {
+				pods = append(pods, f.sandbox(fmt.Sprintf("p%02d", i), fmt.Sprintf("%d:80,%d:53/udp", 9000+i, 9100+i)))
+			}
+			stopped := map[string]bool{}
+			gone := map[string]bool{}
+			for range 300 {
+				if rng.IntN(3) == 0 {
+					_ = f.sim.InjectFault(hcnsim.Fault{Op: hcnsim.Ops[rng.IntN(len(hcnsim.Ops))], Kind: kinds[rng.IntN(len(kinds))],
+						After: rng.IntN(2) == 0})
+				}
+				p := pods[rng.IntN(len(pods))]
+				switch rng.IntN(6) {
+				case 0, 1, 2:
+					_, _ = f.core.Ensure(ctx, p)
+				case 3:
+					_, _ = f.core.Remove(ctx, p)
+				case 4: // the pod stops: containerd deletes its namespace
+					if !stopped[p.ID] && !gone[p.ID] {
+						stopped[p.ID] = true
+						f.store.mu.Lock()
+						ns := f.store.sbs[p.ID].NetNS
+						f.store.tasks[p.ID] = TaskStopped
+						f.store.mu.Unlock()
+						_ = f.sim.DeleteNamespace(ns)
+					}
+				case 5: // the pod is removed from containerd
+					if stopped[p.ID] && !gone[p.ID] {
+						gone[p.ID] = true
+						f.store.mu.Lock()
+						delete(f.store.sbs, p.ID)
+						f.store.mu.Unlock()
+					}
+				}
+			}
+			f.sim.ClearFaults()
+			for _, p := range pods {
+				eps := f.endpoints(p.ID)
+				if stopped[p.ID] != (len(eps) == 0) || len(eps) > 1 || (len(eps) == 1 && eps[0].Namespace == "") {
+					diverged++
+				}
+			}
+			var listed []Pod
+			for _, p := range pods {
+				if !gone[p.ID] {
+					listed = append(listed, p)
+				}
+			}
+			sum, err := f.core.Reconcile(ctx, listed, 4)
+			if err != nil || sum.Failed != 0 {
+				t.Fatalf("reconcile: %+v, %v", sum, err)
+			}
+			st := f.sim.State()
+			want := 0
+			for _, p := range pods {
+				eps := f.endpoints(p.ID)
+				if stopped[p.ID] {
+					if len(eps) != 0 {
+						t.Errorf("stopped pod %s keeps %+v", p.ID, eps)
+					}
+					continue
+				}
+				want++
+				policies := hcn.BuildPolicies(mustParse(t, p.Annotations[AnnotationPortMappings]), f.core.opt.Policy)
+				if len(eps) != 1 || eps[0].Namespace != f.store.sbs[p.ID].NetNS || !hcn.SamePolicies(eps[0].PortMappings, policies) {
+					t.Errorf("live pod %s has %+v, want one endpoint with %v in %s", p.ID, eps, policies, f.store.sbs[p.ID].NetNS)
+				}
+			}
+			if len(st.Endpoints) != want {
+				t.Errorf("HCN holds %d endpoints, want %d: %+v", len(st.Endpoints), want, st.Endpoints)
+			}
+		})
+	}
+}
+
+func mustParse(t *testing.T, s string) []hcn.PortMapping {
+	t.Helper()
+	ms, err := ParsePortMappings(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ms
+}

@@ -1,0 +1,148 @@
+package plugin
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/nri-hcn-portmap/nri-hcn-portmap/hcn"
+	"github.com/nri-hcn-portmap/nri-hcn-portmap/hcn/hcnsim"
+	"github.com/nri-hcn-portmap/nri-hcn-portmap/plugin/admission"
+)
+
+func eventually(t *testing.T, what string, f func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !f() {
+		if time.Now().After(deadline) {
+			t.Fatalf("gave up waiting: %s", what)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+func TestStartPodSlowHCN(t *testing.T) {
+	for _, failOpen := range []bool{true, false} {
+		t.Run(fmt.Sprintf("failOpen=%v", failOpen), func(t *testing.T) {
+			f := newFixture(t)
+			f.core.opt.Deadline = 50 * time.Millisecond
+			f.core.opt.FailOpen = failOpen
+			p := f.sandbox("slow", "8080:80")
+			f.sim.SetLatency(40 * time.Millisecond) // 3+ calls: well past the deadline
+			err := f.core.StartPod(ctx, p)
+			if failOpen {
+				if err != nil {
+					t.Fatalf("fail-open StartPod: %v", err)
+				}
+				eventually(t, "the endpoint completed in the background", func() bool {
+					eps := f.endpoints("slow")
+					return len(eps) == 1 && eps[0].Namespace != ""
+				})
+				return
+			}
+			if !errors.Is(err, ErrDeadline) {
+				t.Fatalf("fail-closed StartPod: %v, want ErrDeadline", err)
+			}
+			// the work still running finishes and is rolled back
+			eventually(t, "the abandoned start finished", func() bool { return f.core.pending.size() == 0 })
+			f.core.Close()
+			if eps := f.endpoints("slow"); len(eps) != 0 {
+				t.Fatalf("fail-closed left %+v", eps)
+			}
+		})
+	}
+}
+
+func TestStartPodRetriesTransientFailures(t *testing.T) {
+	f := newFixture(t)
+	f.core.opt.Deadline = 5 * time.Second
+	p := f.sandbox("flaky", "8080:80")
+	for _, op := range []string{hcnsim.OpListEndpointsByName, hcnsim.OpCreateEndpoint, hcnsim.OpAddNamespaceEndpoint} {
+		if err := f.sim.InjectFault(hcnsim.Fault{Op: op, Kind: "unavailable"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := f.core.StartPod(ctx, p); err != nil {
+		t.Fatalf("StartPod: %v", err)
+	}
+	if eps := f.endpoints("flaky"); len(eps) != 1 || eps[0].Namespace == "" {
+		t.Fatalf("endpoints %+v", eps)
+	}
+}
+
+func TestStartPodFinalErrorsFailAtOnce(t *testing.T) {
+	f := newFixture(t)
+	pol, err := admission.Compile(admission.DefaultRules())
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.core.opt.Admission = pol
+	f.core.opt.Deadline = time.Minute // a final error must not wait for it
+	tests := []struct {
+		pod  Pod
+		want error
+	}{
+		{f.sandbox("rdp", "3389:3389"), admission.ErrDenied},
+		{f.sandbox("bad", "80:80/sctp"), ErrInvalidPod},
+		{f.sandbox("low", "80:80"), admission.ErrDenied},
+	}
+	for _, tt := range tests {
+		if err := f.core.StartPod(ctx, tt.pod); !errors.Is(err, tt.want) {
+			t.Errorf("StartPod(%s) = %v, want %v", tt.pod.Name, err, tt.want)
+		}
+	}
+	if n := len(f.sim.State().Endpoints); n != 0 {
+		t.Errorf("%d endpoints for rejected pods", n)
+	}
+	if n := f.sim.Calls()[hcnsim.OpCreateEndpoint]; n != 0 {
+		t.Errorf("HNS asked to create %d endpoints for rejected pods", n)
+	}
+}
+
+func TestStopPodCancelsRetryingStart(t *testing.T) {
+	f := newFixture(t)
+	f.core.opt.Deadline = 20 * time.Millisecond
+	f.core.opt.FailOpen = true
+	f.core.opt.RetryMin, f.core.opt.RetryMax = 5*time.Millisecond, 5*time.Millisecond
+	p := f.sandbox("doomed", "8080:80")
+	if err := f.sim.InjectFault(hcnsim.Fault{Op: hcnsim.OpCreateEndpoint, Kind: "unavailable", Count: 1 << 20}); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.core.StartPod(ctx, p); err != nil {
+		t.Fatal(err)
+	}
+	if f.core.pending.size() != 1 {
+		t.Fatal("no start retrying in the background")
+	}
+	f.core.StopPod(ctx, p)
+	eventually(t, "the retrying start was cancelled", func() bool { return f.core.pending.size() == 0 })
+	f.core.Close()
+	if eps := f.endpoints("doomed"); len(eps) != 0 {
+		t.Fatalf("endpoints %+v", eps)
+	}
+}
+
+func TestTransient(t *testing.T) {
+	tests := []struct {
+		err  error
+		want bool
+	}{
+		{nil, false},
+		{hcn.ErrUnavailable, true},
+		{context.DeadlineExceeded, true},
+		{errors.New("E_FAIL"), true},
+		{fmt.Errorf("x: %w", hcn.ErrPortInUse), false},
+		{fmt.Errorf("x: %w", ErrPortConflict), false},
+		{fmt.Errorf("x: %w", ErrInvalidPod), false},
+		{fmt.Errorf("x: %w", admission.ErrDenied), false},
+		{&hcn.StepError{Step: hcn.StepAttachEndpoint, Err: hcn.ErrNotFound}, false},
+		{fmt.Errorf("x: %w", ErrSandboxNotFound), false},
+	}
+	for _, tt := range tests {
+		if got := Transient(tt.err); got != tt.want {
+			t.Errorf("Transient(%v) = %v, want %v", tt.err, got, tt.want)
+		}
+	}
+}
