@@ -5,7 +5,7 @@ GOBIN              ?= $(shell $(GO) env GOPATH)/bin
 CONTAINERD         := $(GOBIN)/containerd
 export CONTAINERD_BIN := $(CONTAINERD)
 
-.PHONY: all build build-windows vet test unit e2e demo containerd clean
+.PHONY: all build build-windows vet test unit e2e demo containerd clean fuzz
 
 all: build build-windows
 
@@ -42,3 +42,10 @@ demo: containerd
 
 clean:
 	rm -rf bin
+
+# Fuzz the parsers of untrusted input for FUZZTIME each (not part of `make test`).
+FUZZTIME ?= 30s
+fuzz:
+	$(GO) test -run '^$$' -fuzz '^FuzzParsePortMappings$$' -fuzztime $(FUZZTIME) ./plugin/
+	$(GO) test -run '^$$' -fuzz '^FuzzDecodeCRIMetadata$$' -fuzztime $(FUZZTIME) ./plugin/
+	$(GO) test -run '^$$' -fuzz '^FuzzDecode$$' -fuzztime $(FUZZTIME) ./config/

@@ -60,9 +60,9 @@ type Denial struct {
 
 func (d *Denial) Error() string {
 	if d.Mapping == "" {
-		return fmt.Sprintf("host ports denied by rule %s", d.Rule)
+		return fmt.Sprintf("host ports %s: rule %s", ErrDenied, d.Rule)
 	}
-	return fmt.Sprintf("mapping %s denied by rule %s", d.Mapping, d.Rule)
+	return fmt.Sprintf("mapping %s %s: rule %s", d.Mapping, ErrDenied, d.Rule)
 }
 
 func (d *Denial) Unwrap() error { return ErrDenied }

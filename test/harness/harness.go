@@ -180,11 +180,49 @@ type Env struct {
 	Plugin     *Process
 	ConfigPath string
 
-	ctrBin string
-	mu     sync.Mutex
-	pods   map[string]*api.PodSandbox // what the runtime reports in Synchronize
-	syncs  chan struct{}
+	ctrBin      string
+	mu          sync.Mutex
+	pods        map[string]*api.PodSandbox // what the runtime reports in Synchronize
+	syncs       chan struct{}
+	invocations []Invocation
 }
+
+// Invocation is one plugin call as the NRI runtime side recorded it.
+type Invocation struct {
+	Plugin, Operation string
+	Err               error
+	Latency           time.Duration
+}
+
+// Invocations returns what the runtime side recorded of plugin calls.
+func (e *Env) Invocations() []Invocation {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return slices.Clone(e.invocations)
+}
+
+// recorder implements adaptation.Metrics.
+type recorder struct{ e *Env }
+
+func (r recorder) RecordPluginInvocation(plugin, op string, err error) {
+	r.e.mu.Lock()
+	defer r.e.mu.Unlock()
+	r.e.invocations = append(r.e.invocations, Invocation{Plugin: plugin, Operation: op, Err: err})
+}
+
+func (r recorder) RecordPluginLatency(plugin, op string, d time.Duration) {
+	r.e.mu.Lock()
+	defer r.e.mu.Unlock()
+	for i := len(r.e.invocations) - 1; i >= 0; i-- {
+		if inv := &r.e.invocations[i]; inv.Plugin == plugin && inv.Operation == op && inv.Latency == 0 {
+			inv.Latency = d
+			break
+		}
+	}
+}
+
+func (recorder) RecordPluginAdjustments(string, string, *adaptation.ContainerAdjustment, int, int) {}
+func (recorder) UpdatePluginCount(int)                                                            {}
 
 // Options tune an Env.
 type Options struct {
@@ -339,7 +377,8 @@ func (e *Env) StartNRI() error {
 		return nil, nil
 	}
 	r, err := adaptation.New("containerd", ContainerdVersion, syncFn, updateFn,
-		adaptation.WithSocketPath(backend), adaptation.WithPluginPath(empty), adaptation.WithPluginConfigPath(empty))
+		adaptation.WithSocketPath(backend), adaptation.WithPluginPath(empty), adaptation.WithPluginConfigPath(empty),
+		adaptation.WithMetrics(recorder{e}))
 	if err != nil {
 		return fmt.Errorf("NRI adaptation: %w", err)
 	}
