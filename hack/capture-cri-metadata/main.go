@@ -124,7 +124,7 @@ state = '%[1]s/state'
 		Metadata: &runtime.PodSandboxMetadata{Name: "web", Uid: "7d9a8c36-1f0e-4a53-9a51-2a1b5e7c9d10", Namespace: "shop"},
 		Labels:   map[string]string{"app": "web"},
 		Annotations: map[string]string{
-			plugin.AnnotationPortMappings:     "10.0.0.4:8443:443/tcp",
+			plugin.AnnotationPortMappings: "10.0.0.4:8443:443/tcp",
 			"kubernetes.io/config.source": "api",
 		},
 		PortMappings: []*runtime.PortMapping{

@@ -222,7 +222,7 @@ func (r recorder) RecordPluginLatency(plugin, op string, d time.Duration) {
 }
 
 func (recorder) RecordPluginAdjustments(string, string, *adaptation.ContainerAdjustment, int, int) {}
-func (recorder) UpdatePluginCount(int)                                                            {}
+func (recorder) UpdatePluginCount(int)                                                             {}
 
 // Options tune an Env.
 type Options struct {
