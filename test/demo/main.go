@@ -51,6 +51,10 @@ func run() error {
 		{ID: "2c8f4a6e0b3d9f1c7a5e2b8d4f6a0c3e9b1d7f5a2c8e4b6d0f3a9c1e7b5d2f8a", Name: "plain", Namespace: "default"},
 		{ID: "7e1a5c9f3b6d2e8a4c0f7b3d9e5a1c6f2b8d4e0a7c3f9b5d1e6a2c8f4b0d7e3a", Name: "typo", Namespace: "default",
 			Annotations: map[string]string{plugin.AnnotationPortMappings: "8081:80/sctp"}},
+		{ID: "1b7d3f9a5c2e8b4d0f6a3c9e1b7d5f2a8c4e0b6d3f9a1c7e5b2d8f4a0c6e3b9d", Name: "rdp", Namespace: "default",
+			Annotations: map[string]string{plugin.AnnotationPortMappings: "3389:3389"}},
+		{ID: "6d2f8b4a0e7c3d9f5b1a8e4c0d6f2b9a5e1c7d3f0b8a4e6c2d9f5b1e7a3c0d8f", Name: "thief", Namespace: "default",
+			Annotations: map[string]string{plugin.AnnotationPortMappings: "8080:8080"}},
 	}
 	guids := map[string]string{}
 	for _, p := range pods {
