@@ -5,7 +5,7 @@ GOBIN              ?= $(shell $(GO) env GOPATH)/bin
 CONTAINERD         := $(GOBIN)/containerd
 export CONTAINERD_BIN := $(CONTAINERD)
 
-.PHONY: all build build-windows vet test unit e2e demo containerd clean fuzz
+.PHONY: all build build-windows vet test unit e2e demo containerd clean fuzz bench
 
 all: build build-windows
 
@@ -49,3 +49,8 @@ fuzz:
 	$(GO) test -run '^$$' -fuzz '^FuzzParsePortMappings$$' -fuzztime $(FUZZTIME) ./plugin/
 	$(GO) test -run '^$$' -fuzz '^FuzzDecodeCRIMetadata$$' -fuzztime $(FUZZTIME) ./plugin/
 	$(GO) test -run '^$$' -fuzz '^FuzzDecode$$' -fuzztime $(FUZZTIME) ./config/
+
+# Benchmarks (needs root and containerd, like the e2e tests): writes
+# test/bench/results/BENCHMARKS.md and bench.png.
+bench: containerd
+	$(GO) run ./test/bench/report -out test/bench/results/BENCHMARKS.md -plot test/bench/results/bench.png

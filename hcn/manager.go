@@ -29,6 +29,14 @@ type Manager struct {
 
 	mu        sync.Mutex
 	networkID string // cached ID of cfg.Network
+	// known caches our endpoints per sandbox ID so that a start or stop
+	// need not list HNS first (one HNS round trip saved each, and none at
+	// all to stop a sandbox that never had an endpoint). It is trusted once
+	// a full listing has been taken (loaded), except for sandboxes whose
+	// last operation failed (dirty): for those HNS is asked again.
+	known  map[string][]Endpoint
+	dirty  map[string]bool
+	loaded bool
 }
 
 // NewManager returns a Manager over svc.
@@ -36,7 +44,43 @@ func NewManager(svc Service, cfg ManagerConfig) *Manager {
 	if cfg.Prefix == "" {
 		cfg.Prefix = DefaultEndpointPrefix
 	}
-	return &Manager{svc: svc, cfg: cfg}
+	return &Manager{svc: svc, cfg: cfg, known: map[string][]Endpoint{}, dirty: map[string]bool{}}
+}
+
+// endpointsOf returns the sandbox's endpoints, from the cache when it can
+// be trusted, from HNS otherwise.
+func (m *Manager) endpointsOf(ctx context.Context, sandboxID string) ([]Endpoint, error) {
+	m.mu.Lock()
+	if m.loaded && !m.dirty[sandboxID] {
+		eps := append([]Endpoint(nil), m.known[sandboxID]...)
+		m.mu.Unlock()
+		return eps, nil
+	}
+	m.mu.Unlock()
+	name := m.EndpointName(sandboxID)
+	eps, err := m.svc.ListEndpointsByName(ctx, name)
+	if err != nil {
+		return nil, stepErr(StepLookupEndpoint, name, err)
+	}
+	m.remember(sandboxID, eps, nil)
+	return eps, nil
+}
+
+// remember records what HNS now holds for the sandbox; after a failure the
+// state is uncertain and the next operation asks HNS.
+func (m *Manager) remember(sandboxID string, eps []Endpoint, err error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if err != nil {
+		m.dirty[sandboxID] = true
+		return
+	}
+	delete(m.dirty, sandboxID)
+	if len(eps) == 0 {
+		delete(m.known, sandboxID)
+		return
+	}
+	m.known[sandboxID] = eps
 }
 
 // Service returns the underlying Service.
@@ -105,11 +149,18 @@ func (m *Manager) forgetNetwork() {
 // matches is left alone; one that differs is replaced; duplicates are
 // deleted. When a step fails, what this call created is deleted again and
 // the returned *StepError names the step.
-func (m *Manager) Ensure(ctx context.Context, d Desired) (*Endpoint, Outcome, error) {
+func (m *Manager) Ensure(ctx context.Context, d Desired) (ep *Endpoint, out Outcome, err error) {
+	defer func() {
+		if ep != nil {
+			m.remember(d.SandboxID, []Endpoint{*ep}, err)
+		} else {
+			m.remember(d.SandboxID, nil, err)
+		}
+	}()
 	name := m.EndpointName(d.SandboxID)
-	existing, err := m.svc.ListEndpointsByName(ctx, name)
+	existing, err := m.endpointsOf(ctx, d.SandboxID)
 	if err != nil {
-		return nil, Unchanged, stepErr(StepLookupEndpoint, name, err)
+		return nil, Unchanged, err
 	}
 	netID, err := m.EnsureNetwork(ctx)
 	if err != nil {
@@ -146,7 +197,7 @@ func (m *Manager) Ensure(ctx context.Context, d Desired) (*Endpoint, Outcome, er
 		return keep, Unchanged, nil
 	}
 	outcome := Repaired
-	ep := keep
+	ep = keep
 	if ep == nil {
 		outcome = Created
 		spec := EndpointSpec{Name: name, NetworkID: netID, PortMappings: d.Policies, OutboundNAT: m.cfg.OutboundNAT}
@@ -201,13 +252,12 @@ func (m *Manager) findLate(ctx context.Context, name string, matches func(*Endpo
 
 // Remove detaches and deletes every endpoint of the sandbox. Something that
 // is already gone counts as done. It returns how many endpoints it deleted.
-func (m *Manager) Remove(ctx context.Context, sandboxID string) (int, error) {
-	name := m.EndpointName(sandboxID)
-	eps, err := m.svc.ListEndpointsByName(ctx, name)
+func (m *Manager) Remove(ctx context.Context, sandboxID string) (n int, err error) {
+	defer func() { m.remember(sandboxID, nil, err) }()
+	eps, err := m.endpointsOf(ctx, sandboxID)
 	if err != nil {
-		return 0, stepErr(StepLookupEndpoint, name, err)
+		return 0, err
 	}
-	n := 0
 	for _, ep := range eps {
 		if err := m.removeEndpoint(ctx, ep); err != nil {
 			return n, err
@@ -215,6 +265,14 @@ func (m *Manager) Remove(ctx context.Context, sandboxID string) (int, error) {
 		n++
 	}
 	return n, nil
+}
+
+// Forget drops what the manager knows of a sandbox, so its next operation
+// asks HNS.
+func (m *Manager) Forget(sandboxID string) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.dirty[sandboxID] = true
 }
 
 // RemoveEndpoint detaches and deletes one endpoint.
@@ -242,11 +300,31 @@ func (m *Manager) Owned(ctx context.Context) ([]Endpoint, error) {
 		return nil, stepErr(StepListEndpoints, "", err)
 	}
 	out := all[:0]
+	bySandbox := map[string][]Endpoint{}
 	for _, ep := range all {
-		if _, ok := m.SandboxID(ep.Name); ok {
+		if id, ok := m.SandboxID(ep.Name); ok {
 			out = append(out, ep)
+			bySandbox[id] = append(bySandbox[id], ep)
 		}
 	}
+	// A full listing: what the cache lacks is adopted (endpoints created by
+	// a late HNS answer, or before a restart); what it holds but HNS does
+	// not is uncertain and will be asked for again.
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for id, eps := range bySandbox {
+		if _, ok := m.known[id]; !ok {
+			m.known[id] = eps
+		} else if !sameEndpoints(m.known[id], eps) {
+			m.dirty[id] = true
+		}
+	}
+	for id := range m.known {
+		if _, ok := bySandbox[id]; !ok {
+			m.dirty[id] = true
+		}
+	}
+	m.loaded = true
 	return out, nil
 }
 
@@ -260,4 +338,23 @@ func (m *Manager) NamespaceExists(ctx context.Context, id string) (bool, error) 
 		return false, nil
 	}
 	return false, stepErr(StepLookupNS, id, err)
+}
+
+func sameEndpoints(a, b []Endpoint) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for _, x := range a {
+		found := false
+		for _, y := range b {
+			if x.ID == y.ID && x.Namespace == y.Namespace && SamePolicies(x.PortMappings, y.PortMappings) {
+				found = true
+				break
+			}
+		}
+		if !found {
+			return false
+		}
+	}
+	return true
 }

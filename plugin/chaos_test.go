@@ -29,6 +29,9 @@ func TestRandomFaultsConverge(t *testing.T) {
 			for i := range 12 {
 				pods = append(pods, f.sandbox(fmt.Sprintf("p%02d", i), fmt.Sprintf("%d:80,%d:53/udp", 9000+i, 9100+i)))
 			}
+			if err := f.core.LoadPorts(ctx); err != nil { // as at start: the cache of our endpoints is trusted
+				t.Fatal(err)
+			}
 			stopped := map[string]bool{}
 			gone := map[string]bool{}
 			for range 300 {

@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/http/pprof"
 	"os"
 	"os/signal"
 	"runtime"
@@ -130,7 +131,10 @@ func parse(name string, args []string, stderr io.Writer, extra func(fs *flag.Fla
 }
 
 func runCmd(args []string, stderr io.Writer) error {
-	cfg, err := parse("run", args, stderr, nil)
+	var pprofAddr string
+	cfg, err := parse("run", args, stderr, func(fs *flag.FlagSet) {
+		fs.StringVar(&pprofAddr, "pprof", "", "serve Go profiles (net/http/pprof) on this address, e.g. 127.0.0.1:6060; off when empty")
+	})
 	if err != nil {
 		return err
 	}
@@ -139,6 +143,9 @@ func runCmd(args []string, stderr io.Writer) error {
 		return err
 	}
 	log := logrus.NewEntry(logger)
+	if pprofAddr != "" {
+		go servePprof(pprofAddr, log)
+	}
 	mgr, err := newManager(cfg.HCN)
 	if err != nil {
 		return err
@@ -236,4 +243,17 @@ func simulatorCmd(args []string, stderr io.Writer) error {
 		return err
 	}
 	return nil
+}
+
+func servePprof(addr string, log *logrus.Entry) {
+	mux := http.NewServeMux()
+	mux.HandleFunc("/debug/pprof/", pprof.Index)
+	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+	mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
+	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+	srv := &http.Server{Addr: addr, Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+	log.WithField("address", addr).Info("serving Go profiles")
+	if err := srv.ListenAndServe(); err != nil {
+		log.WithError(err).Error("pprof server stopped")
+	}
 }

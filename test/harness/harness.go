@@ -123,6 +123,9 @@ func start(name, logPath, bin string, args ...string) (*Process, error) {
 	return p, nil
 }
 
+// PID is the process ID.
+func (p *Process) PID() int { return p.cmd.Process.Pid }
+
 // Running reports whether the process has not exited.
 func (p *Process) Running() bool {
 	select {
@@ -185,6 +188,21 @@ type Env struct {
 	pods        map[string]*api.PodSandbox // what the runtime reports in Synchronize
 	syncs       chan struct{}
 	invocations []Invocation
+	lastSync    time.Duration
+}
+
+// LastSync is how long the plugin took to answer the last Synchronize.
+func (e *Env) LastSync() time.Duration {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.lastSync
+}
+
+// ResetInvocations forgets the recorded plugin calls.
+func (e *Env) ResetInvocations() {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.invocations = nil
 }
 
 // Invocation is one plugin call as the NRI runtime side recorded it.
@@ -366,7 +384,12 @@ func (e *Env) StartNRI() error {
 		return err
 	}
 	syncFn := func(ctx context.Context, cb adaptation.SyncCB) error {
-		_, err := cb(ctx, e.runtimePods(), nil)
+		pods := e.runtimePods()
+		start := time.Now()
+		_, err := cb(ctx, pods, nil)
+		e.mu.Lock()
+		e.lastSync = time.Since(start)
+		e.mu.Unlock()
 		select {
 		case e.syncs <- struct{}{}:
 		default:
@@ -418,13 +441,19 @@ func (e *Env) StopNRI() {
 // StartPlugin starts the plugin process against this environment and waits
 // until the NRI runtime side has registered it.
 func (e *Env) StartPlugin(ctx context.Context, extraArgs ...string) error {
+	args := append([]string{"run", "--config", e.ConfigPath, "--nri-socket", e.NRISocket,
+		"--containerd-address", e.CtrAddress, "--hcn-backend", "simulated", "--hcn-simulator", e.SimAddress}, extraArgs...)
+	return e.StartNRIPlugin(ctx, "plugin", e.PluginBin, args...)
+}
+
+// StartNRIPlugin starts any NRI plugin binary as e.Plugin and waits until
+// the runtime side has registered it.
+func (e *Env) StartNRIPlugin(ctx context.Context, name, bin string, args ...string) error {
 	// drain stale sync signals
 	for len(e.syncs) > 0 {
 		<-e.syncs
 	}
-	args := append([]string{"run", "--config", e.ConfigPath, "--nri-socket", e.NRISocket,
-		"--containerd-address", e.CtrAddress, "--hcn-backend", "simulated", "--hcn-simulator", e.SimAddress}, extraArgs...)
-	p, err := start("plugin", filepath.Join(e.Dir, "plugin.log"), e.PluginBin, args...)
+	p, err := start(name, filepath.Join(e.Dir, name+".log"), bin, args...)
 	if err != nil {
 		return err
 	}
@@ -494,6 +523,9 @@ func (p Pod) CRIMetadata(netnsPath string) ([]byte, error) {
 func (p Pod) NRIPod() *api.PodSandbox {
 	return &api.PodSandbox{Id: p.ID, Name: p.Name, Namespace: p.Namespace, Uid: p.UID, Annotations: p.Annotations}
 }
+
+// RunRequest is the NRI RunPodSandbox request for p.
+func RunRequest(p Pod) *api.RunPodSandboxRequest { return &api.RunPodSandboxRequest{Pod: p.NRIPod()} }
 
 // K8s is the containerd namespace CRI uses.
 const K8s = "k8s.io"

@@ -1,0 +1,85 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/nri-hcn-portmap/nri-hcn-portmap/test/harness"
+)
+
+// These benchmarks need root and containerd (`make containerd`), like the
+// end-to-end tests. `make bench` runs the full suite and writes the report.
+
+func newEnv(b *testing.B) (*harness.Env, context.Context) {
+	b.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	b.Cleanup(cancel)
+	env, err := harness.Start(ctx, harness.Options{Config: Config})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(env.Close)
+	return env, ctx
+}
+
+// BenchmarkRunPodSandbox: one RunPodSandbox round trip through the NRI
+// runtime side, the plugin against the do-nothing baseline.
+func BenchmarkRunPodSandbox(b *testing.B) {
+	for _, which := range []string{"nop", "plugin"} {
+		b.Run(which, func(b *testing.B) {
+			env, ctx := newEnv(b)
+			if which == "nop" {
+				dir := b.TempDir()
+				bin, err := BuildNop(dir)
+				if err != nil {
+					b.Fatal(err)
+				}
+				if err := env.StartNRIPlugin(ctx, "nop", bin, "--nri-socket", env.NRISocket); err != nil {
+					b.Fatal(err)
+				}
+			} else if err := env.StartPlugin(ctx); err != nil {
+				b.Fatal(err)
+			}
+			var total []time.Duration
+			b.ResetTimer()
+			for b.Loop() {
+				b.StopTimer()
+				d, err := RunPodLatency(ctx, env, fmt.Sprintf("rp%d", len(total)), 1, 20000+len(total))
+				b.StartTimer()
+				if err != nil {
+					b.Fatal(err)
+				}
+				total = append(total, d...)
+			}
+			p := Summarize(total)
+			b.ReportMetric(0, "ns/op") // the loop time includes untimed setup; the percentiles are the figures
+			b.ReportMetric(float64(p.P50.Microseconds()), "p50-µs")
+			b.ReportMetric(float64(p.P99.Microseconds()), "p99-µs")
+		})
+	}
+}
+
+// BenchmarkSynchronize: the plugin's answer to Synchronize at several pod
+// counts (the reconcile completes in the background). Run it with
+// -benchtime 1x: each iteration builds a fresh node.
+func BenchmarkSynchronize(b *testing.B) {
+	for _, n := range []int{100, 1000} {
+		b.Run(fmt.Sprintf("pods=%d", n), func(b *testing.B) {
+			for b.Loop() {
+				b.StopTimer()
+				env, ctx := newEnv(b)
+				b.StartTimer()
+				res, err := Synchronize(ctx, env, n, 25000)
+				if err != nil {
+					b.Fatal(err)
+				}
+				b.ReportMetric(0, "ns/op")
+				b.ReportMetric(float64(res.Answer.Microseconds()), "answer-µs")
+				b.ReportMetric(float64(res.Complete.Milliseconds()), "complete-ms")
+				b.ReportMetric(float64(res.RSS.Peak)/(1<<20), "peak-MiB")
+			}
+		})
+	}
+}

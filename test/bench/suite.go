@@ -1,0 +1,287 @@
+// Package bench measures what the plugin costs a node, each figure side by
+// side with its baseline in the same run: RunPodSandbox through the real NRI
+// runtime side against a do-nothing plugin, Synchronize at 100 to 5,000
+// pods, pod churn with a slow HNS, and the plugin's memory. `make bench`
+// runs the whole suite (cmd report); the Benchmark functions expose the
+// same measurements to `go test -bench`.
+package bench
+
+import (
+	"bufio"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/nri-hcn-portmap/nri-hcn-portmap/plugin"
+	"github.com/nri-hcn-portmap/nri-hcn-portmap/test/harness"
+)
+
+// Config is the plugin configuration for benchmarks: no periodic resync,
+// so only the measured work runs.
+const Config = `[plugin]
+resync_interval = "0s"
+` + harness.NetworkConfig
+
+// BuildNop builds the do-nothing baseline plugin into dir.
+func BuildNop(dir string) (string, error) {
+	root, err := harness.ModuleRoot()
+	if err != nil {
+		return "", err
+	}
+	bin := filepath.Join(dir, "nopplugin")
+	cmd := exec.Command("go", "build", "-o", bin, "./test/bench/nopplugin")
+	cmd.Dir = root
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return "", fmt.Errorf("building nopplugin: %w\n%s", err, out)
+	}
+	return bin, nil
+}
+
+// Pod returns a benchmark pod with a mapping on hostPort.
+func Pod(prefix string, i int, hostPort int) harness.Pod {
+	h := sha256.Sum256([]byte(prefix + strconv.Itoa(i)))
+	p := harness.Pod{ID: hex.EncodeToString(h[:]), Name: fmt.Sprintf("%s-%d", prefix, i), Namespace: "bench", UID: strconv.Itoa(i)}
+	if hostPort > 0 {
+		p.Annotations = map[string]string{plugin.AnnotationPortMappings: fmt.Sprintf("%d:80", hostPort)}
+	}
+	return p
+}
+
+// Percentiles summarises latencies.
+type Percentiles struct {
+	N             int
+	P50, P90, P99 time.Duration
+}
+
+// Summarize computes p50, p90 and p99.
+func Summarize(d []time.Duration) Percentiles {
+	s := slices.Clone(d)
+	slices.Sort(s)
+	at := func(q float64) time.Duration {
+		if len(s) == 0 {
+			return 0
+		}
+		return s[min(len(s)-1, int(q*float64(len(s))))]
+	}
+	return Percentiles{N: len(s), P50: at(0.50), P90: at(0.90), P99: at(0.99)}
+}
+
+// RunPodLatency times n RunPodSandbox round trips through the runtime side
+// (the sandbox container is created beforehand, as containerd does, and not
+// timed). Each pod is stopped and removed again, untimed.
+func RunPodLatency(ctx context.Context, env *harness.Env, prefix string, n, firstPort int) ([]time.Duration, error) {
+	out := make([]time.Duration, 0, n)
+	for i := range n {
+		p := Pod(prefix, i, firstPort+i%20000)
+		guid, err := env.CreateSandbox(ctx, p)
+		if err != nil {
+			return nil, err
+		}
+		start := time.Now()
+		err = env.NRI.RunPodSandbox(ctx, harness.RunRequest(p))
+		out = append(out, time.Since(start))
+		if err != nil {
+			return nil, fmt.Errorf("RunPodSandbox %s: %w", p.Name, err)
+		}
+		if err := env.StopPod(ctx, p, guid); err != nil {
+			return nil, err
+		}
+		if err := env.RemovePod(ctx, p); err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
+}
+
+// SyncResult is one Synchronize measurement.
+type SyncResult struct {
+	Pods     int
+	Answer   time.Duration // until the plugin answered Synchronize
+	Complete time.Duration // until every pod had its endpoint
+	RSS      Memory        // of the plugin process at completion
+}
+
+// Synchronize creates n running pods while no plugin runs, starts the
+// plugin and measures its Synchronize answer and the background completion.
+func Synchronize(ctx context.Context, env *harness.Env, n, firstPort int, pluginArgs ...string) (SyncResult, error) {
+	res := SyncResult{Pods: n}
+	var wg sync.WaitGroup
+	errs := make(chan error, 8)
+	jobs := make(chan int)
+	for range 8 {
+		wg.Go(func() {
+			for i := range jobs {
+				if _, err := env.AddPodSilently(ctx, Pod(fmt.Sprintf("sync%d", n), i, firstPort+i)); err != nil {
+					select {
+					case errs <- err:
+					default:
+					}
+				}
+			}
+		})
+	}
+	for i := range n {
+		jobs <- i
+	}
+	close(jobs)
+	wg.Wait()
+	select {
+	case err := <-errs:
+		return res, err
+	default:
+	}
+	start := time.Now()
+	if err := env.StartPlugin(ctx, pluginArgs...); err != nil {
+		return res, err
+	}
+	res.Answer = env.LastSync()
+	err := harness.Eventually(ctx, 2*time.Minute, func() error {
+		st, _, err := env.SimClient.State(ctx)
+		if err != nil {
+			return err
+		}
+		got := 0
+		for _, ep := range st.Endpoints {
+			if ep.Namespace != "" {
+				got++
+			}
+		}
+		if got < n {
+			return fmt.Errorf("%d of %d endpoints", got, n)
+		}
+		return nil
+	})
+	res.Complete = time.Since(start)
+	if err != nil {
+		return res, err
+	}
+	res.RSS, err = ReadMemory(env.Plugin.PID())
+	return res, err
+}
+
+// ChurnResult is one churn measurement.
+type ChurnResult struct {
+	Pods, Concurrency int
+	HNSLatency        time.Duration
+	Elapsed           time.Duration
+	PodsPerSecond     float64
+	Timeouts          int // NRI requests the runtime timed out
+	Leaked            int // endpoints left after every pod was removed
+}
+
+// Churn starts and stops n pods, concurrency at a time, with every HNS call
+// taking latency.
+func Churn(ctx context.Context, env *harness.Env, n, concurrency, firstPort int, latency time.Duration) (ChurnResult, error) {
+	res := ChurnResult{Pods: n, Concurrency: concurrency, HNSLatency: latency}
+	if err := env.SimClient.SetLatency(ctx, latency); err != nil {
+		return res, err
+	}
+	defer func() { _ = env.SimClient.SetLatency(context.WithoutCancel(ctx), 0) }()
+	env.ResetInvocations()
+	start := time.Now()
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	var firstErr error
+	jobs := make(chan int)
+	for range concurrency {
+		wg.Go(func() {
+			for i := range jobs {
+				p := Pod("churn", i, firstPort+i)
+				guid, err := env.RunPod(ctx, p)
+				if err == nil {
+					err = env.StopPod(ctx, p, guid)
+				}
+				if err == nil {
+					err = env.RemovePod(ctx, p)
+				}
+				if err != nil {
+					mu.Lock()
+					firstErr = cmp(firstErr, err)
+					mu.Unlock()
+				}
+			}
+		})
+	}
+	for i := range n {
+		jobs <- i
+	}
+	close(jobs)
+	wg.Wait()
+	res.Elapsed = time.Since(start)
+	res.PodsPerSecond = float64(n) / res.Elapsed.Seconds()
+	for _, inv := range env.Invocations() {
+		if inv.Err != nil && (errors.Is(inv.Err, context.DeadlineExceeded) || strings.Contains(inv.Err.Error(), "deadline exceeded")) {
+			res.Timeouts++
+		}
+	}
+	if firstErr != nil {
+		return res, firstErr
+	}
+	_ = env.SimClient.SetLatency(ctx, 0)
+	err := harness.Eventually(ctx, time.Minute, func() error {
+		st, _, err := env.SimClient.State(ctx)
+		if err != nil {
+			return err
+		}
+		res.Leaked = len(st.Endpoints)
+		if res.Leaked > 0 {
+			return fmt.Errorf("%d endpoints left", res.Leaked)
+		}
+		return nil
+	})
+	if err != nil && res.Leaked == 0 {
+		return res, err
+	}
+	return res, nil
+}
+
+func cmp(a, b error) error {
+	if a != nil {
+		return a
+	}
+	return b
+}
+
+// Memory of a process, from /proc.
+type Memory struct {
+	RSS, Peak int64 // bytes: VmRSS, VmHWM
+}
+
+// ReadMemory reads VmRSS and VmHWM of pid.
+func ReadMemory(pid int) (Memory, error) {
+	f, err := os.Open(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return Memory{}, err
+	}
+	defer f.Close()
+	var m Memory
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		k, v, ok := strings.Cut(sc.Text(), ":")
+		if !ok {
+			continue
+		}
+		fields := strings.Fields(v)
+		if len(fields) == 0 {
+			continue
+		}
+		kb, _ := strconv.ParseInt(fields[0], 10, 64)
+		switch k {
+		case "VmRSS":
+			m.RSS = kb * 1024
+		case "VmHWM":
+			m.Peak = kb * 1024
+		}
+	}
+	return m, sc.Err()
+}
