@@ -7,6 +7,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"net"
 	"net/netip"
 	"os"
 	"runtime"
@@ -53,7 +54,14 @@ type Config struct {
 	Containerd Containerd      `toml:"containerd"`
 	HCN        HCN             `toml:"hcn"`
 	Admission  admission.Rules `toml:"admission"`
+	Admin      Admin           `toml:"admin"`
 	Log        Log             `toml:"log"`
+}
+
+// Admin is where operators reach /healthz, /metrics and /reload.
+type Admin struct {
+	// Listen address; loopback by default, empty disables the endpoints.
+	Listen string `toml:"listen"`
 }
 
 // Plugin is what drives the plugin and what it acts on.
@@ -113,6 +121,12 @@ type HCN struct {
 type Log struct {
 	Level  string `toml:"level"`
 	Format string `toml:"format"`
+	// File, when set, receives the log instead of stderr (a Windows
+	// service has no console), rotated at MaxSizeMB keeping MaxFiles old
+	// files.
+	File      string `toml:"file"`
+	MaxSizeMB int    `toml:"max_size_mb"`
+	MaxFiles  int    `toml:"max_files"`
 }
 
 // Duration is a time.Duration written as a Go duration string ("1m30s").
@@ -153,7 +167,8 @@ func Default() Config {
 		Containerd: Containerd{Address: DefaultContainerdAddress(), Namespace: "k8s.io"},
 		HCN: HCN{Backend: BackendWindows, Network: "nat", NetworkType: "NAT", LocalRoutedVIP: true,
 			CallTimeout: Duration{10 * time.Second}, RetryMax: Duration{10 * time.Second}},
-		Log: Log{Level: "info", Format: "text"},
+		Admin: Admin{Listen: "127.0.0.1:9466"},
+		Log:   Log{Level: "info", Format: "text", MaxSizeMB: 10, MaxFiles: 5},
 	}
 }
 
@@ -320,6 +335,17 @@ func (c *Config) Validate(source string, origin map[string]string) error {
 	}
 	if c.Log.Format != "text" && c.Log.Format != "json" {
 		bad("log.format", c.Log.Format, "must be text or json")
+	}
+	if c.Log.MaxSizeMB < 1 {
+		bad("log.max_size_mb", c.Log.MaxSizeMB, "must be at least 1")
+	}
+	if c.Log.MaxFiles < 0 {
+		bad("log.max_files", c.Log.MaxFiles, "must be 0 or more")
+	}
+	if c.Admin.Listen != "" {
+		if _, port, err := net.SplitHostPort(c.Admin.Listen); err != nil || port == "" {
+			bad("admin.listen", c.Admin.Listen, "must be host:port, e.g. 127.0.0.1:9466 (empty disables)")
+		}
 	}
 	if len(errs) > 0 {
 		return &Error{Path: source, Msg: strings.Join(errs, "; "), Err: ErrInvalid}

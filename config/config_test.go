@@ -64,9 +64,15 @@ outbound_nat = true
 call_timeout = "3s"
 retry_max = "2s"
 
+[admin]
+listen = "127.0.0.1:9999"
+
 [log]
 level = "debug"
 format = "json"
+file = "C:\\ProgramData\\nri-hcn-portmap\\log.txt"
+max_size_mb = 20
+max_files = 2
 `)
 	cfg, err := Load(p)
 	if err != nil {
@@ -85,7 +91,8 @@ format = "json"
 		HCN: HCN{Backend: "simulated", SimulatorAddress: "unix:///tmp/sim.sock", Network: "pods", CreateNetwork: true,
 			NetworkType: "L2Bridge", Subnet: "10.244.0.0/24", Gateway: "10.244.0.1", Adapter: "Ethernet",
 			DualStack: true, OutboundNAT: true, CallTimeout: Duration{3 * time.Second}, RetryMax: Duration{2 * time.Second}},
-		Log: Log{Level: "debug", Format: "json"},
+		Admin: Admin{Listen: "127.0.0.1:9999"},
+		Log:   Log{Level: "debug", Format: "json", File: `C:\ProgramData\nri-hcn-portmap\log.txt`, MaxSizeMB: 20, MaxFiles: 2},
 	}
 	if !reflect.DeepEqual(cfg, want) {
 		t.Errorf("Load =\n%+v\nwant\n%+v", cfg, want)
@@ -178,6 +185,9 @@ func TestValidate(t *testing.T) {
 		{"admission range", func(c *Config) { c.Admission.HostPortRanges = []string{"9-1"} }, `admission.host_port_ranges = "9-1"`},
 		{"admission deny", func(c *Config) { c.Admission.Deny = []string{"rdp"} }, `admission.deny = "rdp"`},
 		{"retry max", func(c *Config) { c.HCN.RetryMax.Duration = 0 }, `hcn.retry_max = "0s"`},
+		{"admin listen", func(c *Config) { c.Admin.Listen = "9466" }, `admin.listen = "9466"`},
+		{"admin disabled", func(c *Config) { c.Admin.Listen = "" }, ""},
+		{"log size", func(c *Config) { c.Log.MaxSizeMB = 0 }, `log.max_size_mb = "0"`},
 		{"empty containerd address", func(c *Config) { c.Containerd.Address = "" }, `containerd.address = ""`},
 	}
 	for _, tt := range tests {

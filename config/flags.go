@@ -23,6 +23,8 @@ var flagKeys = []struct{ flag, key, usage string }{
 	{"log-format", "log.format", "log format: text or json"},
 	{"hcn-backend", "hcn.backend", "HCN backend: windows or simulated"},
 	{"hcn-simulator", "hcn.simulator_address", "address of the HNS simulator (simulated backend)"},
+	{"admin-listen", "admin.listen", "address for /healthz, /metrics and /reload (empty disables)"},
+	{"log-file", "log.file", "write the log to this file, rotated, instead of stderr"},
 }
 
 // RegisterFlags adds --config and the override flags to fs.
@@ -82,6 +84,10 @@ func (c *Config) field(key string) *string {
 		return &c.HCN.Backend
 	case "hcn.simulator_address":
 		return &c.HCN.SimulatorAddress
+	case "admin.listen":
+		return &c.Admin.Listen
+	case "log.file":
+		return &c.Log.File
 	}
 	panic("config: no string field " + key)
 }

@@ -358,3 +358,10 @@ func sameEndpoints(a, b []Endpoint) bool {
 	}
 	return true
 }
+
+// KnownCount is how many sandboxes the manager knows an endpoint of.
+func (m *Manager) KnownCount() int {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return len(m.known)
+}

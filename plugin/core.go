@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/sirupsen/logrus"
@@ -61,6 +62,8 @@ type Options struct {
 	// RetryMin and RetryMax bound the backoff between retries of
 	// transient HCN failures.
 	RetryMin, RetryMax time.Duration
+	// Observer is told what happens (metrics); nil: nobody.
+	Observer Observer
 }
 
 // Core holds the logic shared by every event source. It is safe for
@@ -74,6 +77,7 @@ type Core struct {
 	locks   keyLock
 	ports   *portIndex
 	pending pendingOps
+	policy  atomic.Pointer[admission.Policy] // replaced by a config reload
 
 	bg     context.Context // lifetime of background work
 	stop   context.CancelFunc
@@ -91,9 +95,21 @@ func NewCore(mgr *hcn.Manager, store SandboxStore, opt Options, log *logrus.Entr
 	if opt.RetryMax < opt.RetryMin {
 		opt.RetryMax = max(opt.RetryMin, 10*time.Second)
 	}
+	if opt.Observer == nil {
+		opt.Observer = nopObserver{}
+	}
 	bg, stop := context.WithCancel(context.Background())
-	return &Core{mgr: mgr, store: store, opt: opt, log: log, ports: newPortIndex(), bg: bg, stop: stop}
+	c := &Core{mgr: mgr, store: store, opt: opt, log: log, ports: newPortIndex(), bg: bg, stop: stop}
+	c.policy.Store(opt.Admission)
+	return c
 }
+
+// SetAdmission replaces the admission policy; pods admitted before keep
+// their endpoints (the policy applies to new pods).
+func (c *Core) SetAdmission(p *admission.Policy) { c.policy.Store(p) }
+
+// Observer returns the core's observer.
+func (c *Core) Observer() Observer { return c.opt.Observer }
 
 // Close stops background work (retries of fail-open starts) and waits for
 // it; work in progress finishes its current HCN call or rolls back.
@@ -170,8 +186,8 @@ func (c *Core) resolve(ctx context.Context, p Pod) (*resolved, error) {
 			return r, fmt.Errorf("pod %s: %w: %w", r.pod, ErrInvalidPod, err)
 		}
 	}
-	if c.opt.Admission != nil {
-		if err := c.opt.Admission.Admit(admission.Pod{Namespace: r.pod.Namespace, Labels: r.pod.Labels}, r.mappings); err != nil {
+	if pol := c.policy.Load(); pol != nil {
+		if err := pol.Admit(admission.Pod{Namespace: r.pod.Namespace, Labels: r.pod.Labels}, r.mappings); err != nil {
 			c.podLog(r.pod).WithError(err).Warn("host ports denied")
 			return r, fmt.Errorf("pod %s: %w", r.pod, err)
 		}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync/atomic"
 	"time"
 
 	apievents "github.com/containerd/containerd/api/events"
@@ -40,7 +41,11 @@ type EventSource struct {
 	backMin time.Duration
 	backMax time.Duration
 	queue   serialQueue
+	live    atomic.Bool // the subscription is live
 }
+
+// Live reports whether the event subscription is live.
+func (s *EventSource) Live() bool { return s.live.Load() }
 
 // NewEventSource returns a containerd event source.
 func NewEventSource(core *Core, store *ContainerdStore, resync *Resyncer, reconnectMax time.Duration, log *logrus.Entry) *EventSource {
@@ -54,9 +59,11 @@ func (s *EventSource) Run(ctx context.Context) error {
 	backoff := s.backMin
 	for {
 		err := s.subscribe(ctx, func() { backoff = s.backMin })
+		s.live.Store(false)
 		if ctx.Err() != nil {
 			return nil
 		}
+		s.core.Observer().Reconnected("containerd")
 		s.log.WithFields(logrus.Fields{"retry_in": backoff.String(), "error": errString(err)}).
 			Warn("containerd event stream broken; resubscribing")
 		select {
@@ -113,6 +120,7 @@ func (s *EventSource) subscribe(ctx context.Context, healthy func()) error {
 			if env.Topic == TopicProbe {
 				if !live {
 					live = true
+					s.live.Store(true)
 					healthy()
 					s.log.WithField("namespace", ns).Info("subscribed to containerd events")
 					go func() { _, _ = s.resync.Once(ctx, "subscribed") }()
@@ -166,6 +174,7 @@ func (s *EventSource) started(ctx context.Context, id string) {
 		return // an application container
 	}
 	err = s.core.EnsureRetrying(ctx, Pod{ID: id, Partial: true})
+	s.core.Observer().Operation("event-start", ResultOf(err))
 	switch {
 	case err == nil:
 	case errors.Is(err, ErrSandboxNotFound):
@@ -196,7 +205,9 @@ func (s *EventSource) stopped(ctx context.Context, topic, id string, mayCheck bo
 			return
 		}
 	}
-	if _, err := s.core.Remove(ctx, Pod{ID: id}); err != nil {
+	_, err := s.core.Remove(ctx, Pod{ID: id})
+	s.core.Observer().Operation("event-stop", ResultOf(err))
+	if err != nil {
 		log.WithError(err).Error("endpoint not removed; the resync will retry")
 	}
 }

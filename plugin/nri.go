@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/containerd/nri/pkg/api"
@@ -35,7 +36,11 @@ type NRISource struct {
 	log        *logrus.Entry
 	registered chan struct{}
 	once       sync.Once
+	connected  atomic.Bool
 }
+
+// Connected reports whether the plugin is registered with the runtime now.
+func (s *NRISource) Connected() bool { return s.connected.Load() }
 
 // NewNRISource returns an NRI event source for core.
 func NewNRISource(core *Core, cfg NRIConfig, log *logrus.Entry) *NRISource {
@@ -92,6 +97,7 @@ func (s *NRISource) Run(ctx context.Context) error {
 		if ctx.Err() != nil {
 			return nil
 		}
+		s.core.Observer().Reconnected("nri")
 		if time.Since(started) > 10*s.cfg.ReconnectMax {
 			backoff = s.cfg.ReconnectMin // it was up for a good while: start over
 		}
@@ -111,6 +117,8 @@ func (s *NRISource) serve(ctx context.Context, st stub.Stub) error {
 	if err := st.Start(ctx); err != nil {
 		return err
 	}
+	s.connected.Store(true)
+	defer s.connected.Store(false)
 	s.once.Do(func() { close(s.registered) })
 	done := make(chan struct{})
 	go func() {
@@ -157,6 +165,7 @@ func (h *nriHandler) Synchronize(_ context.Context, pods []*api.PodSandbox, _ []
 			return
 		}
 		logSummary(log, "synchronize", sum)
+		h.src.core.Observer().Reconciled("synchronize", sum.Created, sum.Deleted, sum.Unchanged, sum.Failed)
 	}()
 	return nil, nil
 }

@@ -111,10 +111,12 @@ func (c *Core) StartPod(ctx context.Context, p Pod) error {
 	defer timer.Stop()
 	select {
 	case err := <-done:
+		c.opt.Observer.Operation("start", ResultOf(err))
 		return err
 	case <-timer.C:
 	case <-ctx.Done():
 	}
+	c.opt.Observer.Operation("start", ResultDeadline)
 	log := c.podLog(p).WithField("deadline", c.opt.Deadline.String())
 	if c.opt.FailOpen {
 		log.Warn("HCN is slower than the deadline: the pod proceeds, its endpoint is completed in the background (fail-open)")
@@ -213,22 +215,25 @@ func (c *Core) EnsureRetrying(ctx context.Context, p Pod) error {
 // is retried by the resync.
 func (c *Core) StopPod(ctx context.Context, p Pod) {
 	c.pending.cancel(p.ID)
-	done := make(chan struct{})
+	done := make(chan error, 1)
 	c.bgWork.Add(1)
 	go func() {
 		defer c.bgWork.Done()
-		defer close(done)
 		rctx, cancel := context.WithTimeout(context.WithoutCancel(c.bg), time.Minute)
 		defer cancel()
-		if _, err := c.Remove(rctx, p); err != nil {
+		_, err := c.Remove(rctx, p)
+		if err != nil {
 			c.podLog(p).WithError(err).Error("endpoint not removed; the resync will retry")
 		}
+		done <- err
 	}()
 	timer := time.NewTimer(c.opt.Deadline)
 	defer timer.Stop()
 	select {
-	case <-done:
+	case err := <-done:
+		c.opt.Observer.Operation("stop", ResultOf(err))
 	case <-timer.C:
+		c.opt.Observer.Operation("stop", ResultDeadline)
 		c.podLog(p).Warn("HCN is slower than the deadline: the endpoint is removed in the background")
 	case <-ctx.Done():
 	}

@@ -78,7 +78,7 @@ func TestStartPodFinalErrorsFailAtOnce(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	f.core.opt.Admission = pol
+	f.core.SetAdmission(pol)
 	f.core.opt.Deadline = time.Minute // a final error must not wait for it
 	tests := []struct {
 		pod  Pod

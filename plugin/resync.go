@@ -33,6 +33,7 @@ func (r *Resyncer) Once(ctx context.Context, reason string) (Summary, error) {
 		return sum, err
 	}
 	logSummary(log, "resync", sum)
+	r.core.Observer().Reconciled(reason, sum.Created, sum.Deleted, sum.Unchanged, sum.Failed)
 	return sum, nil
 }
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/sirupsen/logrus"
@@ -34,10 +35,16 @@ type Sources struct {
 	// them pod events.
 	EventsWithNRI bool
 	Log           *logrus.Entry
+
+	chosen atomic.Pointer[string] // what Run chose, for Health
+}
+
+func (s *Sources) choose(mode string) {
+	s.chosen.Store(&mode)
 }
 
 // Run runs until ctx ends.
-func (s Sources) Run(ctx context.Context) error {
+func (s *Sources) Run(ctx context.Context) error {
 	var wg sync.WaitGroup
 	defer wg.Wait()
 	if s.Resync != nil {
@@ -45,9 +52,11 @@ func (s Sources) Run(ctx context.Context) error {
 	}
 	switch s.Mode {
 	case ModeNRI:
+		s.choose(ModeNRI)
 		s.Log.WithField("source", ModeNRI).Info("event source chosen")
 		return s.NRI.Run(ctx)
 	case ModeContainerd:
+		s.choose(ModeContainerd)
 		s.Log.WithField("source", ModeContainerd).Info("event source chosen")
 		return s.Events.Run(ctx)
 	case ModeAuto:
@@ -56,8 +65,9 @@ func (s Sources) Run(ctx context.Context) error {
 	return fmt.Errorf("unknown event source %q", s.Mode)
 }
 
-func (s Sources) auto(ctx context.Context) error {
+func (s *Sources) auto(ctx context.Context) error {
 	if s.NRISocketExists != nil && !s.NRISocketExists() {
+		s.choose(ModeContainerd)
 		s.Log.WithFields(logrus.Fields{"source": ModeContainerd, "reason": "no NRI socket"}).Info("event source chosen")
 		return s.Events.Run(ctx)
 	}
@@ -70,6 +80,7 @@ func (s Sources) auto(ctx context.Context) error {
 	case <-time.After(s.RegistrationWait):
 		ncancel()
 		<-errc
+		s.choose(ModeContainerd)
 		s.Log.WithFields(logrus.Fields{"source": ModeContainerd, "reason": "NRI did not accept the plugin within " + s.RegistrationWait.String()}).
 			Info("event source chosen")
 		return s.Events.Run(ctx)
@@ -77,9 +88,11 @@ func (s Sources) auto(ctx context.Context) error {
 		return <-errc
 	}
 	if !s.EventsWithNRI {
+		s.choose(ModeNRI)
 		s.Log.WithField("source", ModeNRI).Info("event source chosen")
 		return <-errc
 	}
+	s.choose("nri+containerd")
 	s.Log.WithFields(logrus.Fields{"source": "nri+containerd", "reason": "containerd sends no NRI pod events on Windows"}).
 		Info("event source chosen")
 	eerr := s.Events.Run(ctx)

@@ -1,7 +1,9 @@
 package plugin
 
 import (
+	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"strings"
@@ -12,17 +14,22 @@ import (
 
 // StatusEntry is one managed endpoint as `nri-hcn-portmap status` shows it.
 type StatusEntry struct {
+	Pod       string                  `json:"pod,omitempty"`
+	Namespace string                  `json:"namespace,omitempty"`
 	Sandbox   string                  `json:"sandbox"`
 	Endpoint  string                  `json:"endpoint"`
 	Name      string                  `json:"name"`
-	Namespace string                  `json:"netns"`
+	NetNS     string                  `json:"netns"`
 	IPAddress string                  `json:"ip,omitempty"`
 	State     string                  `json:"state"`
 	Mappings  []hcn.PortMappingPolicy `json:"mappings"`
 }
 
-// StatusEntries turns our endpoints into status entries.
-func StatusEntries(mgr *hcn.Manager, eps []hcn.Endpoint) []StatusEntry {
+// StatusEntries turns our endpoints into status entries. With a store, the
+// pod's name and namespace come from containerd, and an endpoint whose
+// sandbox containerd no longer has is marked orphaned (the next resync
+// deletes it).
+func StatusEntries(ctx context.Context, mgr *hcn.Manager, store SandboxStore, eps []hcn.Endpoint) []StatusEntry {
 	out := make([]StatusEntry, 0, len(eps))
 	for _, ep := range eps {
 		id, _ := mgr.SandboxID(ep.Name)
@@ -34,8 +41,20 @@ func StatusEntries(mgr *hcn.Manager, eps []hcn.Endpoint) []StatusEntry {
 		if m == nil {
 			m = []hcn.PortMappingPolicy{}
 		}
-		out = append(out, StatusEntry{Sandbox: id, Endpoint: ep.ID, Name: ep.Name, Namespace: ep.Namespace,
-			IPAddress: ep.IPAddress, State: state, Mappings: m})
+		e := StatusEntry{Sandbox: id, Endpoint: ep.ID, Name: ep.Name, NetNS: ep.Namespace,
+			IPAddress: ep.IPAddress, State: state, Mappings: m}
+		if store != nil {
+			sb, err := store.Sandbox(ctx, id)
+			switch {
+			case errors.Is(err, ErrSandboxNotFound):
+				e.State = "orphaned"
+			case err == nil && len(sb.Metadata) > 0:
+				if md, err := DecodeCRIMetadata(sb.Metadata); err == nil {
+					e.Pod, e.Namespace = md.PodName, md.PodNamespace
+				}
+			}
+		}
+		out = append(out, e)
 	}
 	return out
 }
@@ -49,14 +68,14 @@ func WriteStatus(w io.Writer, entries []StatusEntry, format string) error {
 		return enc.Encode(entries)
 	case "table", "":
 		tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-		fmt.Fprintln(tw, "SANDBOX\tENDPOINT\tNETNS\tIP\tSTATE\tMAPPINGS (host -> container)")
+		fmt.Fprintln(tw, "NAMESPACE\tPOD\tSANDBOX\tENDPOINT\tIP\tSTATE\tMAPPINGS (host -> container)")
 		for _, e := range entries {
 			ms := make([]string, 0, len(e.Mappings))
 			for _, p := range e.Mappings {
 				ms = append(ms, policyString(p))
 			}
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", short(e.Sandbox, 13), e.Endpoint, orDash(e.Namespace), orDash(e.IPAddress),
-				e.State, strings.Join(ms, ", "))
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", orDash(e.Namespace), orDash(e.Pod), short(e.Sandbox, 13), e.Endpoint,
+				orDash(e.IPAddress), e.State, strings.Join(ms, ", "))
 		}
 		return tw.Flush()
 	}

@@ -109,7 +109,7 @@ func wantEndpoint(t *testing.T, ctx context.Context, env *harness.Env, id, netns
 		switch {
 		case got == nil:
 			return fmt.Errorf("no endpoint for sandbox %s", id)
-		case got.Namespace != netns || got.State != "attached":
+		case got.NetNS != netns || got.State != "attached":
 			return fmt.Errorf("endpoint %+v not attached to %s", got, netns)
 		case !hcn.SamePolicies(got.Mappings, want):
 			return fmt.Errorf("endpoint mappings %v, want %v", got.Mappings, want)

@@ -11,6 +11,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -178,6 +179,7 @@ type Env struct {
 	SimAddress string
 	SimClient  *hcnsim.Client
 	NRISocket  string // where the plugin connects (a proxy in front of the runtime side)
+	AdminAddr  string // the plugin's /healthz, /metrics and /reload
 	NRI        *adaptation.Adaptation
 	nriProxy   *connProxy
 	Plugin     *Process
@@ -308,6 +310,9 @@ func Start(ctx context.Context, o Options) (_ *Env, retErr error) {
 	cfg := o.Config
 	if cfg == "" {
 		cfg = DefaultConfig
+	}
+	if e.AdminAddr, err = freeLoopbackAddr(); err != nil {
+		return nil, err
 	}
 	e.ConfigPath = filepath.Join(dir, "config.toml")
 	if err := os.WriteFile(e.ConfigPath, []byte(cfg), 0o644); err != nil {
@@ -441,8 +446,7 @@ func (e *Env) StopNRI() {
 // StartPlugin starts the plugin process against this environment and waits
 // until the NRI runtime side has registered it.
 func (e *Env) StartPlugin(ctx context.Context, extraArgs ...string) error {
-	args := append([]string{"run", "--config", e.ConfigPath, "--nri-socket", e.NRISocket,
-		"--containerd-address", e.CtrAddress, "--hcn-backend", "simulated", "--hcn-simulator", e.SimAddress}, extraArgs...)
+	args := append(e.PluginArgs("run"), extraArgs...)
 	return e.StartNRIPlugin(ctx, "plugin", e.PluginBin, args...)
 }
 
@@ -628,11 +632,27 @@ func (e *Env) AddPodSilently(ctx context.Context, p Pod) (string, error) {
 	return guid, nil
 }
 
+// PluginArgs are the arguments of a plugin command against this
+// environment.
+func (e *Env) PluginArgs(cmd string) []string {
+	return []string{cmd, "--config", e.ConfigPath, "--nri-socket", e.NRISocket, "--containerd-address", e.CtrAddress,
+		"--hcn-backend", "simulated", "--hcn-simulator", e.SimAddress, "--admin-listen", e.AdminAddr}
+}
+
+// Command runs a plugin command (status, health, reload, cleanup) and
+// returns its stdout, stderr and error.
+func (e *Env) Command(ctx context.Context, cmd string, extra ...string) (string, string, error) {
+	c := exec.CommandContext(ctx, e.PluginBin, append(e.PluginArgs(cmd), extra...)...)
+	var stdout, stderr bytes.Buffer
+	c.Stdout, c.Stderr = &stdout, &stderr
+	err := c.Run()
+	return stdout.String(), stderr.String(), err
+}
+
 // Status runs `nri-hcn-portmap status -o json` against the simulator: the
 // documented way to see what the plugin built, from outside its process.
 func (e *Env) Status(ctx context.Context) ([]plugin.StatusEntry, error) {
-	cmd := exec.CommandContext(ctx, e.PluginBin, "status", "-o", "json", "--config", e.ConfigPath,
-		"--hcn-backend", "simulated", "--hcn-simulator", e.SimAddress)
+	cmd := exec.CommandContext(ctx, e.PluginBin, append(e.PluginArgs("status"), "-o", "json")...)
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
 	out, err := cmd.Output()
@@ -648,8 +668,7 @@ func (e *Env) Status(ctx context.Context) ([]plugin.StatusEntry, error) {
 
 // StatusTable runs `nri-hcn-portmap status` (table form).
 func (e *Env) StatusTable(ctx context.Context) (string, error) {
-	out, err := exec.CommandContext(ctx, e.PluginBin, "status", "--config", e.ConfigPath,
-		"--hcn-backend", "simulated", "--hcn-simulator", e.SimAddress).CombinedOutput()
+	out, err := exec.CommandContext(ctx, e.PluginBin, e.PluginArgs("status")...).CombinedOutput()
 	return string(out), err
 }
 
@@ -749,9 +768,7 @@ func (e *Env) StartPluginEvents(ctx context.Context, extraArgs ...string) error 
 	if b, err := os.ReadFile(logPath); err == nil {
 		before = bytes.Count(b, []byte(subscribedLine))
 	}
-	args := append([]string{"run", "--config", e.ConfigPath, "--nri-socket", e.NRISocket,
-		"--containerd-address", e.CtrAddress, "--hcn-backend", "simulated", "--hcn-simulator", e.SimAddress,
-		"--source", "containerd"}, extraArgs...)
+	args := append(e.PluginArgs("run"), append([]string{"--source", "containerd"}, extraArgs...)...)
 	p, err := start("plugin", logPath, e.PluginBin, args...)
 	if err != nil {
 		return err
@@ -800,4 +817,13 @@ func (e *Env) RestartContainerd(ctx context.Context, whileDown func() error) err
 		}
 	}
 	return e.StartContainerd(ctx)
+}
+
+func freeLoopbackAddr() (string, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", err
+	}
+	defer l.Close()
+	return l.Addr().String(), nil
 }

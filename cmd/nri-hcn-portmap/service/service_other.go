@@ -1,0 +1,22 @@
+//go:build !windows
+
+package service
+
+import (
+	"errors"
+	"runtime"
+)
+
+var errNotWindows = errors.New("Windows services exist only on Windows, this is " + runtime.GOOS)
+
+// IsService is false off Windows.
+func IsService() (bool, error) { return false, nil }
+
+// Run fails off Windows.
+func Run(string, RunFunc, func()) error { return errNotWindows }
+
+// Install fails off Windows.
+func Install(Plan) error { return errNotWindows }
+
+// Uninstall fails off Windows.
+func Uninstall(string) error { return errNotWindows }

@@ -1,0 +1,107 @@
+package service
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+func TestInstallPlan(t *testing.T) {
+	dir := t.TempDir()
+	cfg := filepath.Join(dir, "config.toml")
+	if err := os.WriteFile(cfg, []byte("[hcn]\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	exe := filepath.Join(dir, "nri-hcn-portmap.exe")
+	p, err := InstallPlan(exe, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p.Name != Name || p.Exe != exe || !reflect.DeepEqual(p.Args, []string{"run", "--config", cfg}) {
+		t.Errorf("plan = %+v", p)
+	}
+	if len(p.Recovery) != 3 || !p.Recovery[0].Restart || p.Recovery[0].Delay != 5*time.Second || p.ResetPeriod != 24*time.Hour {
+		t.Errorf("recovery = %+v, reset %s", p.Recovery, p.ResetPeriod)
+	}
+	if !reflect.DeepEqual(p.Dependencies, []string{"containerd"}) {
+		t.Errorf("dependencies = %v", p.Dependencies)
+	}
+	if p, err := InstallPlan(exe, ""); err != nil || !reflect.DeepEqual(p.Args, []string{"run"}) {
+		t.Errorf("without config: %+v, %v", p, err)
+	}
+	for _, tt := range []struct{ exe, cfg, want string }{
+		{"nri-hcn-portmap.exe", cfg, "must be absolute"},
+		{exe, "config.toml", `--config "config.toml": the path must be absolute`},
+		{exe, filepath.Join(dir, "missing.toml"), "missing.toml"},
+	} {
+		if _, err := InstallPlan(tt.exe, tt.cfg); err == nil || !strings.Contains(err.Error(), tt.want) {
+			t.Errorf("InstallPlan(%q, %q) = %v, want %q", tt.exe, tt.cfg, err, tt.want)
+		}
+	}
+}
+
+type recorder struct {
+	mu     sync.Mutex
+	states []State
+}
+
+func (r *recorder) report(s State) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.states = append(r.states, s)
+}
+
+func (r *recorder) got() []State {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return append([]State(nil), r.states...)
+}
+
+func TestHandleStopWaitsForInFlightWork(t *testing.T) {
+	reqs := make(chan Request)
+	var rec recorder
+	finished := make(chan struct{})
+	reloads := 0
+	run := func(ctx context.Context) error {
+		<-ctx.Done()
+		time.Sleep(20 * time.Millisecond) // in-flight HCN work finishing
+		close(finished)
+		return ctx.Err()
+	}
+	codeC := make(chan uint32)
+	go func() { codeC <- Handle(reqs, rec.report, run, func() { reloads++ }) }()
+	reqs <- ParamChange
+	reqs <- Interrogate
+	reqs <- Stop
+	code := <-codeC
+	select {
+	case <-finished:
+	default:
+		t.Fatal("Stopped was reported before the work finished")
+	}
+	want := []State{StartPending, Running, Running, StopPending, Stopped}
+	if !reflect.DeepEqual(rec.got(), want) || code != 0 || reloads != 1 {
+		t.Fatalf("states %v, code %d, reloads %d; want %v, 0, 1", rec.got(), code, reloads, want)
+	}
+}
+
+func TestHandleReportsFailureForRecovery(t *testing.T) {
+	reqs := make(chan Request)
+	var rec recorder
+	code := Handle(reqs, rec.report, func(context.Context) error { return errors.New("containerd unreachable") }, nil)
+	if code == 0 || !reflect.DeepEqual(rec.got(), []State{StartPending, Running, Stopped}) {
+		t.Fatalf("code %d, states %v: a failed run must exit non-zero so the SCM restarts it", code, rec.got())
+	}
+	// shutdown with a run that fails while stopping: non-zero too
+	go func() { reqs <- Shutdown }()
+	code = Handle(reqs, func(State) {}, func(ctx context.Context) error { <-ctx.Done(); return errors.New("rollback failed") }, nil)
+	if code == 0 {
+		t.Fatal("a failed stop must exit non-zero")
+	}
+}

@@ -1,0 +1,126 @@
+//go:build windows
+
+package service
+
+import (
+	"fmt"
+	"time"
+
+	"golang.org/x/sys/windows/svc"
+	"golang.org/x/sys/windows/svc/mgr"
+)
+
+// IsService reports whether the process runs under the SCM.
+func IsService() (bool, error) { return svc.IsWindowsService() }
+
+// Run runs as the named service until the SCM stops it.
+func Run(name string, run RunFunc, reload func()) error {
+	return svc.Run(name, &handler{run: run, reload: reload})
+}
+
+type handler struct {
+	run    RunFunc
+	reload func()
+}
+
+func (h *handler) Execute(_ []string, r <-chan svc.ChangeRequest, s chan<- svc.Status) (bool, uint32) {
+	const accepts = svc.AcceptStop | svc.AcceptShutdown | svc.AcceptParamChange
+	requests := make(chan Request)
+	var current svc.Status
+	report := func(st State) {
+		switch st {
+		case StartPending:
+			current = svc.Status{State: svc.StartPending}
+		case Running:
+			current = svc.Status{State: svc.Running, Accepts: accepts}
+		case StopPending:
+			current = svc.Status{State: svc.StopPending, WaitHint: 30000}
+		case Stopped:
+			current = svc.Status{State: svc.Stopped}
+		}
+		s <- current
+	}
+	go func() {
+		defer close(requests)
+		for c := range r {
+			switch c.Cmd {
+			case svc.Interrogate:
+				requests <- Interrogate
+			case svc.Stop:
+				requests <- Stop
+				return
+			case svc.Shutdown:
+				requests <- Shutdown
+				return
+			case svc.ParamChange:
+				requests <- ParamChange
+			}
+		}
+	}()
+	code := Handle(requests, report, h.run, h.reload)
+	return code != 0, code
+}
+
+// Install registers the service as planned.
+func Install(p Plan) error {
+	m, err := mgr.Connect()
+	if err != nil {
+		return fmt.Errorf("service install: connecting to the service control manager: %w", err)
+	}
+	defer m.Disconnect()
+	if s, err := m.OpenService(p.Name); err == nil {
+		s.Close()
+		return fmt.Errorf("service install: service %s already exists (uninstall it first)", p.Name)
+	}
+	s, err := m.CreateService(p.Name, p.Exe, mgr.Config{
+		DisplayName: p.DisplayName, Description: p.Description, StartType: mgr.StartAutomatic,
+		Dependencies: p.Dependencies,
+	}, p.Args...)
+	if err != nil {
+		return fmt.Errorf("service install: %w", err)
+	}
+	defer s.Close()
+	actions := make([]mgr.RecoveryAction, 0, len(p.Recovery))
+	for _, a := range p.Recovery {
+		t := mgr.NoAction
+		if a.Restart {
+			t = mgr.ServiceRestart
+		}
+		actions = append(actions, mgr.RecoveryAction{Type: t, Delay: a.Delay})
+	}
+	if err := s.SetRecoveryActions(actions, uint32(p.ResetPeriod/time.Second)); err != nil {
+		return fmt.Errorf("service install: recovery actions: %w", err)
+	}
+	if err := s.SetRecoveryActionsOnNonCrashFailures(true); err != nil {
+		return fmt.Errorf("service install: recovery on non-crash failures: %w", err)
+	}
+	return nil
+}
+
+// Uninstall stops and deletes the service.
+func Uninstall(name string) error {
+	m, err := mgr.Connect()
+	if err != nil {
+		return fmt.Errorf("service uninstall: connecting to the service control manager: %w", err)
+	}
+	defer m.Disconnect()
+	s, err := m.OpenService(name)
+	if err != nil {
+		return fmt.Errorf("service uninstall: %s: %w", name, err)
+	}
+	defer s.Close()
+	if st, err := s.Query(); err == nil && st.State != svc.Stopped {
+		if _, err := s.Control(svc.Stop); err == nil {
+			for i := 0; i < 60; i++ {
+				if st, err := s.Query(); err != nil || st.State == svc.Stopped {
+					break
+				}
+				time.Sleep(500 * time.Millisecond)
+			}
+		}
+	}
+	if err := s.Delete(); err != nil {
+		return fmt.Errorf("service uninstall: %w", err)
+	}
+	return nil
+}

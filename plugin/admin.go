@@ -1,0 +1,153 @@
+package plugin
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"net/http"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/sirupsen/logrus"
+)
+
+// HealthCheck is one thing /healthz checks.
+type HealthCheck struct {
+	Name  string
+	Check func(ctx context.Context) error
+}
+
+// ReloadFunc re-reads the configuration and applies what it can; it
+// returns what happened, or why the new configuration was rejected.
+type ReloadFunc func() (string, error)
+
+// Admin serves /healthz, /metrics and POST /reload for operators.
+type Admin struct {
+	Checks  []HealthCheck
+	Metrics http.Handler
+	Reload  ReloadFunc
+	Log     *logrus.Entry
+	Timeout time.Duration // per check; 2 s when zero
+}
+
+// HealthReport is the body of /healthz.
+type HealthReport struct {
+	Status string            `json:"status"` // ok or unhealthy
+	Checks map[string]string `json:"checks"` // name -> ok or the reason
+}
+
+// Health runs every check in parallel.
+func (a *Admin) Health(ctx context.Context) HealthReport {
+	timeout := a.Timeout
+	if timeout <= 0 {
+		timeout = 2 * time.Second
+	}
+	rep := HealthReport{Status: "ok", Checks: map[string]string{}}
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	for _, c := range a.Checks {
+		wg.Go(func() {
+			cctx, cancel := context.WithTimeout(ctx, timeout)
+			defer cancel()
+			err := c.Check(cctx)
+			mu.Lock()
+			defer mu.Unlock()
+			if err != nil {
+				rep.Status = "unhealthy"
+				rep.Checks[c.Name] = err.Error()
+			} else {
+				rep.Checks[c.Name] = "ok"
+			}
+		})
+	}
+	wg.Wait()
+	return rep
+}
+
+// Handler routes the admin endpoints.
+func (a *Admin) Handler() http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
+		rep := a.Health(r.Context())
+		code := http.StatusOK
+		if rep.Status != "ok" {
+			code = http.StatusServiceUnavailable
+			names := make([]string, 0, len(rep.Checks))
+			for n, v := range rep.Checks {
+				if v != "ok" {
+					names = append(names, n)
+				}
+			}
+			sort.Strings(names)
+			a.Log.WithField("failing", names).Warn("health check failed")
+		}
+		writeJSON(w, code, rep)
+	})
+	if a.Metrics != nil {
+		mux.Handle("GET /metrics", a.Metrics)
+	}
+	mux.HandleFunc("POST /reload", func(w http.ResponseWriter, _ *http.Request) {
+		if a.Reload == nil {
+			writeJSON(w, http.StatusNotImplemented, map[string]string{"result": "unsupported"})
+			return
+		}
+		msg, err := a.Reload()
+		if err != nil {
+			writeJSON(w, http.StatusBadRequest, map[string]string{"result": "rejected", "error": err.Error()})
+			return
+		}
+		writeJSON(w, http.StatusOK, map[string]string{"result": "applied", "message": msg})
+	})
+	return mux
+}
+
+func writeJSON(w http.ResponseWriter, code int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(code)
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	_ = enc.Encode(v)
+}
+
+// Serve serves the admin endpoints on addr until ctx ends.
+func (a *Admin) Serve(ctx context.Context, addr string) error {
+	srv := &http.Server{Addr: addr, Handler: a.Handler(), ReadHeaderTimeout: 5 * time.Second}
+	go func() {
+		<-ctx.Done()
+		sctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		defer cancel()
+		_ = srv.Shutdown(sctx)
+	}()
+	a.Log.WithField("address", addr).Info("serving /healthz, /metrics and /reload")
+	if err := srv.ListenAndServe(); err != nil && !errors.Is(err, http.ErrServerClosed) {
+		return err
+	}
+	return nil
+}
+
+// Health reports whether the chosen event source is connected.
+func (s *Sources) Health(context.Context) error {
+	switch s.chosen.Load() {
+	case nil:
+		return errors.New("no event source chosen yet")
+	}
+	switch *s.chosen.Load() {
+	case ModeNRI:
+		if !s.NRI.Connected() {
+			return errors.New("not registered with the NRI runtime")
+		}
+	case ModeContainerd:
+		if !s.Events.Live() {
+			return errors.New("containerd event subscription is not live")
+		}
+	case "nri+containerd":
+		if !s.Events.Live() {
+			return errors.New("containerd event subscription is not live")
+		}
+		if !s.NRI.Connected() {
+			return errors.New("not registered with the NRI runtime")
+		}
+	}
+	return nil
+}

@@ -1,0 +1,92 @@
+// Package logfile is a size-capped, rotating log file: a Windows service has
+// no console, and a node's disk must not fill with logs.
+package logfile
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"sync"
+)
+
+// Writer appends to Path; when a write would take it past MaxBytes, the
+// file is renamed to Path.1 (Path.1 to Path.2, ...) keeping Keep old files.
+type Writer struct {
+	path     string
+	maxBytes int64
+	keep     int
+
+	mu   sync.Mutex
+	f    *os.File
+	size int64
+}
+
+// Open opens (or creates) the log file.
+func Open(path string, maxBytes int64, keep int) (*Writer, error) {
+	if maxBytes <= 0 {
+		return nil, fmt.Errorf("log file %s: size cap must be positive", path)
+	}
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return nil, fmt.Errorf("log file %s: %w", path, err)
+	}
+	w := &Writer{path: path, maxBytes: maxBytes, keep: keep}
+	if err := w.open(); err != nil {
+		return nil, err
+	}
+	return w, nil
+}
+
+func (w *Writer) open() error {
+	f, err := os.OpenFile(w.path, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		return fmt.Errorf("log file %s: %w", w.path, err)
+	}
+	st, err := f.Stat()
+	if err != nil {
+		f.Close()
+		return fmt.Errorf("log file %s: %w", w.path, err)
+	}
+	w.f, w.size = f, st.Size()
+	return nil
+}
+
+// Write implements io.Writer.
+func (w *Writer) Write(p []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.size > 0 && w.size+int64(len(p)) > w.maxBytes {
+		if err := w.rotate(); err != nil {
+			return 0, err
+		}
+	}
+	n, err := w.f.Write(p)
+	w.size += int64(n)
+	return n, err
+}
+
+func (w *Writer) rotate() error {
+	if err := w.f.Close(); err != nil {
+		return err
+	}
+	if w.keep == 0 {
+		if err := os.Remove(w.path); err != nil && !os.IsNotExist(err) {
+			return err
+		}
+		return w.open()
+	}
+	_ = os.Remove(fmt.Sprintf("%s.%d", w.path, w.keep))
+	for i := w.keep - 1; i >= 1; i-- {
+		_ = os.Rename(fmt.Sprintf("%s.%d", w.path, i), fmt.Sprintf("%s.%d", w.path, i+1))
+	}
+	if err := os.Rename(w.path, w.path+".1"); err != nil {
+		return err
+	}
+	return w.open()
+}
+
+// Close closes the file.
+func (w *Writer) Close() error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.f.Close()
+}

@@ -1,0 +1,56 @@
+package plugin
+
+import (
+	"errors"
+	"time"
+
+	"github.com/nri-hcn-portmap/nri-hcn-portmap/plugin/admission"
+)
+
+// Observer is told what the plugin does, for metrics. Implementations must
+// be safe for concurrent use.
+type Observer interface {
+	// Operation: kind is start, stop, event-start or event-stop; result
+	// is one of the Result* strings.
+	Operation(kind, result string)
+	// Reconciled: trigger is synchronize, subscribed or periodic.
+	Reconciled(trigger string, created, deleted, unchanged, failed int)
+	// Reconnected: source is nri or containerd.
+	Reconnected(source string)
+	// HCNCall: one HNS call and how it went.
+	HCNCall(call string, d time.Duration, err error)
+}
+
+// Operation results.
+const (
+	ResultOK       = "ok"
+	ResultError    = "error"
+	ResultInvalid  = "invalid"
+	ResultDenied   = "denied"
+	ResultConflict = "conflict"
+	ResultDeadline = "deadline"
+)
+
+// ResultOf classifies an operation's error.
+func ResultOf(err error) string {
+	switch {
+	case err == nil:
+		return ResultOK
+	case errors.Is(err, admission.ErrDenied):
+		return ResultDenied
+	case errors.Is(err, ErrInvalidPod):
+		return ResultInvalid
+	case errors.Is(err, ErrPortConflict):
+		return ResultConflict
+	case errors.Is(err, ErrDeadline):
+		return ResultDeadline
+	}
+	return ResultError
+}
+
+type nopObserver struct{}
+
+func (nopObserver) Operation(string, string)              {}
+func (nopObserver) Reconciled(string, int, int, int, int) {}
+func (nopObserver) Reconnected(string)                    {}
+func (nopObserver) HCNCall(string, time.Duration, error)  {}

@@ -1,0 +1,99 @@
+// Package telemetry exports the plugin's Prometheus metrics. Every Metrics
+// has its own registry: no global state.
+package telemetry
+
+import (
+	"net/http"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+)
+
+// Metrics implements plugin.Observer.
+type Metrics struct {
+	reg        *prometheus.Registry
+	operations *prometheus.CounterVec
+	denials    prometheus.Counter
+	hcnCalls   *prometheus.HistogramVec
+	hcnErrors  *prometheus.CounterVec
+	reconciles *prometheus.CounterVec
+	repairs    *prometheus.CounterVec
+	reconnects *prometheus.CounterVec
+	reloads    *prometheus.CounterVec
+}
+
+// New registers the metrics; endpoints reports how many endpoints the
+// plugin manages.
+func New(endpoints func() float64) *Metrics {
+	m := &Metrics{reg: prometheus.NewRegistry()}
+	f := func(c prometheus.Collector) { m.reg.MustRegister(c) }
+	f(collectors.NewGoCollector())
+	f(collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	f(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "nri_hcn_portmap_endpoints_managed",
+		Help: "HCN endpoints the plugin manages."}, endpoints))
+	m.operations = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "nri_hcn_portmap_operations_total",
+		Help: "Pod operations by kind (start, stop, event-start, event-stop) and result (ok, error, invalid, denied, conflict, deadline)."},
+		[]string{"kind", "result"})
+	m.denials = prometheus.NewCounter(prometheus.CounterOpts{Name: "nri_hcn_portmap_admission_denials_total",
+		Help: "Pods denied host ports by the admission policy."})
+	m.hcnCalls = prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "nri_hcn_portmap_hcn_call_duration_seconds",
+		Help: "Latency of HNS calls.", Buckets: []float64{.0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10}},
+		[]string{"call"})
+	m.hcnErrors = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "nri_hcn_portmap_hcn_call_errors_total",
+		Help: "HNS calls that failed."}, []string{"call"})
+	m.reconciles = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "nri_hcn_portmap_reconcile_runs_total",
+		Help: "Reconcile runs by trigger (synchronize, subscribed, periodic)."}, []string{"trigger"})
+	m.repairs = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "nri_hcn_portmap_reconcile_repairs_total",
+		Help: "Endpoints a reconcile created or deleted, and sandboxes it failed on."}, []string{"action"})
+	m.reconnects = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "nri_hcn_portmap_event_source_reconnects_total",
+		Help: "Reconnections of an event source after its connection broke."}, []string{"source"})
+	m.reloads = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "nri_hcn_portmap_config_reloads_total",
+		Help: "Configuration reloads by result (applied, rejected)."}, []string{"result"})
+	for _, c := range []prometheus.Collector{m.operations, m.denials, m.hcnCalls, m.hcnErrors, m.reconciles, m.repairs, m.reconnects, m.reloads} {
+		f(c)
+	}
+	return m
+}
+
+// Handler serves /metrics.
+func (m *Metrics) Handler() http.Handler {
+	return promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{Registry: m.reg})
+}
+
+// Operation implements plugin.Observer.
+func (m *Metrics) Operation(kind, result string) {
+	m.operations.WithLabelValues(kind, result).Inc()
+	if result == "denied" {
+		m.denials.Inc()
+	}
+}
+
+// Reconciled implements plugin.Observer.
+func (m *Metrics) Reconciled(trigger string, created, deleted, _, failed int) {
+	m.reconciles.WithLabelValues(trigger).Inc()
+	m.repairs.WithLabelValues("created").Add(float64(created))
+	m.repairs.WithLabelValues("deleted").Add(float64(deleted))
+	m.repairs.WithLabelValues("failed").Add(float64(failed))
+}
+
+// Reconnected implements plugin.Observer.
+func (m *Metrics) Reconnected(source string) { m.reconnects.WithLabelValues(source).Inc() }
+
+// HCNCall implements plugin.Observer.
+func (m *Metrics) HCNCall(call string, d time.Duration, err error) {
+	m.hcnCalls.WithLabelValues(call).Observe(d.Seconds())
+	if err != nil {
+		m.hcnErrors.WithLabelValues(call).Inc()
+	}
+}
+
+// Reloaded counts a configuration reload.
+func (m *Metrics) Reloaded(applied bool) {
+	if applied {
+		m.reloads.WithLabelValues("applied").Inc()
+	} else {
+		m.reloads.WithLabelValues("rejected").Inc()
+	}
+}
