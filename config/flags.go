@@ -45,10 +45,10 @@ func (f *Flags) ConfigPath() string { return f.configPath }
 func (f *Flags) Resolve() (Config, error) {
 	cfg := Default()
 	source := "defaults"
+	var loadErr error
 	if f.configPath != "" {
-		var err error
-		if cfg, err = Load(f.configPath); err != nil {
-			return cfg, err
+		if cfg, loadErr = Load(f.configPath); loadErr != nil {
+			cfg = Default()
 		}
 		source = f.configPath
 	}
@@ -61,6 +61,11 @@ func (f *Flags) Resolve() (Config, error) {
 			}
 		}
 	})
+	if loadErr != nil {
+		// the defaults and flags, for callers that can still use them
+		// (the admin address of `reload`); the error stands
+		return cfg, loadErr
+	}
 	return cfg, cfg.Validate(source, origin)
 }
 

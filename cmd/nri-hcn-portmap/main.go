@@ -391,8 +391,18 @@ func statusCmd(args []string, stdout, stderr io.Writer) error {
 // adminCmd asks the running plugin's admin endpoint.
 func adminCmd(what string, args []string, stdout, stderr io.Writer) error {
 	cfg, _, err := parse(what, args, stderr, nil)
-	if err != nil {
+	if errors.Is(err, flag.ErrHelp) {
 		return err
+	}
+	if err != nil {
+		// A file the running plugin would reject must not keep us from
+		// asking it: it answers for itself (a reload is then rejected
+		// there, and counted). The address comes from the flag, the file or
+		// the default.
+		fmt.Fprintln(stderr, "nri-hcn-portmap: warning:", err)
+		if cfg.Admin.Listen == "" {
+			cfg.Admin.Listen = config.Default().Admin.Listen
+		}
 	}
 	if cfg.Admin.Listen == "" {
 		return errors.New("admin.listen is empty: the plugin serves no admin endpoints")

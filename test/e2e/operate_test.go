@@ -1,0 +1,273 @@
+package e2e
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/nri-hcn-portmap/nri-hcn-portmap/hcn"
+	"github.com/nri-hcn-portmap/nri-hcn-portmap/test/harness"
+)
+
+// scrape returns the metric samples (name{labels} -> value) of /metrics.
+func scrape(t *testing.T, env *harness.Env) map[string]float64 {
+	t.Helper()
+	res, err := http.Get("http://" + env.AdminAddr + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res.Body.Close()
+	out := map[string]float64{}
+	sc := bufio.NewScanner(res.Body)
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	for sc.Scan() {
+		line := sc.Text()
+		if strings.HasPrefix(line, "#") || !strings.HasPrefix(line, "nri_hcn_portmap_") {
+			continue
+		}
+		i := strings.LastIndexByte(line, ' ')
+		v, err := strconv.ParseFloat(line[i+1:], 64)
+		if err != nil {
+			t.Fatalf("metric line %q", line)
+		}
+		out[line[:i]] = v
+	}
+	return out
+}
+
+func health(t *testing.T, env *harness.Env) (int, map[string]string) {
+	t.Helper()
+	res, err := http.Get("http://" + env.AdminAddr + "/healthz")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res.Body.Close()
+	var rep struct{ Checks map[string]string }
+	b, _ := io.ReadAll(res.Body)
+	if err := json.Unmarshal(b, &rep); err != nil {
+		t.Fatalf("healthz body %q: %v", b, err)
+	}
+	return res.StatusCode, rep.Checks
+}
+
+func TestHealthMetricsAndStatus(t *testing.T) {
+	env, ctx := startEnv(t)
+	if err := harness.Eventually(ctx, 15*time.Second, func() error {
+		if code, checks := health(t, env); code != http.StatusOK {
+			return fmt.Errorf("healthz %d: %v", code, checks)
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if out, _, err := env.Command(ctx, "health"); err != nil || !strings.Contains(out, `"status": "ok"`) {
+		t.Fatalf("health command: %q, %v", out, err)
+	}
+
+	// a known sequence: two mapped pods, one denied, one invalid, one stop
+	a, b := pod("metrics-a", "8900:80"), pod("metrics-b", "8901:80")
+	aNS, err := env.RunPod(ctx, a)
+	if err != nil {
+		t.Fatal(err)
+	}
+	bNS, err := env.RunPod(ctx, b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := env.RunPod(ctx, pod("metrics-denied", "3389:3389")); err == nil {
+		t.Fatal("RDP admitted")
+	}
+	if _, err := env.RunPod(ctx, pod("metrics-invalid", "8902:80/sctp")); err == nil {
+		t.Fatal("SCTP admitted")
+	}
+	if err := env.StopPod(ctx, a, aNS); err != nil {
+		t.Fatal(err)
+	}
+	wantNoEndpoint(t, ctx, env, a.ID)
+	// a pod that starts while the runtime is away is repaired by the
+	// Synchronize after the plugin reconnects
+	env.StopNRI()
+	missed := pod("metrics-missed", "8903:80")
+	missedNS, err := env.AddPodSilently(ctx, missed)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := harness.Eventually(ctx, 15*time.Second, func() error {
+		code, checks := health(t, env)
+		if code != http.StatusServiceUnavailable || !strings.Contains(checks["event source"], "not registered") {
+			return fmt.Errorf("healthz %d %v, want 503 naming the event source", code, checks)
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if err := env.StartNRI(); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-env.Synced():
+	case <-time.After(30 * time.Second):
+		t.Fatal("plugin did not reconnect")
+	}
+	env.NRI.BlockPluginSync().Unblock()
+	wantEndpoint(t, ctx, env, missed.ID, missedNS, []hcn.PortMappingPolicy{tcp(8903, 80, "", 1)})
+
+	want := map[string]float64{
+		`nri_hcn_portmap_operations_total{kind="start",result="ok"}`:      2,
+		`nri_hcn_portmap_operations_total{kind="start",result="denied"}`:  1,
+		`nri_hcn_portmap_operations_total{kind="start",result="invalid"}`: 1,
+		// a's stop, and a stop and a remove for each failed pod (containerd tears them down)
+		`nri_hcn_portmap_operations_total{kind="stop",result="ok"}`:              5,
+		`nri_hcn_portmap_admission_denials_total`:                                1,
+		`nri_hcn_portmap_endpoints_managed`:                                      2, // b and missed
+		`nri_hcn_portmap_event_source_reconnects_total{source="nri"}`:            1,
+		`nri_hcn_portmap_reconcile_runs_total{trigger="synchronize"}`:            2,
+		`nri_hcn_portmap_reconcile_repairs_total{action="created"}`:              1,
+		`nri_hcn_portmap_hcn_call_duration_seconds_count{call="CreateEndpoint"}`: 3,
+	}
+	if err := harness.Eventually(ctx, 15*time.Second, func() error {
+		got := scrape(t, env)
+		var wrong []string
+		for k, v := range want {
+			if got[k] != v {
+				wrong = append(wrong, fmt.Sprintf("%s = %v, want %v", k, got[k], v))
+			}
+		}
+		if len(wrong) > 0 {
+			return fmt.Errorf("metrics:\n%s", strings.Join(wrong, "\n"))
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+
+	// status: pod names from containerd, state from HCN, and an orphan
+	if err := env.DeleteSandbox(ctx, missed.ID); err != nil { // gone from containerd, nobody told
+		t.Fatal(err)
+	}
+	entries, err := env.Status(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, _, err := env.SimClient.State(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(entries) != len(st.Endpoints) {
+		t.Fatalf("status lists %d endpoints, HCN holds %d", len(entries), len(st.Endpoints))
+	}
+	byID := map[string]hcn.Endpoint{}
+	for _, ep := range st.Endpoints {
+		byID[ep.ID] = ep
+	}
+	for _, e := range entries {
+		ep, ok := byID[e.Endpoint]
+		if !ok || ep.Namespace != e.NetNS || ep.IPAddress != e.IPAddress || !hcn.SamePolicies(ep.PortMappings, e.Mappings) {
+			t.Errorf("status entry %+v does not match HCN %+v", e, ep)
+		}
+		switch e.Sandbox {
+		case b.ID:
+			if e.Pod != "metrics-b" || e.Namespace != "default" || e.State != "attached" || e.NetNS != bNS {
+				t.Errorf("b: %+v", e)
+			}
+		case missed.ID:
+			if e.State != "orphaned" {
+				t.Errorf("missed: %+v, want orphaned", e)
+			}
+		}
+	}
+	table, err := env.StatusTable(ctx)
+	if err != nil || !strings.Contains(table, "metrics-b") || !strings.Contains(table, "*:8901->80/tcp") || !strings.Contains(table, "orphaned") {
+		t.Errorf("status table:\n%s", table)
+	}
+}
+
+func TestReload(t *testing.T) {
+	env, ctx := startEnv(t)
+	keep := pod("reload-keep", "8950:80")
+	keepNS, err := env.RunPod(ctx, keep)
+	if err != nil {
+		t.Fatal(err)
+	}
+	write := func(body string) {
+		if err := os.WriteFile(env.ConfigPath, []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	original, err := os.ReadFile(env.ConfigPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// a valid file: 8950-8959 are now denied, for new pods only
+	write(string(original) + "\n[admission]\ndeny = [\"8950-8959\"]\n")
+	out, _, err := env.Command(ctx, "reload")
+	if err != nil || !strings.Contains(out, `"result": "applied"`) {
+		t.Fatalf("reload: %q, %v", out, err)
+	}
+	if _, err := env.RunPod(ctx, pod("reload-denied", "8951:80")); err == nil || !strings.Contains(err.Error(), `admission.deny[0] = "8950-8959"`) {
+		t.Fatalf("after reload, 8951: %v", err)
+	}
+	if _, err := env.RunPod(ctx, pod("reload-rdp", "3389:3389")); err != nil {
+		t.Fatalf("the new deny list replaced the default one, RDP should pass now: %v", err)
+	}
+	wantEndpoint(t, ctx, env, keep.ID, keepNS, []hcn.PortMappingPolicy{tcp(8950, 80, "", 1)}) // admitted before: kept
+
+	// an invalid file is rejected and the policy in force stays
+	write(string(original) + "\n[admission]\ndeny = [\"8950-8959\"]\nhost_port_range = [\"1-65535\"]\n")
+	out, stderr, err := env.Command(ctx, "reload")
+	if err == nil || !strings.Contains(out, `"result": "rejected"`) || !strings.Contains(out, `unknown key \"admission.host_port_range\"`) {
+		t.Fatalf("reload of a bad file: %q %q %v", out, stderr, err)
+	}
+	if _, err := env.RunPod(ctx, pod("reload-still-denied", "8952:80")); err == nil || !strings.Contains(err.Error(), "8950-8959") {
+		t.Fatalf("after a rejected reload, 8952: %v", err)
+	}
+
+	// SIGHUP reloads too
+	write(string(original))
+	if err := syscallKill(env.Plugin.PID()); err != nil {
+		t.Fatal(err)
+	}
+	if err := harness.Eventually(ctx, 15*time.Second, func() error {
+		_, err := env.RunPod(ctx, pod(fmt.Sprintf("reload-hup-%d", time.Now().UnixNano()), "8953:80"))
+		return err
+	}); err != nil {
+		t.Fatalf("after SIGHUP with the original file, 8953: %v", err)
+	}
+	rejected := scrape(t, env)[`nri_hcn_portmap_config_reloads_total{result="rejected"}`]
+	applied := scrape(t, env)[`nri_hcn_portmap_config_reloads_total{result="applied"}`]
+	if rejected != 1 || applied != 2 {
+		t.Errorf("reload metrics: applied %v, rejected %v; want 2 and 1", applied, rejected)
+	}
+}
+
+func syscallKill(pid int) error { return syscall.Kill(pid, syscall.SIGHUP) }
+
+func TestCleanupRemovesEveryEndpoint(t *testing.T) {
+	env, ctx := startEnv(t)
+	for i := range 3 {
+		if _, err := env.RunPod(ctx, pod(fmt.Sprintf("cleanup-%d", i), fmt.Sprintf("%d:80", 8960+i))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	env.Plugin.Stop()
+	out, _, err := env.Command(context.WithoutCancel(ctx), "cleanup")
+	if err != nil || !strings.Contains(out, "3 of 3 endpoints removed") {
+		t.Fatalf("cleanup: %q, %v", out, err)
+	}
+	st, _, err := env.SimClient.State(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(st.Endpoints) != 0 {
+		t.Fatalf("HCN holds %+v", st.Endpoints)
+	}
+}
