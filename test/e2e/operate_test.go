@@ -10,7 +10,6 @@ import (
 	"os"
 	"strconv"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -233,7 +232,7 @@ func TestReload(t *testing.T) {
 
 	// SIGHUP reloads too
 	write(string(original))
-	if err := syscallKill(env.Plugin.PID()); err != nil {
+	if err := sighup(env.Plugin.PID()); err != nil {
 		t.Fatal(err)
 	}
 	if err := harness.Eventually(ctx, 15*time.Second, func() error {
@@ -249,7 +248,6 @@ func TestReload(t *testing.T) {
 	}
 }
 
-func syscallKill(pid int) error { return syscall.Kill(pid, syscall.SIGHUP) }
 
 func TestCleanupRemovesEveryEndpoint(t *testing.T) {
 	env, ctx := startEnv(t)
