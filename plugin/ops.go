@@ -136,7 +136,10 @@ func (c *Core) StartPod(ctx context.Context, p Pod) error {
 func (c *Core) ensureRetrying(ctx context.Context, p Pod, state *atomic.Int32) error {
 	backoff := c.opt.RetryMin
 	for attempt := 1; ; attempt++ {
-		err := c.ensureAttempt(ctx, p, state)
+		// A cancelled ctx (shutdown, or a stop of this pod) ends the
+		// retries, never an attempt halfway: an HNS call given up on would
+		// leave what it creates late behind. Each call is bounded anyway.
+		err := c.ensureAttempt(context.WithoutCancel(ctx), p, state)
 		if err == nil || !Transient(err) || ctx.Err() != nil {
 			return err
 		}

@@ -146,3 +146,21 @@ func TestTransient(t *testing.T) {
 		}
 	}
 }
+
+// TestCloseLetsInFlightWorkFinish: a shutdown while HCN work is in flight
+// waits for it; nothing half-built is left.
+func TestCloseLetsInFlightWorkFinish(t *testing.T) {
+	f := newFixture(t)
+	f.core.opt.Deadline = 10 * time.Millisecond
+	f.core.opt.FailOpen = true
+	p := f.sandbox("inflight", "8080:80")
+	f.sim.SetLatency(30 * time.Millisecond)
+	if err := f.core.StartPod(ctx, p); err != nil {
+		t.Fatal(err)
+	}
+	f.core.Close() // the service stops while create/attach are running
+	st := f.sim.State()
+	if len(st.Endpoints) != 1 || st.Endpoints[0].Namespace == "" {
+		t.Fatalf("after Close HCN holds %+v, want the endpoint finished and attached", st.Endpoints)
+	}
+}
