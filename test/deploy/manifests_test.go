@@ -186,4 +186,3 @@ func reflectEqual(a, b map[string]string) bool {
 	}
 	return true
 }
-

@@ -248,7 +248,6 @@ func TestReload(t *testing.T) {
 	}
 }
 
-
 func TestCleanupRemovesEveryEndpoint(t *testing.T) {
 	env, ctx := startEnv(t)
 	for i := range 3 {
