@@ -14,8 +14,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"os/exec"
-	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -34,17 +32,7 @@ resync_interval = "0s"
 
 // BuildNop builds the do-nothing baseline plugin into dir.
 func BuildNop(dir string) (string, error) {
-	root, err := harness.ModuleRoot()
-	if err != nil {
-		return "", err
-	}
-	bin := filepath.Join(dir, "nopplugin")
-	cmd := exec.Command("go", "build", "-o", bin, "./test/bench/nopplugin")
-	cmd.Dir = root
-	if out, err := cmd.CombinedOutput(); err != nil {
-		return "", fmt.Errorf("building nopplugin: %w\n%s", err, out)
-	}
-	return bin, nil
+	return harness.BuildBinary(dir, "nopplugin", "./test/bench/nopplugin")
 }
 
 // Pod returns a benchmark pod with a mapping on hostPort.

@@ -82,15 +82,20 @@ func ModuleRoot() (string, error) {
 
 // BuildPlugin builds the plugin binary into dir and returns its path.
 func BuildPlugin(dir string) (string, error) {
+	return BuildBinary(dir, "nri-hcn-portmap", "./cmd/nri-hcn-portmap")
+}
+
+// BuildBinary builds the module's package pkg into dir/name.
+func BuildBinary(dir, name, pkg string) (string, error) {
 	root, err := ModuleRoot()
 	if err != nil {
 		return "", err
 	}
-	bin := filepath.Join(dir, "nri-hcn-portmap")
-	cmd := exec.Command("go", "build", "-o", bin, "./cmd/nri-hcn-portmap")
+	bin := filepath.Join(dir, name)
+	cmd := exec.Command("go", "build", "-o", bin, pkg)
 	cmd.Dir = root
 	if out, err := cmd.CombinedOutput(); err != nil {
-		return "", fmt.Errorf("building the plugin: %w\n%s", err, out)
+		return "", fmt.Errorf("building %s: %w\n%s", pkg, err, out)
 	}
 	return bin, nil
 }
