@@ -5,7 +5,7 @@ GOBIN              ?= $(shell $(GO) env GOPATH)/bin
 CONTAINERD         := $(GOBIN)/containerd
 export CONTAINERD_BIN := $(CONTAINERD)
 
-.PHONY: all build build-windows vet test unit e2e demo containerd clean fuzz bench
+.PHONY: all build build-windows vet test unit e2e demo containerd clean fuzz bench test-windows
 
 all: build build-windows
 
@@ -54,3 +54,8 @@ fuzz:
 # test/bench/results/BENCHMARKS.md and bench.png.
 bench: containerd
 	$(GO) run ./test/bench/report -out test/bench/results/BENCHMARKS.md -plot test/bench/results/bench.png
+
+# The Windows code (hcn's hcsshim adapter) executed under wine against the
+# HNS emulator; needs wine64 and gcc-mingw-w64-x86-64 (.ci/run installs them).
+test-windows:
+	bash test/hnsemu/test-windows.sh

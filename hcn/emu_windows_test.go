@@ -1,0 +1,180 @@
+//go:build windows && hnsemu
+
+// Tests that need the HNS emulator's control calls (faults, latency, the raw
+// JSON HNS received): make test-windows runs them under wine.
+package hcn_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	hcsshim "github.com/Microsoft/hcsshim/hcn"
+
+	"github.com/nri-hcn-portmap/nri-hcn-portmap/hcn"
+	"github.com/nri-hcn-portmap/nri-hcn-portmap/hcn/hcnsim"
+	"github.com/nri-hcn-portmap/nri-hcn-portmap/test/hnsemu"
+)
+
+var emuBG = context.Background()
+
+func emu(t *testing.T, fn string, args ...string) string {
+	t.Helper()
+	addr := os.Getenv("HNS_EMULATOR")
+	if addr == "" {
+		t.Fatal("HNS_EMULATOR is not set: run these tests with make test-windows")
+	}
+	hr, out, result, err := hnsemu.Call(addr, fn, args...)
+	if err != nil || hr != 0 {
+		t.Fatalf("emulator %s: hr %#x %s %v", fn, hr, result, err)
+	}
+	return out
+}
+
+func emuSetup(t *testing.T) (hcn.Service, *hcn.Network) {
+	t.Helper()
+	svc, err := hcn.NewWindowsService()
+	if err != nil {
+		t.Fatal(err)
+	}
+	n, err := svc.CreateNetwork(emuBG, hcn.NetworkSpec{Name: fmt.Sprintf("emu-%d", time.Now().UnixNano()), Type: hcn.NetworkNAT,
+		Subnet: "172.29.0.0/24", Gateway: "172.29.0.1", Adapter: "Ethernet 2"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return svc, n
+}
+
+func TestExactJSONHNSReceived(t *testing.T) {
+	svc, n := emuSetup(t)
+	var network map[string]any
+	if err := json.Unmarshal([]byte(emu(t, "Emu.LastSettings", "HcnCreateNetwork")), &network); err != nil {
+		t.Fatal(err)
+	}
+	ipam, _ := json.Marshal(network["Ipams"])
+	pol, _ := json.Marshal(network["Policies"])
+	if network["Type"] != "NAT" || !strings.Contains(string(ipam), `"IpAddressPrefix":"172.29.0.0/24"`) ||
+		!strings.Contains(string(ipam), `"NextHop":"172.29.0.1"`) || !strings.Contains(string(pol), `"NetworkAdapterName":"Ethernet 2"`) {
+		t.Errorf("network settings HNS received: %v", network)
+	}
+	policies := []hcn.PortMappingPolicy{{Protocol: hcn.UDP, ExternalPort: 25353, InternalPort: 53, VIP: "fd00::4", Flags: 3}}
+	if _, err := svc.CreateEndpoint(emuBG, hcn.EndpointSpec{Name: "emu-json", NetworkID: n.ID, PortMappings: policies, OutboundNAT: true}); err != nil {
+		t.Fatal(err)
+	}
+	var ep struct {
+		Name, HostComputeNetwork, HostComputeNamespace string
+		Policies                                       []struct {
+			Type     string
+			Settings json.RawMessage
+		}
+		SchemaVersion struct{ Major, Minor int }
+	}
+	raw := emu(t, "Emu.LastSettings", "HcnCreateEndpoint")
+	if err := json.Unmarshal([]byte(raw), &ep); err != nil {
+		t.Fatal(err)
+	}
+	if ep.Name != "emu-json" || !strings.EqualFold(ep.HostComputeNetwork, n.ID) || ep.HostComputeNamespace != "" || ep.SchemaVersion.Major != 2 {
+		t.Errorf("endpoint settings HNS received: %s", raw)
+	}
+	if len(ep.Policies) != 2 || ep.Policies[0].Type != "PortMapping" || ep.Policies[1].Type != "OutBoundNAT" {
+		t.Fatalf("policies HNS received: %s", raw)
+	}
+	if got := string(ep.Policies[0].Settings); got != `{"Protocol":17,"InternalPort":53,"ExternalPort":25353,"VIP":"fd00::4","Flags":3}` {
+		t.Errorf("PortMapping settings HNS received: %s", got)
+	}
+}
+
+// TestTypedErrorMapping: each HNS failure (as HRESULT and error record)
+// comes out of the adapter as the project's typed error.
+func TestTypedErrorMapping(t *testing.T) {
+	svc, n := emuSetup(t)
+	tests := []struct {
+		kind string
+		want error
+	}{
+		{"not-found", hcn.ErrNotFound},
+		{"port-in-use", hcn.ErrPortInUse},
+		{"already-attached", hcn.ErrAlreadyAttached},
+		{"in-use", hcn.ErrInUse},
+		{"invalid", hcn.ErrInvalid},
+	}
+	for _, tt := range tests {
+		t.Run(tt.kind, func(t *testing.T) {
+			f, _ := json.Marshal(hcnsim.Fault{Op: hcnsim.OpCreateEndpoint, Kind: tt.kind})
+			emu(t, "Emu.InjectFault", string(f))
+			_, err := svc.CreateEndpoint(emuBG, hcn.EndpointSpec{Name: "emu-fault", NetworkID: n.ID})
+			if !errors.Is(err, tt.want) {
+				t.Fatalf("HNS %s: adapter error %v, want %v", tt.kind, err, tt.want)
+			}
+		})
+	}
+	t.Run("unclassified", func(t *testing.T) {
+		f, _ := json.Marshal(hcnsim.Fault{Op: hcnsim.OpCreateEndpoint, Kind: "internal"})
+		emu(t, "Emu.InjectFault", string(f))
+		_, err := svc.CreateEndpoint(emuBG, hcn.EndpointSpec{Name: "emu-fault", NetworkID: n.ID})
+		if err == nil {
+			t.Fatal("want an error")
+		}
+		for _, typed := range []error{hcn.ErrNotFound, hcn.ErrPortInUse, hcn.ErrInvalid, hcn.ErrInUse, hcn.ErrAlreadyAttached} {
+			if errors.Is(err, typed) {
+				t.Fatalf("E_FAIL mapped to %v", typed)
+			}
+		}
+	})
+}
+
+func TestRollbackWhenAttachFails(t *testing.T) {
+	svc, n := emuSetup(t)
+	mgr := hcn.NewManager(svc, hcn.ManagerConfig{Network: hcn.NetworkSpec{Name: n.Name}})
+	nsID := createNamespace(t)
+	// HNS fails the attach
+	f, _ := json.Marshal(hcnsim.Fault{Op: hcnsim.OpAddNamespaceEndpoint, Kind: "internal"})
+	emu(t, "Emu.InjectFault", string(f))
+	_, _, err := mgr.Ensure(emuBG, hcn.Desired{SandboxID: "emu-rollback", Namespace: nsID,
+		Policies: []hcn.PortMappingPolicy{{Protocol: hcn.TCP, ExternalPort: 28080, InternalPort: 80}}})
+	var se *hcn.StepError
+	if !errors.As(err, &se) || se.Step != hcn.StepAttachEndpoint {
+		t.Fatalf("Ensure: %v, want an attach step error", err)
+	}
+	if eps, err := svc.ListEndpointsByName(emuBG, mgr.EndpointName("emu-rollback")); err != nil || len(eps) != 0 {
+		t.Fatalf("rollback left %+v (%v)", eps, err)
+	}
+}
+
+func TestTimeoutAndLateResult(t *testing.T) {
+	svc, n := emuSetup(t)
+	emu(t, "Emu.SetLatency", "800")
+	defer emu(t, "Emu.SetLatency", "0")
+	bounded := hcn.Bounded(svc, 100*time.Millisecond)
+	_, err := bounded.CreateEndpoint(emuBG, hcn.EndpointSpec{Name: "emu-late", NetworkID: n.ID})
+	if !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("slow HNS: %v, want DeadlineExceeded", err)
+	}
+	emu(t, "Emu.SetLatency", "0")
+	// HNS finishes the create after we gave up: the endpoint shows up, ours by name
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		eps, err := svc.ListEndpointsByName(emuBG, "emu-late")
+		if err == nil && len(eps) == 1 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("late endpoint never appeared: %+v %v", eps, err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+func createNamespace(t *testing.T) string {
+	t.Helper()
+	ns, err := hcsshim.NewNamespace(hcsshim.NamespaceTypeHostDefault).Create()
+	if err != nil {
+		t.Fatalf("creating a namespace: %v", err)
+	}
+	return ns.Id
+}

@@ -1,0 +1,198 @@
+//go:build windows
+
+// These tests run the hcsshim adapter for real: on Linux under wine against
+// the HNS emulator (make test-windows), on a Windows host against HNS.
+package hcn
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"testing"
+	"time"
+
+	hcsshim "github.com/Microsoft/hcsshim/hcn"
+)
+
+var bg = context.Background()
+
+func newWin(t *testing.T) Service {
+	t.Helper()
+	svc, err := NewWindowsService()
+	if err != nil {
+		t.Fatalf("NewWindowsService: %v", err)
+	}
+	return svc
+}
+
+// testNetwork creates (or finds) a NAT network of a name unique to the test.
+func testNetwork(t *testing.T, svc Service) *Network {
+	t.Helper()
+	name := fmt.Sprintf("hcnpm-test-%d", time.Now().UnixNano())
+	n, err := svc.CreateNetwork(bg, NetworkSpec{Name: name, Type: NetworkNAT, Subnet: "172.31.0.0/24", Gateway: "172.31.0.1"})
+	if err != nil {
+		t.Fatalf("CreateNetwork: %v", err)
+	}
+	return n
+}
+
+func testNamespace(t *testing.T) string {
+	t.Helper()
+	ns, err := hcsshim.NewNamespace(hcsshim.NamespaceTypeHostDefault).Create()
+	if err != nil {
+		t.Fatalf("creating a namespace: %v", err)
+	}
+	t.Cleanup(func() { _ = ns.Delete() })
+	return ns.Id
+}
+
+func TestWindowsNetworkEnsure(t *testing.T) {
+	svc := newWin(t)
+	if _, err := svc.GetNetworkByName(bg, "no-such-network-hcnpm"); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("missing network: %v, want ErrNotFound", err)
+	}
+	n := testNetwork(t, svc)
+	got, err := svc.GetNetworkByName(bg, n.Name)
+	if err != nil || got.ID != n.ID || got.Type != NetworkNAT {
+		t.Fatalf("GetNetworkByName = %+v, %v; want %+v", got, err, n)
+	}
+	mgr := NewManager(svc, ManagerConfig{Network: NetworkSpec{Name: n.Name}})
+	if id, err := mgr.EnsureNetwork(bg); err != nil || id != n.ID {
+		t.Fatalf("EnsureNetwork = %q, %v", id, err)
+	}
+}
+
+func TestWindowsEndpointPolicies(t *testing.T) {
+	svc := newWin(t)
+	n := testNetwork(t, svc)
+	policies := BuildPolicies([]PortMapping{
+		{Protocol: TCP, HostPort: 18080, ContainerPort: 80},
+		{Protocol: UDP, HostPort: 15353, ContainerPort: 53, HostIP: mustAddr("fd00::4")},
+		{Protocol: TCP, HostPort: 18443, ContainerPort: 443, HostIP: mustAddr("10.0.0.4")},
+	}, PolicyOptions{LocalRoutedVIP: true})
+	ep, err := svc.CreateEndpoint(bg, EndpointSpec{Name: "hcnpm-policies", NetworkID: n.ID, PortMappings: policies, OutboundNAT: true})
+	if err != nil {
+		t.Fatalf("CreateEndpoint: %v", err)
+	}
+	t.Cleanup(func() { _ = svc.DeleteEndpoint(bg, ep.ID) })
+	// read it back through hcsshim itself: what HNS holds
+	raw, err := hcsshim.GetEndpointByID(ep.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []PortMappingPolicy
+	outbound := false
+	for _, p := range raw.Policies {
+		switch p.Type {
+		case hcsshim.PortMapping:
+			var s hcsshim.PortMappingPolicySetting
+			if err := json.Unmarshal(p.Settings, &s); err != nil {
+				t.Fatal(err)
+			}
+			got = append(got, PortMappingPolicy{Protocol: Protocol(s.Protocol), InternalPort: s.InternalPort,
+				ExternalPort: s.ExternalPort, VIP: s.VIP, Flags: NatFlags(s.Flags)})
+		case hcsshim.OutBoundNAT:
+			outbound = true
+		}
+	}
+	want := []PortMappingPolicy{
+		{Protocol: 6, InternalPort: 80, ExternalPort: 18080, Flags: 1},
+		{Protocol: 6, InternalPort: 443, ExternalPort: 18443, VIP: "10.0.0.4", Flags: 1},
+		{Protocol: 17, InternalPort: 53, ExternalPort: 15353, VIP: "fd00::4", Flags: 3},
+	}
+	if !SamePolicies(got, want) || !outbound {
+		t.Fatalf("HNS holds %+v (OutBoundNAT %v), want %+v and OutBoundNAT", got, outbound, want)
+	}
+	if raw.HostComputeNetwork != n.ID || raw.Name != "hcnpm-policies" {
+		t.Errorf("endpoint %+v not on network %s", raw, n.ID)
+	}
+	// and the adapter reads the same back
+	eps, err := svc.ListEndpointsByName(bg, "hcnpm-policies")
+	if err != nil || len(eps) != 1 || !SamePolicies(eps[0].PortMappings, want) || !eps[0].OutboundNAT {
+		t.Fatalf("ListEndpointsByName = %+v, %v", eps, err)
+	}
+}
+
+func TestWindowsAttachDetachDelete(t *testing.T) {
+	svc := newWin(t)
+	n := testNetwork(t, svc)
+	ns := testNamespace(t)
+	ep, err := svc.CreateEndpoint(bg, EndpointSpec{Name: "hcnpm-attach", NetworkID: n.ID,
+		PortMappings: []PortMappingPolicy{{Protocol: TCP, ExternalPort: 18081, InternalPort: 80, Flags: 1}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := svc.AddNamespaceEndpoint(bg, ns, ep.ID); err != nil {
+		t.Fatalf("AddNamespaceEndpoint: %v", err)
+	}
+	got, err := svc.GetNamespace(bg, ns)
+	if err != nil || len(got.Endpoints) != 1 || !equalFoldID(got.Endpoints[0], ep.ID) {
+		t.Fatalf("namespace = %+v, %v; want endpoint %s", got, err, ep.ID)
+	}
+	if err := svc.AddNamespaceEndpoint(bg, ns, ep.ID); !errors.Is(err, ErrAlreadyAttached) {
+		t.Errorf("second attach: %v, want ErrAlreadyAttached", err)
+	}
+	if err := svc.DeleteEndpoint(bg, ep.ID); !errors.Is(err, ErrInUse) {
+		t.Errorf("delete while attached: %v, want ErrInUse", err)
+	}
+	if err := svc.RemoveNamespaceEndpoint(bg, ns, ep.ID); err != nil {
+		t.Fatalf("RemoveNamespaceEndpoint: %v", err)
+	}
+	if err := svc.DeleteEndpoint(bg, ep.ID); err != nil {
+		t.Fatalf("DeleteEndpoint: %v", err)
+	}
+	if err := svc.DeleteEndpoint(bg, ep.ID); !errors.Is(err, ErrNotFound) {
+		t.Errorf("second delete: %v, want ErrNotFound (ERROR_NOT_FOUND from HNS)", err)
+	}
+	if _, err := svc.GetNamespace(bg, "6B1F3E2A-0000-4000-8000-000000000000"); !errors.Is(err, ErrNotFound) {
+		t.Errorf("missing namespace: %v, want ErrNotFound", err)
+	}
+}
+
+func TestWindowsPortConflictAndRollback(t *testing.T) {
+	svc := newWin(t)
+	n := testNetwork(t, svc)
+	ns := testNamespace(t)
+	mgr := NewManager(svc, ManagerConfig{Network: NetworkSpec{Name: n.Name}})
+	web := []PortMappingPolicy{{Protocol: TCP, ExternalPort: 18082, InternalPort: 80, Flags: 1}}
+	ep, _, err := mgr.Ensure(bg, Desired{SandboxID: "win-a", Namespace: ns, Policies: web})
+	if err != nil {
+		t.Fatalf("Ensure: %v", err)
+	}
+	t.Cleanup(func() { _, _ = mgr.Remove(bg, "win-a") })
+	if _, err := svc.CreateEndpoint(bg, EndpointSpec{Name: "hcnpm-taker", NetworkID: n.ID, PortMappings: web}); !errors.Is(err, ErrPortInUse) {
+		t.Errorf("second endpoint on a held port: %v, want ErrPortInUse", err)
+	}
+	// attach to a namespace that does not exist: the manager rolls back
+	_, _, err = mgr.Ensure(bg, Desired{SandboxID: "win-b", Namespace: "6B1F3E2A-0000-4000-8000-000000000001",
+		Policies: []PortMappingPolicy{{Protocol: TCP, ExternalPort: 18083, InternalPort: 80}}})
+	var se *StepError
+	if !errors.As(err, &se) || se.Step != StepAttachEndpoint || !errors.Is(err, ErrNotFound) {
+		t.Fatalf("attach to a missing namespace: %v", err)
+	}
+	if eps, err := svc.ListEndpointsByName(bg, mgr.EndpointName("win-b")); err != nil || len(eps) != 0 {
+		t.Fatalf("rollback left %+v (%v)", eps, err)
+	}
+	if n, err := mgr.Remove(bg, "win-a"); err != nil || n != 1 {
+		t.Fatalf("Remove = %d, %v", n, err)
+	}
+	if eps, err := svc.ListEndpointsByName(bg, ep.Name); err != nil || len(eps) != 0 {
+		t.Fatalf("after Remove: %+v, %v", eps, err)
+	}
+}
+
+func TestWindowsCallGivesUpAtTheDeadline(t *testing.T) {
+	svc := newWin(t)
+	ctx, cancel := context.WithCancel(bg)
+	cancel()
+	if _, err := svc.ListEndpoints(ctx); !errors.Is(err, context.Canceled) {
+		t.Fatalf("ListEndpoints with a done context: %v", err)
+	}
+}
+
+func equalFoldID(a, b string) bool {
+	g1, err1 := guidOf(a)
+	g2, err2 := guidOf(b)
+	return err1 == nil && err2 == nil && g1 == g2
+}

@@ -1,0 +1,531 @@
+// Package hnsemu emulates HNS for hcsshim's hcn package running under wine:
+// stub computenetwork.dll and vmcompute.dll (dll/hnsstub.c) forward every
+// Hcn* call and HNSCall over TCP to this emulator, which keeps its state in
+// the project's HNS model (hcn/hcnsim) and answers with HNS's JSON schema
+// and HRESULTs. Tests reach its control calls (Emu.*) the same way.
+package hnsemu
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/nri-hcn-portmap/nri-hcn-portmap/hcn"
+	"github.com/nri-hcn-portmap/nri-hcn-portmap/hcn/hcnsim"
+)
+
+// HRESULTs HNS answers with.
+const (
+	hrOK              = 0
+	hrNotFound        = 0x80070490 // HRESULT_FROM_WIN32(ERROR_NOT_FOUND)
+	hrFail            = 0x80004005 // E_FAIL
+	hrNotImpl         = 0x80004001 // E_NOTIMPL
+	hrPortExists      = 0x803B0013 // HCN_E_PORT_ALREADY_EXISTS
+	hrAlreadyAttached = 0x803B0014 // HCN_E_ENDPOINT_ALREADY_ATTACHED
+	hrInvalidJSON     = 0x803B001B // HCN_E_INVALID_JSON
+	hrInvalidEndpoint = 0x803B000C // HCN_E_INVALID_ENDPOINT
+	hrHasReferences   = 0x803B002C // HCN_E_ENTITY_HAS_REFERENCES
+)
+
+type object struct{ kind, id string }
+
+// Emulator is one emulated HNS.
+type Emulator struct {
+	sim *hcnsim.Sim
+
+	mu           sync.Mutex
+	handles      map[uint64]object
+	next         uint64
+	lastSettings map[string]string // function -> the last settings JSON it received
+}
+
+// New returns an emulator over a fresh HNS model.
+func New() *Emulator {
+	return &Emulator{sim: hcnsim.New(), handles: map[uint64]object{}, next: 1, lastSettings: map[string]string{}}
+}
+
+// Serve answers connections on l until it is closed.
+func (e *Emulator) Serve(l net.Listener) error {
+	for {
+		c, err := l.Accept()
+		if err != nil {
+			return err
+		}
+		go e.serveConn(c)
+	}
+}
+
+func (e *Emulator) serveConn(c net.Conn) {
+	defer c.Close()
+	r := bufio.NewReader(c)
+	fn, args, err := ReadRequest(r)
+	if err != nil {
+		return
+	}
+	hr, handle, out, result := e.dispatch(fn, args)
+	_ = WriteResponse(c, hr, handle, out, result)
+}
+
+// ReadRequest reads "<fn> <nargs>\n" and the length-prefixed arguments.
+func ReadRequest(r *bufio.Reader) (string, []string, error) {
+	line, err := r.ReadString('\n')
+	if err != nil {
+		return "", nil, err
+	}
+	fn, n, ok := strings.Cut(strings.TrimSpace(line), " ")
+	nargs, err := strconv.Atoi(n)
+	if !ok || err != nil || nargs < 0 || nargs > 16 {
+		return "", nil, fmt.Errorf("bad request line %q", line)
+	}
+	args := make([]string, nargs)
+	for i := range args {
+		l, err := r.ReadString('\n')
+		if err != nil {
+			return "", nil, err
+		}
+		size, err := strconv.Atoi(strings.TrimSpace(l))
+		if err != nil || size < 0 || size > 16<<20 {
+			return "", nil, fmt.Errorf("bad argument length %q", l)
+		}
+		b := make([]byte, size)
+		if _, err := io.ReadFull(r, b); err != nil {
+			return "", nil, err
+		}
+		args[i] = string(b)
+	}
+	return fn, args, nil
+}
+
+// WriteResponse writes "<hr> <handle> <outlen> <resultlen>\n<out><result>".
+func WriteResponse(w io.Writer, hr uint32, handle uint64, out, result string) error {
+	_, err := fmt.Fprintf(w, "%d %d %d %d\n%s%s", int32(hr), handle, len(out), len(result), out, result)
+	return err
+}
+
+func errorRecord(hr uint32, err error) string {
+	b, _ := json.Marshal(map[string]any{"Success": false, "Error": err.Error(), "ErrorCode": hr})
+	return string(b)
+}
+
+// fail maps the model's typed errors onto HNS HRESULTs.
+func fail(err error) (uint32, uint64, string, string) {
+	hr := uint32(hrFail)
+	switch {
+	case errors.Is(err, hcn.ErrNotFound):
+		hr = hrNotFound
+	case errors.Is(err, hcn.ErrPortInUse):
+		hr = hrPortExists
+	case errors.Is(err, hcn.ErrAlreadyAttached):
+		hr = hrAlreadyAttached
+	case errors.Is(err, hcn.ErrInUse):
+		hr = hrHasReferences
+	case errors.Is(err, hcn.ErrInvalid):
+		hr = hrInvalidJSON
+	}
+	return hr, 0, "", errorRecord(hr, err)
+}
+
+func ok(out string) (uint32, uint64, string, string) { return hrOK, 0, out, "" }
+
+func (e *Emulator) open(kind, id string) uint64 {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	h := e.next
+	e.next++
+	e.handles[h] = object{kind, strings.ToUpper(id)}
+	return h
+}
+
+func (e *Emulator) lookup(kind, handle string) (string, error) {
+	h, err := strconv.ParseUint(handle, 10, 64)
+	if err != nil {
+		return "", fmt.Errorf("bad handle %q: %w", handle, hcn.ErrInvalid)
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	o, ok := e.handles[h]
+	if !ok || o.kind != kind {
+		return "", fmt.Errorf("invalid %s handle %d: %w", kind, h, hcn.ErrInvalid)
+	}
+	return o.id, nil
+}
+
+func (e *Emulator) remember(fn, settings string) {
+	e.mu.Lock()
+	e.lastSettings[fn] = settings
+	e.mu.Unlock()
+}
+
+// HNS JSON schema (the subset hcsshim sends and reads).
+type (
+	policy struct {
+		Type     string          `json:"Type"`
+		Settings json.RawMessage `json:"Settings,omitempty"`
+	}
+	portMappingSettings struct {
+		Protocol     uint32 `json:",omitempty"`
+		InternalPort uint16 `json:",omitempty"`
+		ExternalPort uint16 `json:",omitempty"`
+		VIP          string `json:",omitempty"`
+		Flags        uint32 `json:",omitempty"`
+	}
+	endpointJSON struct {
+		ID                   string     `json:"ID,omitempty"`
+		Name                 string     `json:",omitempty"`
+		HostComputeNetwork   string     `json:",omitempty"`
+		HostComputeNamespace string     `json:",omitempty"`
+		Policies             []policy   `json:",omitempty"`
+		IpConfigurations     []ipConfig `json:",omitempty"`
+		SchemaVersion        version    `json:",omitempty"`
+	}
+	ipConfig struct {
+		IpAddress    string `json:",omitempty"`
+		PrefixLength uint8  `json:",omitempty"`
+	}
+	version     struct{ Major, Minor int }
+	networkJSON struct {
+		ID       string   `json:"ID,omitempty"`
+		Name     string   `json:",omitempty"`
+		Type     string   `json:",omitempty"`
+		Policies []policy `json:",omitempty"`
+		Ipams    []struct {
+			Type    string `json:",omitempty"`
+			Subnets []struct {
+				IpAddressPrefix string `json:",omitempty"`
+				Routes          []struct {
+					NextHop           string `json:",omitempty"`
+					DestinationPrefix string `json:",omitempty"`
+				} `json:",omitempty"`
+			} `json:",omitempty"`
+		} `json:",omitempty"`
+		SchemaVersion version `json:",omitempty"`
+	}
+	namespaceJSON struct {
+		ID            string     `json:"ID,omitempty"`
+		Type          string     `json:",omitempty"`
+		Resources     []resource `json:",omitempty"`
+		SchemaVersion version    `json:",omitempty"`
+	}
+	resource struct {
+		Type string          `json:""`
+		Data json.RawMessage `json:""`
+	}
+)
+
+var v2 = version{2, 0}
+
+func matches(query string, fields map[string]string) bool {
+	var q struct{ Filter string }
+	if query == "" || json.Unmarshal([]byte(query), &q) != nil || q.Filter == "" {
+		return true
+	}
+	var filter map[string]string
+	if json.Unmarshal([]byte(q.Filter), &filter) != nil {
+		return false
+	}
+	for k, v := range filter {
+		got, ok := fields[strings.ToUpper(k)]
+		if !ok || !strings.EqualFold(got, v) {
+			return false
+		}
+	}
+	return true
+}
+
+func idList(ids []string) string {
+	if ids == nil {
+		ids = []string{}
+	}
+	b, _ := json.Marshal(ids)
+	return string(b)
+}
+
+func endpointOut(ep hcn.Endpoint) endpointJSON {
+	out := endpointJSON{ID: ep.ID, Name: ep.Name, HostComputeNetwork: ep.NetworkID, HostComputeNamespace: ep.Namespace, SchemaVersion: v2}
+	for _, p := range ep.PortMappings {
+		raw, _ := json.Marshal(portMappingSettings{Protocol: uint32(p.Protocol), InternalPort: p.InternalPort,
+			ExternalPort: p.ExternalPort, VIP: p.VIP, Flags: uint32(p.Flags)})
+		out.Policies = append(out.Policies, policy{Type: "PortMapping", Settings: raw})
+	}
+	if ep.OutboundNAT {
+		out.Policies = append(out.Policies, policy{Type: "OutBoundNAT", Settings: json.RawMessage(`{}`)})
+	}
+	if ep.IPAddress != "" {
+		out.IpConfigurations = []ipConfig{{IpAddress: ep.IPAddress, PrefixLength: 16}}
+	}
+	return out
+}
+
+func (e *Emulator) dispatch(fn string, a []string) (uint32, uint64, string, string) {
+	ctx := context.Background()
+	arg := func(i int) string {
+		if i < len(a) {
+			return a[i]
+		}
+		return ""
+	}
+	st := func() hcnsim.State { return e.sim.State() }
+	switch fn {
+	case "HNSCall":
+		if arg(0) == "GET" && arg(1) == "/globals/version" {
+			return ok(`{"Success":true,"Output":{"Major":15,"Minor":1}}`)
+		}
+		return ok(`{"Success":false,"Error":"not emulated"}`)
+
+	case "HcnEnumerateNetworks":
+		var ids []string
+		for _, n := range st().Networks {
+			if matches(arg(0), map[string]string{"ID": n.ID, "NAME": n.Name}) {
+				ids = append(ids, n.ID)
+			}
+		}
+		return ok(idList(ids))
+	case "HcnOpenNetwork":
+		for _, n := range st().Networks {
+			if strings.EqualFold(n.ID, arg(0)) {
+				return hrOK, e.open("network", n.ID), "", ""
+			}
+		}
+		return fail(fmt.Errorf("network %s: %w", arg(0), hcn.ErrNotFound))
+	case "HcnCreateNetwork":
+		e.remember(fn, arg(1))
+		var in networkJSON
+		if err := json.Unmarshal([]byte(arg(1)), &in); err != nil {
+			return fail(fmt.Errorf("network settings: %v: %w", err, hcn.ErrInvalid))
+		}
+		spec := hcn.NetworkSpec{Name: in.Name, Type: hcn.NetworkType(in.Type)}
+		if len(in.Ipams) > 0 && len(in.Ipams[0].Subnets) > 0 {
+			s := in.Ipams[0].Subnets[0]
+			spec.Subnet = s.IpAddressPrefix
+			if len(s.Routes) > 0 {
+				spec.Gateway = s.Routes[0].NextHop
+			}
+		}
+		n, err := e.sim.CreateNetwork(ctx, spec)
+		if err != nil {
+			return fail(err)
+		}
+		return hrOK, e.open("network", n.ID), "", ""
+	case "HcnQueryNetworkProperties":
+		id, err := e.lookup("network", arg(0))
+		if err != nil {
+			return fail(err)
+		}
+		for _, n := range st().Networks {
+			if n.ID == id {
+				out := map[string]any{"ID": n.ID, "Name": n.Name, "Type": n.Type, "SchemaVersion": v2}
+				if len(n.Subnets) > 0 {
+					out["Ipams"] = []any{map[string]any{"Type": "Static", "Subnets": []any{map[string]any{"IpAddressPrefix": n.Subnets[0]}}}}
+				}
+				b, _ := json.Marshal(out)
+				return ok(string(b))
+			}
+		}
+		return fail(fmt.Errorf("network %s: %w", id, hcn.ErrNotFound))
+
+	case "HcnEnumerateEndpoints":
+		var ids []string
+		for _, ep := range st().Endpoints {
+			if matches(arg(0), map[string]string{"ID": ep.ID, "NAME": ep.Name, "HOSTCOMPUTENETWORK": ep.NetworkID}) {
+				ids = append(ids, ep.ID)
+			}
+		}
+		return ok(idList(ids))
+	case "HcnOpenEndpoint":
+		for _, ep := range st().Endpoints {
+			if strings.EqualFold(ep.ID, arg(0)) {
+				return hrOK, e.open("endpoint", ep.ID), "", ""
+			}
+		}
+		return fail(fmt.Errorf("endpoint %s: %w", arg(0), hcn.ErrNotFound))
+	case "HcnCreateEndpoint":
+		e.remember(fn, arg(2))
+		netID, err := e.lookup("network", arg(0))
+		if err != nil {
+			return fail(err)
+		}
+		var in endpointJSON
+		if err := json.Unmarshal([]byte(arg(2)), &in); err != nil {
+			return fail(fmt.Errorf("endpoint settings: %v: %w", err, hcn.ErrInvalid))
+		}
+		spec := hcn.EndpointSpec{Name: in.Name, NetworkID: netID, Namespace: in.HostComputeNamespace}
+		for _, p := range in.Policies {
+			switch p.Type {
+			case "PortMapping":
+				var s portMappingSettings
+				if err := json.Unmarshal(p.Settings, &s); err != nil {
+					return fail(fmt.Errorf("PortMapping settings: %v: %w", err, hcn.ErrInvalid))
+				}
+				spec.PortMappings = append(spec.PortMappings, hcn.PortMappingPolicy{Protocol: hcn.Protocol(s.Protocol),
+					InternalPort: s.InternalPort, ExternalPort: s.ExternalPort, VIP: s.VIP, Flags: hcn.NatFlags(s.Flags)})
+			case "OutBoundNAT":
+				spec.OutboundNAT = true
+			default:
+				return fail(fmt.Errorf("policy type %q is not emulated: %w", p.Type, hcn.ErrInvalid))
+			}
+		}
+		ep, err := e.sim.CreateEndpoint(ctx, spec)
+		if err != nil {
+			return fail(err)
+		}
+		return hrOK, e.open("endpoint", ep.ID), "", ""
+	case "HcnQueryEndpointProperties":
+		id, err := e.lookup("endpoint", arg(0))
+		if err != nil {
+			return fail(err)
+		}
+		for _, ep := range st().Endpoints {
+			if ep.ID == id {
+				b, _ := json.Marshal(endpointOut(ep))
+				return ok(string(b))
+			}
+		}
+		return fail(fmt.Errorf("endpoint %s: %w", id, hcn.ErrNotFound))
+	case "HcnDeleteEndpoint":
+		if err := e.sim.DeleteEndpoint(ctx, strings.ToUpper(arg(0))); err != nil {
+			return fail(err)
+		}
+		return ok("")
+
+	case "HcnEnumerateNamespaces":
+		var ids []string
+		for _, ns := range st().Namespaces {
+			if matches(arg(0), map[string]string{"ID": ns.ID}) {
+				ids = append(ids, ns.ID)
+			}
+		}
+		return ok(idList(ids))
+	case "HcnOpenNamespace":
+		for _, ns := range st().Namespaces {
+			if strings.EqualFold(ns.ID, arg(0)) {
+				return hrOK, e.open("namespace", ns.ID), "", ""
+			}
+		}
+		return fail(fmt.Errorf("namespace %s: %w", arg(0), hcn.ErrNotFound))
+	case "HcnCreateNamespace":
+		e.remember(fn, arg(1))
+		id := e.sim.CreateNamespace("")
+		return hrOK, e.open("namespace", id), "", ""
+	case "HcnQueryNamespaceProperties":
+		id, err := e.lookup("namespace", arg(0))
+		if err != nil {
+			return fail(err)
+		}
+		ns, err := e.sim.GetNamespace(ctx, id)
+		if err != nil {
+			return fail(err)
+		}
+		out := namespaceJSON{ID: ns.ID, Type: "HostDefault", SchemaVersion: v2}
+		for _, ep := range ns.Endpoints {
+			data, _ := json.Marshal(map[string]string{"ID": ep})
+			out.Resources = append(out.Resources, resource{Type: "Endpoint", Data: data})
+		}
+		b, _ := json.Marshal(out)
+		return ok(string(b))
+	case "HcnModifyNamespace":
+		e.remember(fn, arg(1))
+		id, err := e.lookup("namespace", arg(0))
+		if err != nil {
+			return fail(err)
+		}
+		var req struct {
+			ResourceType, RequestType string
+			Settings                  struct{ EndpointId string }
+		}
+		if err := json.Unmarshal([]byte(arg(1)), &req); err != nil || req.ResourceType != "Endpoint" {
+			return fail(fmt.Errorf("namespace modify request %q: %w", arg(1), hcn.ErrInvalid))
+		}
+		ep := strings.ToUpper(req.Settings.EndpointId)
+		switch req.RequestType {
+		case "Add":
+			err = e.sim.AddNamespaceEndpoint(ctx, id, ep)
+		case "Remove":
+			err = e.sim.RemoveNamespaceEndpoint(ctx, id, ep)
+		default:
+			err = fmt.Errorf("request type %q: %w", req.RequestType, hcn.ErrInvalid)
+		}
+		if err != nil {
+			return fail(err)
+		}
+		return ok("")
+	case "HcnDeleteNamespace":
+		if err := e.sim.DeleteNamespace(strings.ToUpper(arg(0))); err != nil {
+			return fail(err)
+		}
+		return ok("")
+
+	case "HcnCloseNetwork", "HcnCloseEndpoint", "HcnCloseNamespace":
+		h, _ := strconv.ParseUint(arg(0), 10, 64)
+		e.mu.Lock()
+		delete(e.handles, h)
+		e.mu.Unlock()
+		return ok("")
+	case "HcnModifyNetwork", "HcnDeleteNetwork", "HcnModifyEndpoint":
+		return hrNotImpl, 0, "", errorRecord(hrNotImpl, errors.New(fn+" is not emulated"))
+
+	// control calls for tests
+	case "Emu.LastSettings":
+		e.mu.Lock()
+		defer e.mu.Unlock()
+		return ok(e.lastSettings[arg(0)])
+	case "Emu.SetLatency":
+		ms, _ := strconv.Atoi(arg(0))
+		e.sim.SetLatency(time.Duration(ms) * time.Millisecond)
+		return ok("")
+	case "Emu.InjectFault":
+		var f hcnsim.Fault
+		if err := json.Unmarshal([]byte(arg(0)), &f); err != nil {
+			return fail(fmt.Errorf("fault: %v: %w", err, hcn.ErrInvalid))
+		}
+		if err := e.sim.InjectFault(f); err != nil {
+			return fail(err)
+		}
+		return ok("")
+	case "Emu.State":
+		b, _ := json.Marshal(e.sim.State())
+		return ok(string(b))
+	}
+	return hrNotImpl, 0, "", errorRecord(hrNotImpl, fmt.Errorf("%s is not emulated", fn))
+}
+
+// Call sends one request to an emulator at addr (what the stub DLLs do; the
+// tests use it for control calls).
+func Call(addr, fn string, args ...string) (hr uint32, out, result string, err error) {
+	c, err := net.DialTimeout("tcp", addr, 5*time.Second)
+	if err != nil {
+		return 0, "", "", err
+	}
+	defer c.Close()
+	var b strings.Builder
+	fmt.Fprintf(&b, "%s %d\n", fn, len(args))
+	for _, a := range args {
+		fmt.Fprintf(&b, "%d\n%s", len(a), a)
+	}
+	if _, err := io.WriteString(c, b.String()); err != nil {
+		return 0, "", "", err
+	}
+	r := bufio.NewReader(c)
+	line, err := r.ReadString('\n')
+	if err != nil {
+		return 0, "", "", err
+	}
+	var h int32
+	var handle uint64
+	var ol, rl int
+	if _, err := fmt.Sscanf(line, "%d %d %d %d", &h, &handle, &ol, &rl); err != nil {
+		return 0, "", "", err
+	}
+	buf := make([]byte, ol+rl)
+	if _, err := io.ReadFull(r, buf); err != nil {
+		return 0, "", "", err
+	}
+	return uint32(h), string(buf[:ol]), string(buf[ol:]), nil
+}
