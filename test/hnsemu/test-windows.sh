@@ -51,6 +51,6 @@ chmod +x "$work/bin/go_windows_amd64_exec"
 export PATH=$work/bin:$PATH
 
 echo "test-windows: wine $("$WINE" --version 2>/dev/null || true), emulator at $HNS_EMULATOR"
-GOOS=windows GOARCH=amd64 go test -count=1 -tags hnsemu -v "$@" ./hcn/ 2>&1 | tee "$work/test.log"
+GOOS=windows GOARCH=amd64 go test -count=1 -tags hnsemu -v "$@" ./hcn/ ./cmd/nri-hcn-portmap/service/ 2>&1 | tee "$work/test.log"
 status=${PIPESTATUS[0]}
 exit "$status"

@@ -12,8 +12,20 @@ import (
 	"time"
 )
 
+// testDir is t.TempDir without failing on cleanup: under wine, Go's
+// RemoveAll of a temp dir fails ("Invalid function").
+func testDir(t *testing.T) string {
+	t.Helper()
+	d, err := os.MkdirTemp("", "svc-test-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = os.RemoveAll(d) })
+	return d
+}
+
 func TestInstallPlan(t *testing.T) {
-	dir := t.TempDir()
+	dir := testDir(t)
 	cfg := filepath.Join(dir, "config.toml")
 	if err := os.WriteFile(cfg, []byte("[hcn]\n"), 0o644); err != nil {
 		t.Fatal(err)

@@ -3,9 +3,11 @@
 package service
 
 import (
+	"errors"
 	"fmt"
 	"time"
 
+	"golang.org/x/sys/windows"
 	"golang.org/x/sys/windows/svc"
 	"golang.org/x/sys/windows/svc/mgr"
 )
@@ -91,7 +93,10 @@ func Install(p Plan) error {
 	if err := s.SetRecoveryActions(actions, uint32(p.ResetPeriod/time.Second)); err != nil {
 		return fmt.Errorf("service install: recovery actions: %w", err)
 	}
-	if err := s.SetRecoveryActionsOnNonCrashFailures(true); err != nil {
+	// Also recover when the service exits with an error rather than
+	// crashing. An SCM without this setting (wine's) answers
+	// ERROR_INVALID_LEVEL: the crash recovery above still applies.
+	if err := s.SetRecoveryActionsOnNonCrashFailures(true); err != nil && !errors.Is(err, windows.ERROR_INVALID_LEVEL) {
 		return fmt.Errorf("service install: recovery on non-crash failures: %w", err)
 	}
 	return nil

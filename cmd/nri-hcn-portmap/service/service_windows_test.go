@@ -1,0 +1,125 @@
+//go:build windows && !hnsemu
+
+// The service under the real service control manager: run on a Windows
+// host (the windows-hns workflow). Not under wine (build tag hnsemu), whose
+// SCM lacks the configuration levels and locking this needs.
+package service
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/windows/svc"
+	"golang.org/x/sys/windows/svc/mgr"
+)
+
+// When the SCM starts this test binary as a service, it runs Handle with a
+// run function that records a reload, instead of the tests.
+func TestMain(m *testing.M) {
+	if is, _ := IsService(); is {
+		marker := os.Getenv("HCNPM_SVC_MARKER")
+		err := Run(testServiceName, func(ctx context.Context) error {
+			_ = os.WriteFile(marker, []byte("running"), 0o644)
+			<-ctx.Done()
+			time.Sleep(100 * time.Millisecond) // in-flight work finishing
+			return os.WriteFile(marker, []byte("stopped cleanly"), 0o644)
+		}, func() { _ = os.WriteFile(marker+".reload", []byte("reloaded"), 0o644) })
+		if err != nil {
+			os.Exit(2)
+		}
+		os.Exit(0)
+	}
+	os.Exit(m.Run())
+}
+
+const testServiceName = "nri-hcn-portmap-test"
+
+func waitState(t *testing.T, s *mgr.Service, want svc.State) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		st, err := s.Query()
+		if err == nil && st.State == want {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("service state %v (%v), want %v", st.State, err, want)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+func TestServiceUnderTheSCM(t *testing.T) {
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := filepath.Join(testDir(t), "config.toml")
+	if err := os.WriteFile(cfg, []byte("[hcn]\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	plan, err := InstallPlan(exe, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	plan.Name = testServiceName
+	plan.Dependencies = nil // no containerd service here
+	_ = Uninstall(testServiceName)
+	if err := Install(plan); err != nil {
+		t.Fatalf("Install: %v", err)
+	}
+	t.Cleanup(func() { _ = Uninstall(testServiceName) })
+	if err := Install(plan); err == nil {
+		t.Error("a second install must fail")
+	}
+	m, err := mgr.Connect()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Disconnect()
+	s, err := m.OpenService(testServiceName)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	c, err := s.Config()
+	if err != nil || c.StartType != mgr.StartAutomatic || c.DisplayName != plan.DisplayName {
+		t.Errorf("config %+v, %v", c, err)
+	}
+	actions, err := s.RecoveryActions()
+	if err != nil || len(actions) != 3 || actions[0].Type != mgr.ServiceRestart || actions[0].Delay != 5*time.Second {
+		t.Errorf("recovery actions %+v, %v", actions, err)
+	}
+	// run it: the binary is this test, which acts as the service
+	marker := filepath.Join(testDir(t), "marker")
+	if err := os.Setenv("HCNPM_SVC_MARKER", marker); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Start(); err != nil {
+		t.Fatalf("Start: %v", err)
+	}
+	waitState(t, s, svc.Running)
+	if _, err := s.Control(svc.ParamChange); err != nil {
+		t.Errorf("paramchange: %v", err)
+	}
+	if _, err := s.Control(svc.Stop); err != nil {
+		t.Fatalf("stop: %v", err)
+	}
+	waitState(t, s, svc.Stopped)
+	got, _ := os.ReadFile(marker)
+	if string(got) != "stopped cleanly" {
+		t.Errorf("marker %q: the run function did not finish before Stopped", got)
+	}
+	if _, err := os.Stat(marker + ".reload"); err != nil {
+		t.Errorf("paramchange did not reload: %v", err)
+	}
+	if err := Uninstall(testServiceName); err != nil {
+		t.Fatalf("Uninstall: %v", err)
+	}
+	if _, err := m.OpenService(testServiceName); err == nil {
+		t.Error("service still there after Uninstall")
+	}
+}
