@@ -36,7 +36,7 @@ func TestRandomFaultsConverge(t *testing.T) {
 			gone := map[string]bool{}
 			for range 300 {
 				if rng.IntN(3) == 0 {
-					_ = f.sim.InjectFault(hcnsim.Fault{Op: hcnsim.Ops[rng.IntN(len(hcnsim.Ops))], Kind: kinds[rng.IntN(len(kinds))],
+					_ = f.sim.InjectFault(hcnsim.Fault{Op: hcnsim.Ops()[rng.IntN(len(hcnsim.Ops()))], Kind: kinds[rng.IntN(len(kinds))],
 						After: rng.IntN(2) == 0})
 				}
 				p := pods[rng.IntN(len(pods))]

@@ -36,8 +36,10 @@ const (
 )
 
 // Ops lists every operation.
-var Ops = []string{OpGetNetworkByName, OpCreateNetwork, OpCreateEndpoint, OpListEndpointsByName,
-	OpListEndpoints, OpDeleteEndpoint, OpAddNamespaceEndpoint, OpRemoveNamespaceEndpoint, OpGetNamespace}
+func Ops() []string {
+	return []string{OpGetNetworkByName, OpCreateNetwork, OpCreateEndpoint, OpListEndpointsByName,
+		OpListEndpoints, OpDeleteEndpoint, OpAddNamespaceEndpoint, OpRemoveNamespaceEndpoint, OpGetNamespace}
+}
 
 // Fault makes the next Count calls of Op fail with an error of Kind. With
 // After, the call takes effect first and then reports the error, like an
@@ -106,8 +108,8 @@ func (s *Sim) SetLatency(d time.Duration) {
 
 // InjectFault queues a fault.
 func (s *Sim) InjectFault(f Fault) error {
-	if !slices.Contains(Ops, f.Op) {
-		return fmt.Errorf("fault: unknown op %q (want one of %s): %w", f.Op, strings.Join(Ops, ", "), hcn.ErrInvalid)
+	if !slices.Contains(Ops(), f.Op) {
+		return fmt.Errorf("fault: unknown op %q (want one of %s): %w", f.Op, strings.Join(Ops(), ", "), hcn.ErrInvalid)
 	}
 	if _, ok := kinds[f.Kind]; !ok {
 		return fmt.Errorf("fault: unknown kind %q: %w", f.Kind, hcn.ErrInvalid)

@@ -39,7 +39,7 @@ func DefaultRules() Rules {
 	return Rules{
 		Namespaces:     []string{"*"},
 		HostPortRanges: []string{"1024-65535"},
-		Deny:           slices.Clone(DefaultDeny),
+		Deny:           DefaultDeny(),
 	}
 }
 
@@ -47,7 +47,9 @@ func DefaultRules() Rules {
 // internal listener (47001), kubelet healthz, kube-proxy metrics and the
 // kubelet API (10248-10250), kubelet read-only and kube-proxy health
 // (10255-10256); TCP and UDP.
-var DefaultDeny = []string{"3389", "5985-5986", "47001", "10248-10250", "10255-10256"}
+func DefaultDeny() []string {
+	return []string{"3389", "5985-5986", "47001", "10248-10250", "10255-10256"}
+}
 
 // ErrDenied wraps every admission denial.
 var ErrDenied = errors.New("denied by the host-port admission policy")
