@@ -5,7 +5,8 @@ import "context"
 // Service is the thin seam over HNS: one method per HNS call the plugin
 // makes, in the project's own types. Implementations: the hcsshim adapter
 // (service_windows.go) and the simulator (package hcnsim). Every method maps
-// HNS failures onto the typed errors of this package.
+// HNS failures onto the typed errors of this package, and honours its
+// context: it returns when ctx ends even if HNS has not answered.
 type Service interface {
 	// GetNetworkByName returns ErrNotFound when no network has that name.
 	GetNetworkByName(ctx context.Context, name string) (*Network, error)

@@ -1,0 +1,99 @@
+package hcn
+
+import (
+	"context"
+	"fmt"
+	"time"
+)
+
+// around runs one HNS call (do) on behalf of a wrapper: it may change the
+// context, time the call, or rewrite its error.
+type around func(ctx context.Context, call string, do func(ctx context.Context) error) error
+
+// wrapped applies an around function to every call of a Service.
+type wrapped struct {
+	svc    Service
+	around around
+}
+
+// Bounded wraps a Service so that every call gives up after timeout (or
+// when its context ends, if sooner). Every Service honours its context (the
+// Windows adapter runs each HNS call in a goroutine with a buffered result
+// channel, so a call given up on leaks nothing); what such a call creates
+// late is an endpoint of ours by name, which the next Ensure or the
+// reconciler removes.
+func Bounded(svc Service, timeout time.Duration) Service {
+	return &wrapped{svc: svc, around: func(ctx context.Context, call string, do func(context.Context) error) error {
+		ctx, cancel := context.WithTimeout(ctx, timeout)
+		defer cancel()
+		err := do(ctx)
+		if err != nil && ctx.Err() != nil {
+			return fmt.Errorf("%s: gave up waiting for HNS: %w", call, err)
+		}
+		return err
+	}}
+}
+
+// ObserveFunc receives the duration and outcome of one HNS call.
+type ObserveFunc func(call string, d time.Duration, err error)
+
+// Instrumented reports every call of svc to observe (metrics), keeping this
+// package free of any metrics library.
+func Instrumented(svc Service, observe ObserveFunc) Service {
+	return &wrapped{svc: svc, around: func(ctx context.Context, call string, do func(context.Context) error) error {
+		start := time.Now()
+		err := do(ctx)
+		observe(call, time.Since(start), err)
+		return err
+	}}
+}
+
+func wrap[T any](w *wrapped, ctx context.Context, call string, fn func(ctx context.Context) (T, error)) (T, error) {
+	var v T
+	err := w.around(ctx, call, func(ctx context.Context) error {
+		var err error
+		v, err = fn(ctx)
+		return err
+	})
+	return v, err
+}
+
+func wrapErr(w *wrapped, ctx context.Context, call string, fn func(ctx context.Context) error) error {
+	return w.around(ctx, call, fn)
+}
+
+func (w *wrapped) GetNetworkByName(ctx context.Context, name string) (*Network, error) {
+	return wrap(w, ctx, "GetNetworkByName", func(ctx context.Context) (*Network, error) { return w.svc.GetNetworkByName(ctx, name) })
+}
+
+func (w *wrapped) CreateNetwork(ctx context.Context, spec NetworkSpec) (*Network, error) {
+	return wrap(w, ctx, "CreateNetwork", func(ctx context.Context) (*Network, error) { return w.svc.CreateNetwork(ctx, spec) })
+}
+
+func (w *wrapped) CreateEndpoint(ctx context.Context, spec EndpointSpec) (*Endpoint, error) {
+	return wrap(w, ctx, "CreateEndpoint", func(ctx context.Context) (*Endpoint, error) { return w.svc.CreateEndpoint(ctx, spec) })
+}
+
+func (w *wrapped) ListEndpointsByName(ctx context.Context, name string) ([]Endpoint, error) {
+	return wrap(w, ctx, "ListEndpointsByName", func(ctx context.Context) ([]Endpoint, error) { return w.svc.ListEndpointsByName(ctx, name) })
+}
+
+func (w *wrapped) ListEndpoints(ctx context.Context) ([]Endpoint, error) {
+	return wrap(w, ctx, "ListEndpoints", w.svc.ListEndpoints)
+}
+
+func (w *wrapped) DeleteEndpoint(ctx context.Context, id string) error {
+	return wrapErr(w, ctx, "DeleteEndpoint", func(ctx context.Context) error { return w.svc.DeleteEndpoint(ctx, id) })
+}
+
+func (w *wrapped) AddNamespaceEndpoint(ctx context.Context, ns, ep string) error {
+	return wrapErr(w, ctx, "AddNamespaceEndpoint", func(ctx context.Context) error { return w.svc.AddNamespaceEndpoint(ctx, ns, ep) })
+}
+
+func (w *wrapped) RemoveNamespaceEndpoint(ctx context.Context, ns, ep string) error {
+	return wrapErr(w, ctx, "RemoveNamespaceEndpoint", func(ctx context.Context) error { return w.svc.RemoveNamespaceEndpoint(ctx, ns, ep) })
+}
+
+func (w *wrapped) GetNamespace(ctx context.Context, id string) (*Namespace, error) {
+	return wrap(w, ctx, "GetNamespace", func(ctx context.Context) (*Namespace, error) { return w.svc.GetNamespace(ctx, id) })
+}
