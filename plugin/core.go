@@ -210,16 +210,29 @@ const (
 // mappings, or whose sandbox has no Windows network namespace, is skipped.
 // An invalid request fails before anything is created.
 func (c *Core) Ensure(ctx context.Context, p Pod) (Result, error) {
-	if !p.Partial && !c.opt.Sources.CRI {
-		// Fast path: the annotation alone decides; most pods have none and
-		// cost neither a containerd nor an HNS call.
-		ms, err := c.Mappings(p)
-		if err != nil || len(ms) == 0 {
-			return ResultNone, err
-		}
+	if ok, err := c.needsWork(p); !ok {
+		return ResultNone, err
 	}
 	unlock := c.locks.lock(p.ID)
 	defer unlock()
+	return c.ensureLocked(ctx, p)
+}
+
+// needsWork is the fast path: when the annotation alone decides (the source
+// gave us the pod's annotations, and Kubernetes hostPort is not read), a pod
+// without one costs neither a containerd nor an HNS call. A bad annotation
+// is reported here, before anything is created.
+func (c *Core) needsWork(p Pod) (bool, error) {
+	if p.Partial || c.opt.Sources.CRI {
+		return true, nil
+	}
+	ms, err := c.Mappings(p)
+	return err == nil && len(ms) > 0, err
+}
+
+// ensureLocked reads the sandbox and ensures its endpoint; the caller holds
+// the pod's lock.
+func (c *Core) ensureLocked(ctx context.Context, p Pod) (Result, error) {
 	r, err := c.resolve(ctx, p)
 	if err != nil {
 		return ResultNone, err

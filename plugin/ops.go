@@ -97,6 +97,12 @@ const (
 // is gone); fail-closed returns ErrDeadline and rolls back whatever the work
 // still creates.
 func (c *Core) StartPod(ctx context.Context, p Pod) error {
+	// Decided without I/O (no mapping, or a bad annotation): answer at once,
+	// with no background work, while the runtime holds its node-wide lock.
+	if ok, err := c.needsWork(p); !ok {
+		c.opt.Observer.Operation("start", ResultOf(err))
+		return err
+	}
 	bg, cancel := context.WithCancel(c.bg)
 	op := c.pending.set(p.ID, cancel)
 	var state atomic.Int32
@@ -165,17 +171,7 @@ func (c *Core) ensureRetrying(ctx context.Context, p Pod, state *atomic.Int32) e
 func (c *Core) ensureAttempt(ctx context.Context, p Pod, state *atomic.Int32) error {
 	unlock := c.locks.lock(p.ID)
 	defer unlock()
-	var err error
-	if !p.Partial && !c.opt.Sources.CRI {
-		ms, merr := c.Mappings(p)
-		if merr != nil || len(ms) == 0 {
-			return merr
-		}
-	}
-	r, err := c.resolve(ctx, p)
-	if err == nil {
-		_, err = c.ensureResolved(ctx, r)
-	}
+	_, err := c.ensureLocked(ctx, p)
 	if state == nil {
 		return err
 	}
