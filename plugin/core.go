@@ -38,6 +38,10 @@ func (p Pod) String() string {
 	return p.Namespace + "/" + p.Name
 }
 
+// errNotSandbox: a container event or listing named an application
+// container, not a CRI sandbox; there is nothing to do for it.
+var errNotSandbox = errors.New("not a CRI sandbox container")
+
 // ErrInvalidPod wraps errors caused by the pod's own request (a bad
 // annotation, a hostPort HNS cannot honour): retrying will not help.
 var ErrInvalidPod = errors.New("invalid pod request")
@@ -156,6 +160,9 @@ func (c *Core) resolve(ctx context.Context, p Pod) (*resolved, error) {
 		return nil, fmt.Errorf("pod %s: %w", p, err)
 	}
 	r := &resolved{pod: p, sb: sb, known: !p.Partial}
+	if p.Partial && !sb.IsSandbox {
+		return r, fmt.Errorf("container %s: %w", p.ID, errNotSandbox)
+	}
 	var meta *CRIMetadata
 	if len(sb.Metadata) > 0 && (p.Partial || c.opt.Sources.CRI) {
 		if meta, err = DecodeCRIMetadata(sb.Metadata); err != nil {
@@ -412,6 +419,8 @@ func (c *Core) reconcileOne(ctx context.Context, p Pod) (Result, error) {
 		return ResultNone, fmt.Errorf("pod %s: deciding whether the sandbox is live: %w", p, lerr)
 	case !live:
 		return c.removeLocked(ctx, r.pod)
+	case errors.Is(err, errNotSandbox):
+		return ResultNone, nil // not ours to decide
 	case err != nil:
 		return ResultNone, err // an invalid request: reported, nothing changed
 	case !r.known:

@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/nri-hcn-portmap/nri-hcn-portmap/hcn"
+	"github.com/nri-hcn-portmap/nri-hcn-portmap/hcn/hcnsim"
 )
 
 func criMeta(annotation, portMappings string) []byte {
@@ -108,5 +109,18 @@ func TestReconcileAllFindsSandboxesFromContainerd(t *testing.T) {
 	f.store.sbs["a"].Metadata = criMeta("", "")
 	if sum, err := f.core.ReconcileAll(ctx, 4); err != nil || sum.Deleted != 1 {
 		t.Fatalf("ReconcileAll = %+v, %v", sum, err)
+	}
+}
+
+func TestEventForApplicationContainerDoesNothing(t *testing.T) {
+	f := newFixture(t)
+	f.sandbox("app", "")
+	f.store.sbs["app"].IsSandbox = false
+	f.store.sbs["app"].Metadata = criMeta("7171:71", "")
+	if err := f.core.EnsureRetrying(ctx, Pod{ID: "app", Partial: true}); !errors.Is(err, errNotSandbox) {
+		t.Fatalf("EnsureRetrying(app container) = %v, want errNotSandbox", err)
+	}
+	if n := len(f.sim.State().Endpoints); n != 0 || f.sim.Calls()[hcnsim.OpCreateEndpoint] != 0 {
+		t.Fatalf("%d endpoints for an application container", n)
 	}
 }

@@ -162,23 +162,17 @@ func (s *EventSource) started(ctx context.Context, id string) {
 	ctx, cancel := context.WithTimeout(ctx, s.opTime)
 	defer cancel()
 	log := s.log.WithField("sandbox", id)
-	sb, err := s.store.Sandbox(ctx, id)
-	switch {
-	case errors.Is(err, ErrSandboxNotFound):
-		log.Debug("container gone before its start was handled")
+	// The core reads the container once, and tells an application
+	// container from a sandbox.
+	err := s.core.EnsureRetrying(ctx, Pod{ID: id, Partial: true})
+	if errors.Is(err, errNotSandbox) {
 		return
-	case err != nil:
-		log.WithError(err).Error("task start: reading the container; the resync will retry")
-		return
-	case !sb.IsSandbox:
-		return // an application container
 	}
-	err = s.core.EnsureRetrying(ctx, Pod{ID: id, Partial: true})
 	s.core.Observer().Operation("event-start", ResultOf(err))
 	switch {
 	case err == nil:
 	case errors.Is(err, ErrSandboxNotFound):
-		log.Debug("sandbox gone before its start was handled")
+		log.Debug("container gone before its start was handled")
 	case isNamespaceGone(err):
 		log.WithError(err).Info("sandbox stopped before its endpoint could be attached; nothing left behind")
 	case errors.Is(err, ErrInvalidPod), errors.Is(err, admission.ErrDenied), errors.Is(err, ErrPortConflict):

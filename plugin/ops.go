@@ -24,7 +24,7 @@ func Transient(err error) bool {
 	if err == nil {
 		return false
 	}
-	for _, final := range []error{ErrInvalidPod, admission.ErrDenied, ErrPortConflict, ErrSandboxNotFound,
+	for _, final := range []error{ErrInvalidPod, admission.ErrDenied, ErrPortConflict, ErrSandboxNotFound, errNotSandbox,
 		hcn.ErrNotFound, hcn.ErrPortInUse, hcn.ErrInvalid, hcn.ErrAlreadyAttached, hcn.ErrInUse} {
 		if errors.Is(err, final) {
 			return false
