@@ -71,15 +71,19 @@ type PortMappingPolicy struct {
 	Flags        NatFlags `json:"Flags,omitempty"`
 }
 
+// String is the policy as operators read it: host:port->port/proto, with
+// * (or [::]) for every address and IPv6 VIPs in brackets.
 func (p PortMappingPolicy) String() string {
-	vip := p.VIP
-	if vip == "" {
-		vip = "*"
-		if p.Flags&NatFlagsIPv6 != 0 {
-			vip = "*6"
-		}
+	host := p.VIP
+	switch {
+	case host == "" && p.IsIPv6():
+		host = "[::]"
+	case host == "":
+		host = "*"
+	case p.IsIPv6():
+		host = "[" + host + "]"
 	}
-	return fmt.Sprintf("%s:%d->%d/%s(flags=%d)", vip, p.ExternalPort, p.InternalPort, p.Protocol, uint32(p.Flags))
+	return fmt.Sprintf("%s:%d->%d/%s", host, p.ExternalPort, p.InternalPort, p.Protocol)
 }
 
 // IsIPv6 reports whether the policy applies to IPv6 traffic.

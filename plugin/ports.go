@@ -23,7 +23,7 @@ func (e *ConflictError) Error() string {
 	if e.Holder != "" {
 		who = "pod " + e.Holder + " (sandbox " + e.HolderID + ")"
 	}
-	return fmt.Sprintf("host port %s is already held by %s", policyString(e.Policy), who)
+	return fmt.Sprintf("host port %s is already held by %s", e.Policy.String(), who)
 }
 
 func (e *ConflictError) Unwrap() error { return ErrPortConflict }

@@ -72,7 +72,7 @@ func WriteStatus(w io.Writer, entries []StatusEntry, format string) error {
 		for _, e := range entries {
 			ms := make([]string, 0, len(e.Mappings))
 			for _, p := range e.Mappings {
-				ms = append(ms, policyString(p))
+				ms = append(ms, p.String())
 			}
 			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", orDash(e.Namespace), orDash(e.Pod), short(e.Sandbox, 13), e.Endpoint,
 				orDash(e.IPAddress), e.State, strings.Join(ms, ", "))
@@ -80,19 +80,6 @@ func WriteStatus(w io.Writer, entries []StatusEntry, format string) error {
 		return tw.Flush()
 	}
 	return fmt.Errorf("output format %q: want table or json", format)
-}
-
-func policyString(p hcn.PortMappingPolicy) string {
-	host := p.VIP
-	switch {
-	case host == "" && p.IsIPv6():
-		host = "[::]"
-	case host == "":
-		host = "*"
-	case p.IsIPv6():
-		host = "[" + host + "]"
-	}
-	return fmt.Sprintf("%s:%d->%d/%s", host, p.ExternalPort, p.InternalPort, p.Protocol)
 }
 
 func short(s string, n int) string {
