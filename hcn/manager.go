@@ -267,14 +267,6 @@ func (m *Manager) Remove(ctx context.Context, sandboxID string) (n int, err erro
 	return n, nil
 }
 
-// Forget drops what the manager knows of a sandbox, so its next operation
-// asks HNS.
-func (m *Manager) Forget(sandboxID string) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	m.dirty[sandboxID] = true
-}
-
 // RemoveEndpoint detaches and deletes one endpoint.
 func (m *Manager) RemoveEndpoint(ctx context.Context, ep Endpoint) error {
 	return m.removeEndpoint(ctx, ep)

@@ -12,6 +12,3 @@ func NewWindowsService() (Service, error) {
 	return nil, fmt.Errorf("the windows HCN backend is not available on %s (HNS exists only on Windows); use the simulated backend: %w",
 		runtime.GOOS, ErrUnavailable)
 }
-
-// DualStackSupported is false off Windows.
-func DualStackSupported() bool { return false }

@@ -26,9 +26,6 @@ func NewWindowsService() (Service, error) {
 	return WindowsService{}, nil
 }
 
-// DualStackSupported reports whether HNS supports IPv6 dual stack.
-func DualStackSupported() bool { return hcn.IPv6DualStackSupported() == nil }
-
 // mapErr maps hcsshim/HNS errors onto the typed errors of this package,
 // keeping the original in the chain.
 func mapErr(err error) error {
