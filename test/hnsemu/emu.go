@@ -164,6 +164,33 @@ func (e *Emulator) remember(fn, settings string) {
 	e.mu.Unlock()
 }
 
+// kindOf is "network", "endpoint" or "namespace" from a function name.
+func kindOf(fn, prefix string) string {
+	return strings.ToLower(strings.TrimSuffix(strings.TrimPrefix(fn, prefix), "s"))
+}
+
+// objects lists the filterable fields (upper-case names, as HNS matches
+// them) of every object of a kind.
+func (e *Emulator) objects(kind string) []map[string]string {
+	st := e.sim.State()
+	var out []map[string]string
+	switch kind {
+	case "network":
+		for _, n := range st.Networks {
+			out = append(out, map[string]string{"ID": n.ID, "NAME": n.Name})
+		}
+	case "endpoint":
+		for _, ep := range st.Endpoints {
+			out = append(out, map[string]string{"ID": ep.ID, "NAME": ep.Name, "HOSTCOMPUTENETWORK": ep.NetworkID})
+		}
+	case "namespace":
+		for _, ns := range st.Namespaces {
+			out = append(out, map[string]string{"ID": ns.ID})
+		}
+	}
+	return out
+}
+
 // HNS JSON schema (the subset hcsshim sends and reads).
 type (
 	policy struct {
@@ -280,21 +307,22 @@ func (e *Emulator) dispatch(fn string, a []string) (uint32, uint64, string, stri
 		}
 		return ok(`{"Success":false,"Error":"not emulated"}`)
 
-	case "HcnEnumerateNetworks":
+	case "HcnEnumerateNetworks", "HcnEnumerateEndpoints", "HcnEnumerateNamespaces":
 		var ids []string
-		for _, n := range st().Networks {
-			if matches(arg(0), map[string]string{"ID": n.ID, "NAME": n.Name}) {
-				ids = append(ids, n.ID)
+		for _, o := range e.objects(kindOf(fn, "HcnEnumerate")) {
+			if matches(arg(0), o) {
+				ids = append(ids, o["ID"])
 			}
 		}
 		return ok(idList(ids))
-	case "HcnOpenNetwork":
-		for _, n := range st().Networks {
-			if strings.EqualFold(n.ID, arg(0)) {
-				return hrOK, e.open("network", n.ID), "", ""
+	case "HcnOpenNetwork", "HcnOpenEndpoint", "HcnOpenNamespace":
+		kind := kindOf(fn, "HcnOpen")
+		for _, o := range e.objects(kind) {
+			if strings.EqualFold(o["ID"], arg(0)) {
+				return hrOK, e.open(kind, o["ID"]), "", ""
 			}
 		}
-		return fail(fmt.Errorf("network %s: %w", arg(0), hcn.ErrNotFound))
+		return fail(fmt.Errorf("%s %s: %w", kind, arg(0), hcn.ErrNotFound))
 	case "HcnCreateNetwork":
 		e.remember(fn, arg(1))
 		var in networkJSON
@@ -331,21 +359,6 @@ func (e *Emulator) dispatch(fn string, a []string) (uint32, uint64, string, stri
 		}
 		return fail(fmt.Errorf("network %s: %w", id, hcn.ErrNotFound))
 
-	case "HcnEnumerateEndpoints":
-		var ids []string
-		for _, ep := range st().Endpoints {
-			if matches(arg(0), map[string]string{"ID": ep.ID, "NAME": ep.Name, "HOSTCOMPUTENETWORK": ep.NetworkID}) {
-				ids = append(ids, ep.ID)
-			}
-		}
-		return ok(idList(ids))
-	case "HcnOpenEndpoint":
-		for _, ep := range st().Endpoints {
-			if strings.EqualFold(ep.ID, arg(0)) {
-				return hrOK, e.open("endpoint", ep.ID), "", ""
-			}
-		}
-		return fail(fmt.Errorf("endpoint %s: %w", arg(0), hcn.ErrNotFound))
 	case "HcnCreateEndpoint":
 		e.remember(fn, arg(2))
 		netID, err := e.lookup("network", arg(0))
@@ -395,21 +408,6 @@ func (e *Emulator) dispatch(fn string, a []string) (uint32, uint64, string, stri
 		}
 		return ok("")
 
-	case "HcnEnumerateNamespaces":
-		var ids []string
-		for _, ns := range st().Namespaces {
-			if matches(arg(0), map[string]string{"ID": ns.ID}) {
-				ids = append(ids, ns.ID)
-			}
-		}
-		return ok(idList(ids))
-	case "HcnOpenNamespace":
-		for _, ns := range st().Namespaces {
-			if strings.EqualFold(ns.ID, arg(0)) {
-				return hrOK, e.open("namespace", ns.ID), "", ""
-			}
-		}
-		return fail(fmt.Errorf("namespace %s: %w", arg(0), hcn.ErrNotFound))
 	case "HcnCreateNamespace":
 		e.remember(fn, arg(1))
 		id := e.sim.CreateNamespace("")
