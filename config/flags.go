@@ -12,19 +12,25 @@ type Flags struct {
 	values     map[string]*string // flag name -> value
 }
 
+// flagKey is one override flag: the config key it sets and where.
+type flagKey struct {
+	flag, key, usage string
+	field            func(*Config) *string
+}
+
 // flagKeys maps each override flag to the config key it sets.
-var flagKeys = []struct{ flag, key, usage string }{
-	{"source", "plugin.source", "pod event source: nri, containerd or auto"},
-	{"nri-socket", "nri.socket", "NRI socket to connect to"},
-	{"plugin-name", "nri.plugin_name", "NRI plugin name"},
-	{"plugin-index", "nri.plugin_index", "NRI plugin index (two digits)"},
-	{"containerd-address", "containerd.address", "containerd address (named pipe or socket)"},
-	{"log-level", "log.level", "log level: trace, debug, info, warn, error"},
-	{"log-format", "log.format", "log format: text or json"},
-	{"hcn-backend", "hcn.backend", "HCN backend: windows or simulated"},
-	{"hcn-simulator", "hcn.simulator_address", "address of the HNS simulator (simulated backend)"},
-	{"admin-listen", "admin.listen", "address for /healthz, /metrics and /reload (empty disables)"},
-	{"log-file", "log.file", "write the log to this file, rotated, instead of stderr"},
+var flagKeys = []flagKey{
+	{"source", "plugin.source", "pod event source: nri, containerd or auto", func(c *Config) *string { return &c.Plugin.Source }},
+	{"nri-socket", "nri.socket", "NRI socket to connect to", func(c *Config) *string { return &c.NRI.Socket }},
+	{"plugin-name", "nri.plugin_name", "NRI plugin name", func(c *Config) *string { return &c.NRI.PluginName }},
+	{"plugin-index", "nri.plugin_index", "NRI plugin index (two digits)", func(c *Config) *string { return &c.NRI.PluginIndex }},
+	{"containerd-address", "containerd.address", "containerd address (named pipe or socket)", func(c *Config) *string { return &c.Containerd.Address }},
+	{"log-level", "log.level", "log level: trace, debug, info, warn, error", func(c *Config) *string { return &c.Log.Level }},
+	{"log-format", "log.format", "log format: text or json", func(c *Config) *string { return &c.Log.Format }},
+	{"hcn-backend", "hcn.backend", "HCN backend: windows or simulated", func(c *Config) *string { return &c.HCN.Backend }},
+	{"hcn-simulator", "hcn.simulator_address", "address of the HNS simulator (simulated backend)", func(c *Config) *string { return &c.HCN.SimulatorAddress }},
+	{"admin-listen", "admin.listen", "address for /healthz, /metrics and /reload (empty disables)", func(c *Config) *string { return &c.Admin.Listen }},
+	{"log-file", "log.file", "write the log to this file, rotated, instead of stderr", func(c *Config) *string { return &c.Log.File }},
 }
 
 // RegisterFlags adds --config and the override flags to fs.
@@ -56,7 +62,7 @@ func (f *Flags) Resolve() (Config, error) {
 	f.fs.Visit(func(fl *flag.Flag) {
 		for _, k := range flagKeys {
 			if k.flag == fl.Name {
-				*cfg.field(k.key) = *f.values[k.flag]
+				*k.field(&cfg) = *f.values[k.flag]
 				origin[k.key] = fmt.Sprintf("flag --%s", k.flag)
 			}
 		}
@@ -67,32 +73,4 @@ func (f *Flags) Resolve() (Config, error) {
 		return cfg, loadErr
 	}
 	return cfg, cfg.Validate(source, origin)
-}
-
-func (c *Config) field(key string) *string {
-	switch key {
-	case "plugin.source":
-		return &c.Plugin.Source
-	case "nri.socket":
-		return &c.NRI.Socket
-	case "nri.plugin_name":
-		return &c.NRI.PluginName
-	case "nri.plugin_index":
-		return &c.NRI.PluginIndex
-	case "containerd.address":
-		return &c.Containerd.Address
-	case "log.level":
-		return &c.Log.Level
-	case "log.format":
-		return &c.Log.Format
-	case "hcn.backend":
-		return &c.HCN.Backend
-	case "hcn.simulator_address":
-		return &c.HCN.SimulatorAddress
-	case "admin.listen":
-		return &c.Admin.Listen
-	case "log.file":
-		return &c.Log.File
-	}
-	panic("config: no string field " + key)
 }
