@@ -56,22 +56,19 @@ func NewEventSource(core *Core, store *ContainerdStore, resync *Resyncer, reconn
 // Run subscribes and handles events until ctx ends.
 func (s *EventSource) Run(ctx context.Context) error {
 	defer s.queue.wait()
-	backoff := s.backMin
+	retry := newBackoff(s.backMin, s.backMax)
 	for {
-		err := s.subscribe(ctx, func() { backoff = s.backMin })
+		err := s.subscribe(ctx, retry.Reset)
 		s.live.Store(false)
 		if ctx.Err() != nil {
 			return nil
 		}
 		s.core.Observer().Reconnected("containerd")
-		s.log.WithFields(logrus.Fields{"retry_in": backoff.String(), "error": errString(err)}).
+		s.log.WithFields(logrus.Fields{"retry_in": retry.Next().String(), "error": errString(err)}).
 			Warn("containerd event stream broken; resubscribing")
-		select {
-		case <-ctx.Done():
+		if !retry.Wait(ctx) {
 			return nil
-		case <-time.After(backoff):
 		}
-		backoff = min(2*backoff, s.backMax)
 	}
 }
 

@@ -76,7 +76,7 @@ var (
 // Run connects, serves and reconnects until ctx ends. It returns nil when ctx
 // is cancelled, and an error only when the stub cannot even be built.
 func (s *NRISource) Run(ctx context.Context) error {
-	backoff := s.cfg.ReconnectMin
+	retry := newBackoff(s.cfg.ReconnectMin, s.cfg.ReconnectMax)
 	for {
 		h := &nriHandler{src: s, bg: ctx}
 		st, err := stub.New(h,
@@ -99,16 +99,13 @@ func (s *NRISource) Run(ctx context.Context) error {
 		}
 		s.core.Observer().Reconnected("nri")
 		if time.Since(started) > 10*s.cfg.ReconnectMax {
-			backoff = s.cfg.ReconnectMin // it was up for a good while: start over
+			retry.Reset() // it was up for a good while: start over
 		}
-		s.log.WithFields(logrus.Fields{"socket": s.cfg.Socket, "retry_in": backoff.String(), "error": errString(err)}).
+		s.log.WithFields(logrus.Fields{"socket": s.cfg.Socket, "retry_in": retry.Next().String(), "error": errString(err)}).
 			Warn("NRI connection lost or refused; reconnecting")
-		select {
-		case <-ctx.Done():
+		if !retry.Wait(ctx) {
 			return nil
-		case <-time.After(backoff):
 		}
-		backoff = min(2*backoff, s.cfg.ReconnectMax)
 	}
 }
 

@@ -140,7 +140,7 @@ func (c *Core) StartPod(ctx context.Context, p Pod) error {
 // nil, is shared with a StartPod that may abandon the work: then whatever
 // exists is removed instead.
 func (c *Core) ensureRetrying(ctx context.Context, p Pod, state *atomic.Int32) error {
-	backoff := c.opt.RetryMin
+	retry := newBackoff(c.opt.RetryMin, c.opt.RetryMax)
 	for attempt := 1; ; attempt++ {
 		// A cancelled ctx (shutdown, or a stop of this pod) ends the
 		// retries, never an attempt halfway: an HNS call given up on would
@@ -152,14 +152,11 @@ func (c *Core) ensureRetrying(ctx context.Context, p Pod, state *atomic.Int32) e
 		if state != nil && state.Load() == opAbandoned {
 			return err // ensureAttempt has rolled back
 		}
-		c.podLog(p).WithError(err).WithFields(logrus.Fields{"attempt": attempt, "retry_in": backoff.String()}).
+		c.podLog(p).WithError(err).WithFields(logrus.Fields{"attempt": attempt, "retry_in": retry.Next().String()}).
 			Warn("transient HCN failure; retrying")
-		select {
-		case <-ctx.Done():
+		if !retry.Wait(ctx) {
 			return err
-		case <-time.After(backoff):
 		}
-		backoff = min(2*backoff, c.opt.RetryMax)
 		if !c.stillLive(ctx, p.ID) {
 			c.podLog(p).Info("sandbox gone while retrying; giving up")
 			return nil
