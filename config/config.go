@@ -41,6 +41,12 @@ const (
 	FailClosed = "fail-closed"
 )
 
+// Upper bounds of the per-pod limits an operator may configure.
+const (
+	MaxMappingsLimit   = 1024
+	MaxAnnotationLimit = 256 << 10
+)
+
 // Sources of port mappings.
 const (
 	MappingsAnnotations = "annotations"
@@ -82,6 +88,11 @@ type Plugin struct {
 	// Deadline for a pod event's HCN work, safely below NRI's 2 s request
 	// timeout.
 	Deadline Duration `toml:"deadline"`
+	// MaxMappingsPerPod caps one pod's port mappings, annotation and
+	// Kubernetes hostPort together.
+	MaxMappingsPerPod int `toml:"max_mappings_per_pod"`
+	// MaxAnnotationBytes caps the size of the port-mappings annotation.
+	MaxAnnotationBytes int `toml:"max_annotation_bytes"`
 }
 
 // NRI is how the plugin registers with the runtime.
@@ -160,7 +171,8 @@ func DefaultContainerdAddress() string {
 func Default() Config {
 	return Config{
 		Plugin: Plugin{Source: SourceAuto, ResyncInterval: Duration{time.Minute}, MappingSources: []string{MappingsAnnotations},
-			FailurePolicy: FailOpen, Deadline: Duration{1500 * time.Millisecond}},
+			FailurePolicy: FailOpen, Deadline: Duration{1500 * time.Millisecond},
+			MaxMappingsPerPod: 64, MaxAnnotationBytes: 16 << 10},
 		Admission: admission.DefaultRules(),
 		NRI: NRI{Socket: "/var/run/nri/nri.sock", PluginName: "hcn-portmap", PluginIndex: "50",
 			ReconnectMax: Duration{30 * time.Second}},
@@ -265,6 +277,12 @@ func (c *Config) Validate(source string, origin map[string]string) error {
 	}
 	if d := c.Plugin.Deadline.Duration; d <= 0 || d >= 2*time.Second {
 		bad("plugin.deadline", d, "must be positive and below NRI's 2s request timeout")
+	}
+	if n := c.Plugin.MaxMappingsPerPod; n < 1 || n > MaxMappingsLimit {
+		bad("plugin.max_mappings_per_pod", n, fmt.Sprintf("must be 1 to %d", MaxMappingsLimit))
+	}
+	if n := c.Plugin.MaxAnnotationBytes; n < 64 || n > MaxAnnotationLimit {
+		bad("plugin.max_annotation_bytes", n, fmt.Sprintf("must be 64 to %d (Kubernetes' limit for all of a pod's annotations)", MaxAnnotationLimit))
 	}
 	if _, err := admission.Compile(c.Admission); err != nil {
 		for _, e := range unjoin(err) {

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nri-hcn-portmap/nri-hcn-portmap/plugin"
 	"github.com/nri-hcn-portmap/nri-hcn-portmap/plugin/admission"
 )
 
@@ -31,6 +32,8 @@ resync_interval = "30s"
 mapping_sources = ["annotations", "cri"]
 failure_policy = "fail-closed"
 deadline = "1s"
+max_mappings_per_pod = 16
+max_annotation_bytes = 4096
 
 [admission]
 namespaces = ["ingress", "kube-system"]
@@ -83,7 +86,7 @@ max_files = 2
 	}
 	want := Config{
 		Plugin: Plugin{Source: "containerd", ResyncInterval: Duration{30 * time.Second}, MappingSources: []string{"annotations", "cri"},
-			FailurePolicy: "fail-closed", Deadline: Duration{time.Second}},
+			FailurePolicy: "fail-closed", Deadline: Duration{time.Second}, MaxMappingsPerPod: 16, MaxAnnotationBytes: 4096},
 		Admission: admission.Rules{Namespaces: []string{"ingress", "kube-system"}, PodSelector: "hostports=allowed",
 			HostPortRanges: []string{"80", "443", "30000-32767"}, HostIPs: []string{"10.0.0.0/24"}, Deny: []string{}},
 		NRI:        NRI{Socket: "/run/nri/nri.sock", PluginName: "portmap", PluginIndex: "10", ReconnectMax: Duration{5 * time.Second}},
@@ -189,6 +192,11 @@ func TestValidate(t *testing.T) {
 		{"admin disabled", func(c *Config) { c.Admin.Listen = "" }, ""},
 		{"log size", func(c *Config) { c.Log.MaxSizeMB = 0 }, `log.max_size_mb = "0"`},
 		{"empty containerd address", func(c *Config) { c.Containerd.Address = "" }, `containerd.address = ""`},
+		{"no mappings allowed", func(c *Config) { c.Plugin.MaxMappingsPerPod = 0 }, `plugin.max_mappings_per_pod = "0": must be 1 to 1024`},
+		{"too many mappings allowed", func(c *Config) { c.Plugin.MaxMappingsPerPod = 1025 }, `plugin.max_mappings_per_pod = "1025": must be 1 to 1024`},
+		{"mappings cap at its bound", func(c *Config) { c.Plugin.MaxMappingsPerPod = 1024 }, ""},
+		{"annotation bytes too small", func(c *Config) { c.Plugin.MaxAnnotationBytes = 63 }, `plugin.max_annotation_bytes = "63": must be 64 to 262144`},
+		{"annotation bytes too large", func(c *Config) { c.Plugin.MaxAnnotationBytes = 262145 }, `plugin.max_annotation_bytes = "262145"`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -231,5 +239,14 @@ func TestFlagsOverrideFileAndNameThemselves(t *testing.T) {
 	}
 	if cfg.HCN.SimulatorAddress != "unix:///b" || cfg.NRI.Socket != "/tmp/nri.sock" || cfg.Log.Level != "debug" || cfg.HCN.Backend != "simulated" {
 		t.Errorf("Resolve = %+v", cfg)
+	}
+}
+
+// The file's defaults are the limits the plugin documents and applies.
+func TestDefaultLimitsMatchThePlugin(t *testing.T) {
+	d := Default().Plugin
+	if d.MaxMappingsPerPod != plugin.DefaultMaxMappings || d.MaxAnnotationBytes != plugin.DefaultMaxBytes {
+		t.Fatalf("config defaults %d mappings, %d bytes; plugin defaults %d, %d", d.MaxMappingsPerPod, d.MaxAnnotationBytes,
+			plugin.DefaultMaxMappings, plugin.DefaultMaxBytes)
 	}
 }

@@ -105,7 +105,7 @@ func TestRandomFaultsConverge(t *testing.T) {
 
 func mustParse(t *testing.T, s string) []hcn.PortMapping {
 	t.Helper()
-	ms, err := ParsePortMappings(s)
+	ms, err := ParsePortMappings(s, Limits{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -29,6 +29,11 @@ type Pod struct {
 	// orphan); name, namespace and annotations are read from containerd's
 	// CRI sandbox metadata.
 	Partial bool
+
+	// parsed: annotated holds the annotation's mappings, parsed once on
+	// the pod start's fast path and carried through retries.
+	parsed    bool
+	annotated []hcn.PortMapping
 }
 
 func (p Pod) String() string {
@@ -54,8 +59,10 @@ type MappingSources struct {
 
 // Options configure a Core.
 type Options struct {
-	Policy    hcn.PolicyOptions
-	Sources   MappingSources
+	Policy  hcn.PolicyOptions
+	Sources MappingSources
+	// Limits bound one pod's request (zero values: the defaults).
+	Limits    Limits
 	Admission *admission.Policy // nil: admit everything
 	// Deadline bounds the HCN work a pod start may hold up the runtime for.
 	Deadline time.Duration
@@ -102,6 +109,12 @@ func NewCore(mgr *hcn.Manager, store SandboxStore, opt Options, log *logrus.Entr
 	if opt.Observer == nil {
 		opt.Observer = nopObserver{}
 	}
+	if opt.Limits.MaxMappings <= 0 {
+		opt.Limits.MaxMappings = DefaultMaxMappings
+	}
+	if opt.Limits.MaxBytes <= 0 {
+		opt.Limits.MaxBytes = DefaultMaxBytes
+	}
 	bg, stop := context.WithCancel(context.Background())
 	c := &Core{mgr: mgr, store: store, opt: opt, log: log, ports: newPortIndex(), bg: bg, stop: stop}
 	c.policy.Store(opt.Admission)
@@ -130,14 +143,19 @@ func (c *Core) podLog(p Pod) *logrus.Entry {
 }
 
 // Mappings returns the port mappings the pod's annotation asks for; an
-// invalid request is an error naming the pod, the annotation and the entry,
-// wrapping ErrInvalidPod.
+// invalid request (or one over the limits) is an error naming the pod, the
+// annotation and the entry (or the count and the limit), wrapping
+// ErrInvalidPod. A pod whose annotation was parsed already is not parsed
+// again.
 func (c *Core) Mappings(p Pod) ([]hcn.PortMapping, error) {
+	if p.parsed {
+		return p.annotated, nil
+	}
 	v, ok := p.Annotations[AnnotationPortMappings]
 	if !ok {
 		return nil, nil
 	}
-	ms, err := ParsePortMappings(v)
+	ms, err := ParsePortMappings(v, c.opt.Limits)
 	if err != nil {
 		return nil, fmt.Errorf("pod %s: annotation %s: %w: %w", p, AnnotationPortMappings, ErrInvalidPod, err)
 	}
@@ -185,9 +203,9 @@ func (c *Core) resolve(ctx context.Context, p Pod) (*resolved, error) {
 	}
 	r.mappings = ann
 	if c.opt.Sources.CRI && meta != nil {
-		cri, err := meta.HostPorts()
+		cri, err := meta.HostPorts(c.opt.Limits)
 		if err == nil {
-			r.mappings, err = MergeMappings(ann, cri)
+			r.mappings, err = MergeMappings(ann, cri, c.opt.Limits)
 		}
 		if err != nil {
 			return r, fmt.Errorf("pod %s: %w: %w", r.pod, ErrInvalidPod, err)
@@ -217,7 +235,8 @@ const (
 // mappings, or whose sandbox has no Windows network namespace, is skipped.
 // An invalid request fails before anything is created.
 func (c *Core) Ensure(ctx context.Context, p Pod) (Result, error) {
-	if ok, err := c.needsWork(p); !ok {
+	p, ok, err := c.needsWork(p)
+	if !ok {
 		return ResultNone, err
 	}
 	unlock := c.locks.lock(p.ID)
@@ -228,13 +247,18 @@ func (c *Core) Ensure(ctx context.Context, p Pod) (Result, error) {
 // needsWork is the fast path: when the annotation alone decides (the source
 // gave us the pod's annotations, and Kubernetes hostPort is not read), a pod
 // without one costs neither a containerd nor an HNS call. A bad annotation
-// is reported here, before anything is created.
-func (c *Core) needsWork(p Pod) (bool, error) {
+// is reported here, before anything is created. The parsed mappings travel
+// with the returned pod, so the annotation is parsed once per start.
+func (c *Core) needsWork(p Pod) (Pod, bool, error) {
 	if p.Partial || c.opt.Sources.CRI {
-		return true, nil
+		return p, true, nil
 	}
 	ms, err := c.Mappings(p)
-	return err == nil && len(ms) > 0, err
+	if err != nil {
+		return p, false, err
+	}
+	p.parsed, p.annotated = true, ms
+	return p, len(ms) > 0, nil
 }
 
 // ensureLocked reads the sandbox and ensures its endpoint; the caller holds

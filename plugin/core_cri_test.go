@@ -2,6 +2,7 @@ package plugin
 
 import (
 	"errors"
+	"fmt"
 	"os"
 	"strings"
 	"testing"
@@ -17,6 +18,15 @@ func criMeta(annotation, portMappings string) []byte {
 	}
 	return []byte(`{"Version":"v1","Metadata":{"ID":"x","Name":"p_ns_uid_0","Config":{"metadata":{"name":"p","uid":"uid","namespace":"ns"},"port_mappings":[` +
 		portMappings + `]` + ann + `}}}`)
+}
+
+// criPorts returns CRI port_mappings for host ports 9000+from .. 9000+to.
+func criPorts(from, to int) string {
+	var parts []string
+	for i := from; i <= to; i++ {
+		parts = append(parts, fmt.Sprintf(`{"container_port":80,"host_port":%d}`, 9000+i))
+	}
+	return strings.Join(parts, ",")
 }
 
 func TestCoreMappingSources(t *testing.T) {
@@ -48,11 +58,22 @@ func TestCoreMappingSources(t *testing.T) {
 		{"CRI SCTP", MappingSources{CRI: true}, criMeta("", `{"protocol":2,"container_port":81,"host_port":8080}`), nil, "SCTP"},
 		{"CRI ignored when not enabled", MappingSources{Annotations: true}, criMeta("", `{"protocol":2,"container_port":81,"host_port":8080}`), nil, ""},
 		{"malformed metadata", MappingSources{CRI: true}, []byte(`{"Version":"v1"`), nil, "invalid CRI sandbox metadata"},
+		{"CRI hostPorts at the cap", MappingSources{CRI: true}, criMeta("", criPorts(1, 3)),
+			[]hcn.PortMappingPolicy{{Protocol: hcn.TCP, ExternalPort: 9001, InternalPort: 80, Flags: 1},
+				{Protocol: hcn.TCP, ExternalPort: 9002, InternalPort: 80, Flags: 1},
+				{Protocol: hcn.TCP, ExternalPort: 9003, InternalPort: 80, Flags: 1}}, ""},
+		{"CRI hostPorts over the cap", MappingSources{CRI: true}, criMeta("", criPorts(1, 4)), nil,
+			"pod ns/p: invalid pod request: CRI hostPorts: 4 entries, more than the limit of 3 (plugin.max_mappings_per_pod)"},
+		{"annotation and CRI count together", MappingSources{Annotations: true, CRI: true}, criMeta("9001:80,9002:80", criPorts(2, 4)), nil,
+			"annotation and CRI hostPorts together: 4 entries, more than the limit of 3"},
+		{"annotation over the cap", MappingSources{Annotations: true}, criMeta("9001:80,9002:80,9003:80,9004:80", ""), nil,
+			"pod ns/p: annotation hcn.nri.io/port-mappings: invalid pod request: 4 entries, more than the limit of 3 (plugin.max_mappings_per_pod)"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			f := newFixture(t)
 			f.core.opt.Sources = tt.sources
+			f.core.opt.Limits.MaxMappings = 3
 			p := f.sandbox("s", "")
 			f.store.sbs["s"].Metadata = tt.meta
 			_, err := f.core.Ensure(ctx, Pod{ID: "s", Partial: true})

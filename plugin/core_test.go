@@ -22,9 +22,14 @@ type memStore struct {
 	mu    sync.Mutex
 	sbs   map[string]*SandboxInfo
 	tasks map[string]TaskState
+	// onSandbox, when set, runs on every Sandbox lookup (outside the lock).
+	onSandbox func(id string)
 }
 
 func (s *memStore) Sandbox(_ context.Context, id string) (*SandboxInfo, error) {
+	if s.onSandbox != nil {
+		s.onSandbox(id)
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	sb, ok := s.sbs[id]

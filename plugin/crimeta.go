@@ -86,9 +86,19 @@ func DecodeCRIMetadata(raw []byte) (*CRIMetadata, error) {
 
 // HostPorts returns the Kubernetes hostPort mappings, skipping entries
 // without a host port (containerd skips them too). A mapping HNS cannot
-// honour is an error that names it.
-func (md *CRIMetadata) HostPorts() ([]hcn.PortMapping, error) {
-	var out []hcn.PortMapping
+// honour is an error that names it; more host ports than lim allows is an
+// error before any is converted.
+func (md *CRIMetadata) HostPorts(lim Limits) ([]hcn.PortMapping, error) {
+	n := 0
+	for _, pm := range md.RawPortMappings {
+		if pm.HostPort != 0 {
+			n++
+		}
+	}
+	if err := lim.checkCount(n); err != nil {
+		return nil, fmt.Errorf("CRI hostPorts: %w", err)
+	}
+	out := make([]hcn.PortMapping, 0, n)
 	for i, pm := range md.RawPortMappings {
 		if pm.HostPort == 0 {
 			continue
@@ -142,24 +152,27 @@ func (pm CRIPortMapping) mapping() (hcn.PortMapping, string) {
 
 // MergeMappings combines annotation and CRI mappings: the same mapping from
 // both counts once; a CRI mapping that claims a host port an annotation
-// entry also claims, differently, is an error naming both.
-func MergeMappings(ann, cri []hcn.PortMapping) ([]hcn.PortMapping, error) {
-	out := append([]hcn.PortMapping(nil), ann...)
+// entry also claims, differently, is an error naming both. The merged list
+// is held to lim. Linear in the number of mappings.
+func MergeMappings(ann, cri []hcn.PortMapping, lim Limits) ([]hcn.PortMapping, error) {
+	out := append(make([]hcn.PortMapping, 0, len(ann)+len(cri)), ann...)
+	idx := newOverlapIndex(len(ann) + len(cri))
+	for i, a := range out {
+		idx.add(i, a)
+	}
 	for _, c := range cri {
-		dup := false
-		for _, a := range out {
-			if a == c {
-				dup = true
-				break
+		if j := idx.first(c); j >= 0 {
+			if out[j] == c {
+				continue // given by both sources: once
 			}
-			if Overlap(a, c) {
-				return nil, &MappingError{Entry: fmt.Sprintf("CRI hostPort %q", c.String()),
-					Reason: fmt.Sprintf("conflicts with %q (annotation %s and Kubernetes hostPort disagree)", a.String(), AnnotationPortMappings)}
-			}
+			return nil, &MappingError{Entry: fmt.Sprintf("CRI hostPort %q", c.String()),
+				Reason: fmt.Sprintf("conflicts with %q (annotation %s and Kubernetes hostPort disagree)", out[j].String(), AnnotationPortMappings)}
 		}
-		if !dup {
-			out = append(out, c)
-		}
+		idx.add(len(out), c)
+		out = append(out, c)
+	}
+	if err := lim.checkCount(len(out)); err != nil {
+		return nil, fmt.Errorf("annotation and CRI hostPorts together: %w", err)
 	}
 	return out, nil
 }

@@ -27,7 +27,7 @@ func TestDecodeCapturedCRIMetadata(t *testing.T) {
 		t.Errorf("annotations = %v", md.Annotations)
 	}
 	want := []hcn.PortMapping{m(hcn.TCP, 8080, 80, ""), m(hcn.UDP, 5353, 53, "10.0.0.4")} // container_port 81 has no host port
-	got, err := md.HostPorts()
+	got, err := md.HostPorts(Limits{})
 	if err != nil || len(got) != len(want) {
 		t.Fatalf("port mappings = %v, %v; want %v", got, err, want)
 	}
@@ -62,7 +62,7 @@ func TestDecodeCRIMetadataRejects(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			md, err := DecodeCRIMetadata([]byte(tt.in))
 			if err == nil {
-				_, err = md.HostPorts()
+				_, err = md.HostPorts(Limits{})
 			}
 			if !errors.Is(err, tt.is) || !strings.Contains(err.Error(), tt.want) {
 				t.Fatalf("err = %v, want %v mentioning %q", err, tt.is, tt.want)
@@ -76,7 +76,7 @@ func TestDecodeCRIMetadataSkipsHostPortZero(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got, err := md.HostPorts(); err != nil || len(got) != 0 {
+	if got, err := md.HostPorts(Limits{}); err != nil || len(got) != 0 {
 		t.Fatalf("= %v, %v; want no mappings", got, err)
 	}
 }
@@ -98,7 +98,7 @@ func TestMergeMappings(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got, err := MergeMappings(tt.ann, tt.cri)
+			got, err := MergeMappings(tt.ann, tt.cri, Limits{})
 			if tt.err != "" {
 				if err == nil || !strings.Contains(err.Error(), tt.err) || !errors.Is(err, ErrBadMapping) {
 					t.Fatalf("err = %v, want %q", err, tt.err)

@@ -19,9 +19,9 @@ func FuzzParsePortMappings(f *testing.F) {
 		f.Add(seed)
 	}
 	f.Fuzz(func(t *testing.T, in string) {
-		ms, err := ParsePortMappings(in)
+		ms, err := ParsePortMappings(in, DefaultLimits())
 		if err != nil {
-			if !errors.Is(err, ErrBadMapping) || !strings.Contains(err.Error(), "entry") {
+			if !errors.Is(err, ErrBadMapping) || !(strings.Contains(err.Error(), "entry") || errors.Is(err, ErrTooLarge)) {
 				t.Fatalf("rejection %q is not a clear mapping error", err)
 			}
 			return
@@ -55,7 +55,7 @@ func FuzzDecodeCRIMetadata(f *testing.F) {
 			}
 			return
 		}
-		ms, err := md.HostPorts()
+		ms, err := md.HostPorts(DefaultLimits())
 		if err != nil {
 			if !errors.Is(err, ErrBadMapping) || !strings.Contains(err.Error(), "CRI") {
 				t.Fatalf("hostPort error %v is not a clear mapping error", err)

@@ -99,7 +99,8 @@ const (
 func (c *Core) StartPod(ctx context.Context, p Pod) error {
 	// Decided without I/O (no mapping, or a bad annotation): answer at once,
 	// with no background work, while the runtime holds its node-wide lock.
-	if ok, err := c.needsWork(p); !ok {
+	p, ok, err := c.needsWork(p)
+	if !ok {
 		c.opt.Observer.Operation("start", ResultOf(err))
 		return err
 	}

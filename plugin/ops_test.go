@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -162,5 +163,45 @@ func TestCloseLetsInFlightWorkFinish(t *testing.T) {
 	st := f.sim.State()
 	if len(st.Endpoints) != 1 || st.Endpoints[0].Namespace == "" {
 		t.Fatalf("after Close HCN holds %+v, want the endpoint finished and attached", st.Endpoints)
+	}
+}
+
+// A pod start parses the annotation once: what the fast path parsed is what
+// the endpoint is built from, even if the pod's annotation map were read
+// again later (here it is changed while containerd is asked for the sandbox).
+func TestStartPodParsesAnnotationOnce(t *testing.T) {
+	f := newFixture(t)
+	p := f.sandbox("once", "8080:80")
+	f.store.onSandbox = func(string) { p.Annotations[AnnotationPortMappings] = "not a mapping" }
+	if err := f.core.StartPod(ctx, p); err != nil {
+		t.Fatalf("StartPod: %v (the annotation was parsed again)", err)
+	}
+	eps := f.endpoints(p.ID)
+	if len(eps) != 1 || len(eps[0].PortMappings) != 1 || eps[0].PortMappings[0].ExternalPort != 8080 {
+		t.Fatalf("endpoints = %+v, want one mapping 8080", eps)
+	}
+}
+
+// Over the cap, a pod start fails at once, naming the pod, the count and the
+// limit, and HNS is not asked for anything.
+func TestStartPodOverTheCap(t *testing.T) {
+	f := newFixture(t)
+	f.core.opt.Limits = Limits{MaxMappings: 2, MaxBytes: 64}
+	tests := []struct{ name, annotation, want string }{
+		{"entries", "8080:80,8081:80,8082:80", "pod default/pod-entries: annotation hcn.nri.io/port-mappings: invalid pod request: 3 entries, more than the limit of 2 (plugin.max_mappings_per_pod)"},
+		{"bytes", strings.Repeat(" ", 60) + "8080:80", "pod default/pod-bytes: annotation hcn.nri.io/port-mappings: invalid pod request: 67 bytes, more than the limit of 64 (plugin.max_annotation_bytes)"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			p := f.sandbox(tt.name, tt.annotation)
+			f.store.onSandbox = func(string) { t.Error("containerd was asked about a pod rejected on its annotation") }
+			err := f.core.StartPod(ctx, p)
+			if err == nil || err.Error() != tt.want || !errors.Is(err, ErrInvalidPod) || !errors.Is(err, ErrTooLarge) {
+				t.Fatalf("StartPod = %v, want %q", err, tt.want)
+			}
+			if st := f.sim.State(); len(st.Endpoints) != 0 || len(st.Networks) != 0 {
+				t.Fatalf("HCN changed: %+v", st)
+			}
+		})
 	}
 }

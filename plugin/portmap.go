@@ -1,6 +1,7 @@
 package plugin
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net/netip"
@@ -28,14 +29,72 @@ type MappingError struct {
 func (e *MappingError) Error() string { return fmt.Sprintf("entry %s: %s", e.Entry, e.Reason) }
 func (e *MappingError) Unwrap() error { return ErrBadMapping }
 
+// Limits bound what one pod can ask for, so that no annotation a pod author
+// writes can hold up the runtime's node-wide NRI lock or ask HNS for an
+// endpoint with thousands of policies. Zero means no limit.
+type Limits struct {
+	MaxMappings int // mappings per pod, every source counted (plugin.max_mappings_per_pod)
+	MaxBytes    int // bytes of the annotation value (plugin.max_annotation_bytes)
+}
+
+// Default limits: real pods map a handful of host ports; 64 is generous and
+// keeps one endpoint's policy list small for HNS. 16 KiB holds 64 entries
+// in the most verbose form (a YAML list with host IPs, about 120 bytes each).
+const (
+	DefaultMaxMappings = 64
+	DefaultMaxBytes    = 16 << 10
+)
+
+// DefaultLimits are the limits of a default configuration.
+func DefaultLimits() Limits {
+	return Limits{MaxMappings: DefaultMaxMappings, MaxBytes: DefaultMaxBytes}
+}
+
+// ErrTooLarge is wrapped (besides ErrBadMapping) by the errors of a request
+// over the limits.
+var ErrTooLarge = errors.New("port-mapping request over the limit")
+
+// LimitError says which limit a request exceeds, by how much.
+type LimitError struct {
+	What  string // "entries" or "bytes"
+	Count int
+	Limit int
+	Key   string // the configuration key of the limit
+}
+
+func (e *LimitError) Error() string {
+	return fmt.Sprintf("%d %s, more than the limit of %d (%s)", e.Count, e.What, e.Limit, e.Key)
+}
+
+// Unwrap makes a LimitError both a bad mapping and a too-large request.
+func (e *LimitError) Unwrap() []error { return []error{ErrBadMapping, ErrTooLarge} }
+
+// Configuration keys of the limits, named in errors.
+const (
+	KeyMaxMappings = "plugin.max_mappings_per_pod"
+	KeyMaxBytes    = "plugin.max_annotation_bytes"
+)
+
+// checkCount rejects n mappings over the limit.
+func (l Limits) checkCount(n int) error {
+	if l.MaxMappings > 0 && n > l.MaxMappings {
+		return &LimitError{What: "entries", Count: n, Limit: l.MaxMappings, Key: KeyMaxMappings}
+	}
+	return nil
+}
+
 // ParsePortMappings parses the value of AnnotationPortMappings. Two forms:
 //
 //	compact, comma-separated: 8080:80, 8080:80/udp, 10.0.0.4:8443:443/tcp, [fd00::4]:8080:80
 //	a JSON or YAML list: [{"containerPort":80,"hostPort":8080,"protocol":"TCP","hostIP":"10.0.0.4"}]
 //
 // An empty value yields no mappings. Duplicate or overlapping mappings are
-// rejected.
-func ParsePortMappings(value string) ([]hcn.PortMapping, error) {
+// rejected. The limits are checked before any per-entry work (the size
+// first, then the number of entries); the cost is linear in the value.
+func ParsePortMappings(value string, lim Limits) ([]hcn.PortMapping, error) {
+	if lim.MaxBytes > 0 && len(value) > lim.MaxBytes {
+		return nil, &LimitError{What: "bytes", Count: len(value), Limit: lim.MaxBytes, Key: KeyMaxBytes}
+	}
 	v := strings.TrimSpace(value)
 	if v == "" {
 		return nil, nil
@@ -45,9 +104,9 @@ func ParsePortMappings(value string) ([]hcn.PortMapping, error) {
 		err error
 	)
 	if isListForm(v) {
-		out, err = parseList(v)
+		out, err = parseList(v, lim)
 	} else {
-		out, err = parseCompact(v)
+		out, err = parseCompact(v, lim)
 	}
 	if err != nil {
 		return nil, err
@@ -71,8 +130,11 @@ func isListForm(v string) bool {
 	return false
 }
 
-func parseCompact(v string) ([]hcn.PortMapping, error) {
-	var out []hcn.PortMapping
+func parseCompact(v string, lim Limits) ([]hcn.PortMapping, error) {
+	if err := lim.checkCount(strings.Count(v, ",") + 1); err != nil {
+		return nil, err
+	}
+	out := make([]hcn.PortMapping, 0, strings.Count(v, ",")+1)
 	for _, raw := range strings.Split(v, ",") {
 		entry := strings.TrimSpace(raw)
 		m, reason := parseCompactEntry(entry)
@@ -199,14 +261,23 @@ type listEntry struct {
 	HostIP        string `json:"hostIP"`
 }
 
-func parseList(v string) ([]hcn.PortMapping, error) {
+func parseList(v string, lim Limits) ([]hcn.PortMapping, error) {
 	var entries []listEntry
 	bad := func(err error) error {
 		return &MappingError{Entry: "list", Reason: "not a valid JSON/YAML list of {containerPort, hostPort, protocol, hostIP}: " + err.Error()}
 	}
-	j, err := yaml.YAMLToJSON([]byte(v))
-	if err != nil {
-		return nil, bad(err)
+	// JSON, the common form, is decoded directly; YAML goes through the
+	// (much slower) YAML-to-JSON conversion only after its top-level entries
+	// ("-" at the start of a line) are counted against the limit.
+	j := []byte(v)
+	if !strings.HasPrefix(v, "[") || !json.Valid(j) {
+		if err := lim.checkCount(yamlItems(v)); err != nil {
+			return nil, err
+		}
+		var err error
+		if j, err = yaml.YAMLToJSON(j); err != nil {
+			return nil, bad(err)
+		}
 	}
 	// Case-sensitive and strict, as Kubernetes decodes objects: "hostport"
 	// is an unknown field, not hostPort.
@@ -217,6 +288,9 @@ func parseList(v string) ([]hcn.PortMapping, error) {
 	if err != nil {
 		return nil, bad(err)
 	}
+	if err := lim.checkCount(len(entries)); err != nil {
+		return nil, err
+	}
 	out := make([]hcn.PortMapping, 0, len(entries))
 	for i, e := range entries {
 		m, reason := e.mapping()
@@ -226,6 +300,18 @@ func parseList(v string) ([]hcn.PortMapping, error) {
 		out = append(out, m)
 	}
 	return out, nil
+}
+
+// yamlItems counts the lines that start a top-level YAML block sequence
+// entry: an upper bound of the entries a YAML value can hold.
+func yamlItems(v string) int {
+	n := 0
+	for line := range strings.Lines(v) {
+		if strings.HasPrefix(line, "-") && !strings.HasPrefix(line, "---") {
+			n++
+		}
+	}
+	return n
 }
 
 func (e listEntry) String() string {
@@ -282,22 +368,122 @@ func Overlap(a, b hcn.PortMapping) bool {
 	return a.HostIP.IsUnspecified() || b.HostIP.IsUnspecified() || a.HostIP == b.HostIP
 }
 
+// overlapIndex finds, for a mapping, the first earlier mapping it duplicates
+// or overlaps, in constant time: mappings can only collide when protocol and
+// host port agree, and within such a group only with an entry without host
+// IP, an unspecified address of the same family, or the same address.
+type overlapIndex struct {
+	groups map[overlapGroup]*overlapEntries
+}
+
+type overlapGroup struct {
+	proto hcn.Protocol
+	port  uint16
+}
+
+// overlapEntries holds the index of the first entry of each kind (-1: none).
+type overlapEntries struct {
+	noIP, any4, any6, unspec4, unspec6 int
+	byAddr                             map[netip.Addr]int
+}
+
+func newOverlapIndex(n int) *overlapIndex {
+	return &overlapIndex{groups: make(map[overlapGroup]*overlapEntries, n)}
+}
+
+// first returns the index of the earliest recorded mapping that m overlaps
+// (or duplicates), or -1.
+func (x *overlapIndex) first(m hcn.PortMapping) int {
+	g := x.groups[overlapGroup{m.Protocol, m.HostPort}]
+	if g == nil {
+		return -1
+	}
+	best := -1
+	pick := func(i int) {
+		if i >= 0 && (best < 0 || i < best) {
+			best = i
+		}
+	}
+	switch {
+	case !m.HostIP.IsValid():
+		pick(g.noIP)
+		pick(g.any4)
+		pick(g.any6)
+	case m.HostIP.IsUnspecified():
+		pick(g.noIP)
+		if m.HostIP.Is4() {
+			pick(g.any4)
+		} else {
+			pick(g.any6)
+		}
+	default:
+		pick(g.noIP)
+		if m.HostIP.Is4() {
+			pick(g.unspec4)
+		} else {
+			pick(g.unspec6)
+		}
+		if i, ok := g.byAddr[m.HostIP]; ok {
+			pick(i)
+		}
+	}
+	return best
+}
+
+// add records m as entry i (entries are added in order).
+func (x *overlapIndex) add(i int, m hcn.PortMapping) {
+	k := overlapGroup{m.Protocol, m.HostPort}
+	g := x.groups[k]
+	if g == nil {
+		g = &overlapEntries{noIP: -1, any4: -1, any6: -1, unspec4: -1, unspec6: -1}
+		x.groups[k] = g
+	}
+	set := func(p *int) {
+		if *p < 0 {
+			*p = i
+		}
+	}
+	switch {
+	case !m.HostIP.IsValid():
+		set(&g.noIP)
+		return
+	case m.HostIP.Is4():
+		set(&g.any4)
+		if m.HostIP.IsUnspecified() {
+			set(&g.unspec4)
+		}
+	default:
+		set(&g.any6)
+		if m.HostIP.IsUnspecified() {
+			set(&g.unspec6)
+		}
+	}
+	if g.byAddr == nil {
+		g.byAddr = map[netip.Addr]int{}
+	}
+	if _, ok := g.byAddr[m.HostIP]; !ok {
+		g.byAddr[m.HostIP] = i
+	}
+}
+
 // CheckOverlaps rejects duplicates and overlapping host ports within one
-// pod's mappings. name describes each mapping in errors (nil: its String).
+// pod's mappings, in linear time. name describes each mapping in errors
+// (nil: its String). The first offending entry is reported, against the
+// earliest entry it collides with.
 func CheckOverlaps(ms []hcn.PortMapping, name func(i int) string) error {
 	if name == nil {
 		name = func(i int) string { return strconv.Quote(ms[i].String()) }
 	}
+	idx := newOverlapIndex(len(ms))
 	for i := range ms {
-		for j := range i {
+		if j := idx.first(ms[i]); j >= 0 {
 			if ms[i] == ms[j] {
 				return &MappingError{Entry: name(i), Reason: "duplicates entry " + name(j)}
 			}
-			if Overlap(ms[i], ms[j]) {
-				return &MappingError{Entry: name(i), Reason: "host port " + strconv.Itoa(int(ms[i].HostPort)) + "/" +
-					ms[i].Protocol.String() + " overlaps entry " + name(j)}
-			}
+			return &MappingError{Entry: name(i), Reason: "host port " + strconv.Itoa(int(ms[i].HostPort)) + "/" +
+				ms[i].Protocol.String() + " overlaps entry " + name(j)}
 		}
+		idx.add(i, ms[i])
 	}
 	return nil
 }

@@ -2,6 +2,8 @@ package plugin
 
 import (
 	"errors"
+	"fmt"
+	"math/rand/v2"
 	"net/netip"
 	"strings"
 	"testing"
@@ -45,7 +47,7 @@ func TestParsePortMappingsAccepts(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got, err := ParsePortMappings(tt.in)
+			got, err := ParsePortMappings(tt.in, Limits{})
 			if err != nil {
 				t.Fatalf("ParsePortMappings(%q): %v", tt.in, err)
 			}
@@ -98,7 +100,7 @@ func TestParsePortMappingsRejects(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got, err := ParsePortMappings(tt.in)
+			got, err := ParsePortMappings(tt.in, Limits{})
 			if err == nil {
 				t.Fatalf("ParsePortMappings(%q) = %v, want an error", tt.in, got)
 			}
@@ -128,5 +130,122 @@ func TestCoreMappingsErrorNamesPodAndAnnotation(t *testing.T) {
 	}
 	if !errors.Is(err, ErrInvalidPod) || !errors.Is(err, ErrBadMapping) {
 		t.Errorf("error %v should wrap ErrInvalidPod and ErrBadMapping", err)
+	}
+}
+
+// compactEntries returns n distinct, non-overlapping compact entries.
+func compactEntries(n int) string {
+	var b strings.Builder
+	for i := range n {
+		if i > 0 {
+			b.WriteString(",")
+		}
+		fmt.Fprintf(&b, "%d:80", 1024+i)
+	}
+	return b.String()
+}
+
+func listEntries(n int) string {
+	var b strings.Builder
+	b.WriteString("[")
+	for i := range n {
+		if i > 0 {
+			b.WriteString(",")
+		}
+		fmt.Fprintf(&b, `{"containerPort":80,"hostPort":%d}`, 1024+i)
+	}
+	b.WriteString("]")
+	return b.String()
+}
+
+func TestParsePortMappingsLimits(t *testing.T) {
+	lim := Limits{MaxMappings: 8, MaxBytes: 4096}
+	huge := strings.Repeat("8080:80,", 256<<10/8) // a 256 KiB annotation, as large as Kubernetes allows
+	tests := []struct {
+		name string
+		in   string
+		lim  Limits
+		want int      // mappings accepted, when err is empty
+		err  []string // fragments of the error
+	}{
+		{"compact at the cap", compactEntries(8), lim, 8, nil},
+		{"compact one over", compactEntries(9), lim, 0, []string{"9 entries", "limit of 8", KeyMaxMappings}},
+		{"list at the cap", listEntries(8), lim, 8, nil},
+		{"list one over", listEntries(9), lim, 0, []string{"9 entries", "limit of 8", KeyMaxMappings}},
+		{"bytes at the cap", "8080:80" + strings.Repeat(" ", 4096-7), lim, 1, nil},
+		{"bytes one over", "8080:80" + strings.Repeat(" ", 4096-6), lim, 0, []string{"4097 bytes", "limit of 4096", KeyMaxBytes}},
+		{"256 KiB rejected on its size", huge, DefaultLimits(), 0, []string{fmt.Sprintf("%d bytes", len(huge)), "limit of 16384", KeyMaxBytes}},
+		{"count before entries are checked", strings.Repeat("x,", 9) + "x", lim, 0, []string{"10 entries"}},
+		{"no limits", compactEntries(2000), Limits{}, 2000, nil},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, err := ParsePortMappings(tt.in, tt.lim)
+			if tt.err == nil {
+				if err != nil || len(got) != tt.want {
+					t.Fatalf("= %d mappings, %v; want %d", len(got), err, tt.want)
+				}
+				return
+			}
+			if err == nil {
+				t.Fatalf("= %d mappings, want an error", len(got))
+			}
+			if !errors.Is(err, ErrTooLarge) || !errors.Is(err, ErrBadMapping) {
+				t.Errorf("error %v should wrap ErrTooLarge and ErrBadMapping", err)
+			}
+			for _, w := range tt.err {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("error %q does not mention %q", err, w)
+				}
+			}
+		})
+	}
+}
+
+// naiveFirstOverlap is the quadratic definition CheckOverlaps must agree
+// with: the first entry that duplicates or overlaps an earlier one, against
+// the earliest such.
+func naiveFirstOverlap(ms []hcn.PortMapping) (i, j int, dup bool) {
+	for i := range ms {
+		for j := range i {
+			if ms[i] == ms[j] || Overlap(ms[i], ms[j]) {
+				return i, j, ms[i] == ms[j]
+			}
+		}
+	}
+	return -1, -1, false
+}
+
+func TestCheckOverlapsAgreesWithPairwiseDefinition(t *testing.T) {
+	ips := []string{"", "0.0.0.0", "::", "10.0.0.4", "10.0.0.5", "fd00::4", "fd00::5"}
+	rng := rand.New(rand.NewPCG(1, 2))
+	for round := range 20000 {
+		n := 1 + rng.IntN(6)
+		ms := make([]hcn.PortMapping, n)
+		for k := range ms {
+			proto := hcn.TCP
+			if rng.IntN(2) == 0 {
+				proto = hcn.UDP
+			}
+			ms[k] = m(proto, uint16(80+rng.IntN(2)), uint16(80+rng.IntN(2)), ips[rng.IntN(len(ips))])
+		}
+		name := func(i int) string { return fmt.Sprintf("#%d", i) }
+		err := CheckOverlaps(ms, name)
+		i, j, dup := naiveFirstOverlap(ms)
+		if i < 0 {
+			if err != nil {
+				t.Fatalf("round %d: %v: unexpected %v", round, ms, err)
+			}
+			continue
+		}
+		want := fmt.Sprintf("entry #%d: ", i)
+		if dup {
+			want += fmt.Sprintf("duplicates entry #%d", j)
+		} else {
+			want += fmt.Sprintf("overlaps entry #%d", j)
+		}
+		if err == nil || !strings.HasPrefix(err.Error(), fmt.Sprintf("entry #%d: ", i)) || !strings.HasSuffix(err.Error(), want[len(fmt.Sprintf("entry #%d: ", i)):]) {
+			t.Fatalf("round %d: %v: err = %v, want %q", round, ms, err, want)
+		}
 	}
 }

@@ -242,6 +242,7 @@ func build(cfg config.Config, flags *config.Flags, log *logrus.Entry) (*app, err
 	a.core = plugin.NewCore(mgr, a.store, plugin.Options{
 		Policy:    hcn.PolicyOptions{LocalRoutedVIP: cfg.HCN.LocalRoutedVIP, DualStack: cfg.HCN.DualStack},
 		Sources:   plugin.MappingSources{Annotations: cfg.Plugin.UsesMappings(config.MappingsAnnotations), CRI: cfg.Plugin.UsesMappings(config.MappingsCRI)},
+		Limits:    plugin.Limits{MaxMappings: cfg.Plugin.MaxMappingsPerPod, MaxBytes: cfg.Plugin.MaxAnnotationBytes},
 		Admission: policy.WithDualStack(cfg.HCN.DualStack),
 		Deadline:  cfg.Plugin.Deadline.Duration,
 		FailOpen:  cfg.Plugin.FailurePolicy == config.FailOpen,

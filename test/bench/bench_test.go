@@ -83,3 +83,18 @@ func BenchmarkSynchronize(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkAnnotation: a pod author's annotation up to 256 KiB. Parse grows
+// linearly (compare ns/op per byte across sizes); the pod start with the
+// default limits is decided in microseconds at any size. Needs no root.
+func BenchmarkAnnotation(b *testing.B) {
+	c := DecisionCore()
+	b.Cleanup(c.Close)
+	for _, form := range []string{"compact", "list"} {
+		for _, size := range AnnotationSizes() {
+			v := Annotation(form, size)
+			b.Run(fmt.Sprintf("%s/%dKiB/parse-unlimited", form, size>>10), ParseUnlimited(v))
+			b.Run(fmt.Sprintf("%s/%dKiB/start-decision", form, size>>10), StartDecision(c, v))
+		}
+	}
+}

@@ -1,0 +1,106 @@
+package e2e
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+
+	"github.com/nri-hcn-portmap/nri-hcn-portmap/hcn"
+	"github.com/nri-hcn-portmap/nri-hcn-portmap/test/harness"
+)
+
+const limitsConfig = `[plugin]
+mapping_sources = ["annotations", "cri"]
+resync_interval = "0s"
+max_mappings_per_pod = 3
+max_annotation_bytes = 256
+` + harness.NetworkConfig
+
+// ports returns a compact annotation mapping host ports from..to.
+func ports(from, to int) string {
+	var parts []string
+	for p := from; p <= to; p++ {
+		parts = append(parts, fmt.Sprintf("%d:80", p))
+	}
+	return strings.Join(parts, ",")
+}
+
+// A pod over the configured limits fails under NRI with an error naming the
+// pod, the count and the limit, and nothing is created; at the limit it
+// works.
+func TestLimitsThroughNRI(t *testing.T) {
+	env, ctx := newEnv(t, limitsConfig)
+	if err := env.StartPlugin(ctx); err != nil {
+		t.Fatal(err)
+	}
+	crowded := pod("crowded", ports(9401, 9402))
+	crowded.HostPorts = []*runtimeapi.PortMapping{hostPort(runtimeapi.Protocol_TCP, 80, 9403, ""), hostPort(runtimeapi.Protocol_TCP, 80, 9404, "")}
+	tests := []struct {
+		pod  string
+		p    func() (string, error)
+		want string
+	}{
+		{"entries", func() (string, error) { return env.RunPod(ctx, pod("entries", ports(9301, 9304))) },
+			"pod default/entries: annotation hcn.nri.io/port-mappings: invalid pod request: 4 entries, more than the limit of 3 (plugin.max_mappings_per_pod)"},
+		{"bytes", func() (string, error) { return env.RunPod(ctx, pod("bytes", "9311:80"+strings.Repeat(" ", 256))) },
+			"pod default/bytes: annotation hcn.nri.io/port-mappings: invalid pod request: 263 bytes, more than the limit of 256 (plugin.max_annotation_bytes)"},
+		{"crowded", func() (string, error) { return env.RunPod(ctx, crowded) },
+			"pod default/crowded: invalid pod request: annotation and CRI hostPorts together: 4 entries, more than the limit of 3"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.pod, func(t *testing.T) {
+			_, err := tt.p()
+			if err == nil || !strings.Contains(err.Error(), tt.want) {
+				t.Fatalf("RunPodSandbox = %v, want an error with %q", err, tt.want)
+			}
+			if ep := endpointOf(t, ctx, env, sandboxID(tt.pod)); ep != nil {
+				t.Fatalf("rejected pod got %+v", ep)
+			}
+		})
+	}
+	t.Run("at the limit", func(t *testing.T) {
+		p := pod("three", ports(9321, 9323))
+		guid, err := env.RunPod(ctx, p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		wantEndpoint(t, ctx, env, p.ID, guid, []hcn.PortMappingPolicy{tcp(9321, 80, "", 1), tcp(9322, 80, "", 1), tcp(9323, 80, "", 1)})
+	})
+}
+
+// On containerd events the plugin cannot fail the pod: an over-limit pod
+// gets no endpoint and is counted as an invalid request, like any rejected
+// pod, and the next pod is served.
+func TestLimitsThroughEvents(t *testing.T) {
+	env, ctx := startEventsEnv(t, limitsConfig)
+	over := pod("over", ports(9501, 9504))
+	if _, err := env.CreateSandbox(ctx, over); err != nil {
+		t.Fatal(err)
+	}
+	if err := env.PublishStart(ctx, over.ID); err != nil {
+		t.Fatal(err)
+	}
+	const invalid = `nri_hcn_portmap_operations_total{kind="event-start",result="invalid"}`
+	deadline := time.Now().Add(20 * time.Second)
+	for scrape(t, env)[invalid] != 1 {
+		if time.Now().After(deadline) {
+			t.Fatalf("%s never reached 1: %v", invalid, scrape(t, env))
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	next := pod("next", ports(9511, 9511))
+	guid, err := env.CreateSandbox(ctx, next)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := env.PublishStart(ctx, next.ID); err != nil {
+		t.Fatal(err)
+	}
+	wantEndpoint(t, ctx, env, next.ID, guid, []hcn.PortMappingPolicy{tcp(9511, 80, "", 1)})
+	if ep := endpointOf(t, ctx, env, over.ID); ep != nil {
+		t.Fatalf("over-limit pod got %+v", ep)
+	}
+}
