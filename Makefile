@@ -46,8 +46,8 @@ clean:
 # Fuzz the parsers of untrusted input for FUZZTIME each (not part of `make test`).
 FUZZTIME ?= 30s
 fuzz:
-	$(GO) test -run '^$$' -fuzz '^FuzzParsePortMappings$$' -fuzztime $(FUZZTIME) ./plugin/
-	$(GO) test -run '^$$' -fuzz '^FuzzDecodeCRIMetadata$$' -fuzztime $(FUZZTIME) ./plugin/
+	$(GO) test -run '^$$' -fuzz '^FuzzParsePortMappings$$' -fuzztime $(FUZZTIME) ./plugin/request/
+	$(GO) test -run '^$$' -fuzz '^FuzzDecodeCRIMetadata$$' -fuzztime $(FUZZTIME) ./plugin/request/
 	$(GO) test -run '^$$' -fuzz '^FuzzDecode$$' -fuzztime $(FUZZTIME) ./config/
 
 # Benchmarks (needs root and containerd, like the e2e tests): writes

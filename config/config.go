@@ -247,6 +247,11 @@ func (e *Error) Unwrap() error { return e.Err }
 // Validate checks every field. origin names where each value came from
 // (key -> "flag --x"), falling back to source (the file path, or "defaults").
 func (c *Config) Validate(source string, origin map[string]string) error {
+	return c.validate(source, origin, runtime.GOOS)
+}
+
+// validate checks the configuration for a plugin running on goos.
+func (c *Config) validate(source string, origin map[string]string, goos string) error {
 	var errs []string
 	bad := func(key string, value any, why string) {
 		from := source
@@ -310,7 +315,9 @@ func (c *Config) Validate(source string, origin map[string]string) error {
 	switch c.HCN.Backend {
 	case BackendWindows:
 	case BackendSimulated:
-		if c.HCN.SimulatorAddress == "" {
+		if goos == "windows" {
+			bad("hcn.backend", c.HCN.Backend, "the HNS simulator is a test double for Linux tests and demos and is not part of the Windows build; use windows")
+		} else if c.HCN.SimulatorAddress == "" {
 			bad("hcn.simulator_address", c.HCN.SimulatorAddress, "must be set for the simulated backend (unix:///path or tcp://127.0.0.1:port)")
 		}
 	default:

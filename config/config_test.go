@@ -11,8 +11,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nri-hcn-portmap/nri-hcn-portmap/plugin"
 	"github.com/nri-hcn-portmap/nri-hcn-portmap/plugin/admission"
+	"github.com/nri-hcn-portmap/nri-hcn-portmap/plugin/request"
 )
 
 func write(t *testing.T, body string) string {
@@ -245,8 +245,8 @@ func TestFlagsOverrideFileAndNameThemselves(t *testing.T) {
 // The file's defaults are the limits the plugin documents and applies.
 func TestDefaultLimitsMatchThePlugin(t *testing.T) {
 	d := Default().Plugin
-	if d.MaxMappingsPerPod != plugin.DefaultMaxMappings || d.MaxAnnotationBytes != plugin.DefaultMaxBytes {
+	if d.MaxMappingsPerPod != request.DefaultMaxMappings || d.MaxAnnotationBytes != request.DefaultMaxBytes {
 		t.Fatalf("config defaults %d mappings, %d bytes; plugin defaults %d, %d", d.MaxMappingsPerPod, d.MaxAnnotationBytes,
-			plugin.DefaultMaxMappings, plugin.DefaultMaxBytes)
+			request.DefaultMaxMappings, request.DefaultMaxBytes)
 	}
 }

@@ -57,3 +57,25 @@ func stepErr(step, object string, err error) error {
 	}
 	return &StepError{Step: step, Object: object, Err: err}
 }
+
+// Permanent reports whether retrying the same HCN request cannot help: the
+// object is gone, the host port is held, HNS rejected the request as
+// invalid, or the endpoint is attached or still referenced. Anything else
+// (HNS unreachable, a call that timed out, an unclassified HNS failure) may
+// pass on a later try.
+func Permanent(err error) bool {
+	for _, final := range []error{ErrNotFound, ErrPortInUse, ErrInvalid, ErrAlreadyAttached, ErrInUse} {
+		if errors.Is(err, final) {
+			return true
+		}
+	}
+	return false
+}
+
+// NamespaceGone reports whether err says the namespace an endpoint was being
+// attached to no longer exists: the sandbox stopped meanwhile, and the
+// manager has rolled the endpoint back.
+func NamespaceGone(err error) bool {
+	var se *StepError
+	return errors.As(err, &se) && se.Step == StepAttachEndpoint && errors.Is(err, ErrNotFound)
+}

@@ -320,6 +320,16 @@ func (m *Manager) Owned(ctx context.Context) ([]Endpoint, error) {
 	return out, nil
 }
 
+// Health reports whether HNS answers for the configured network: it must
+// exist, unless the manager creates it with the first endpoint.
+func (m *Manager) Health(ctx context.Context) error {
+	_, err := m.svc.GetNetworkByName(ctx, m.cfg.Network.Name)
+	if errors.Is(err, ErrNotFound) && m.cfg.CreateNetwork {
+		return nil // reachable; the network comes with the first endpoint
+	}
+	return err
+}
+
 // NamespaceExists reports whether the HCN namespace exists.
 func (m *Manager) NamespaceExists(ctx context.Context, id string) (bool, error) {
 	_, err := m.svc.GetNamespace(ctx, id)

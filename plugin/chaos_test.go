@@ -7,6 +7,7 @@ import (
 
 	"github.com/nri-hcn-portmap/nri-hcn-portmap/hcn"
 	"github.com/nri-hcn-portmap/nri-hcn-portmap/hcn/hcnsim"
+	"github.com/nri-hcn-portmap/nri-hcn-portmap/plugin/request"
 )
 
 // TestRandomFaultsConverge drives pods through random starts, stops and
@@ -91,7 +92,7 @@ func TestRandomFaultsConverge(t *testing.T) {
 					continue
 				}
 				want++
-				policies := hcn.BuildPolicies(mustParse(t, p.Annotations[AnnotationPortMappings]), f.core.opt.Policy)
+				policies := hcn.BuildPolicies(mustParse(t, p.Annotations[request.AnnotationPortMappings]), f.core.opt.Policy)
 				if len(eps) != 1 || eps[0].Namespace != f.store.sbs[p.ID].NetNS || !hcn.SamePolicies(eps[0].PortMappings, policies) {
 					t.Errorf("live pod %s has %+v, want one endpoint with %v in %s", p.ID, eps, policies, f.store.sbs[p.ID].NetNS)
 				}
@@ -105,7 +106,7 @@ func TestRandomFaultsConverge(t *testing.T) {
 
 func mustParse(t *testing.T, s string) []hcn.PortMapping {
 	t.Helper()
-	ms, err := ParsePortMappings(s, Limits{})
+	ms, err := request.ParsePortMappings(s, request.Limits{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -9,12 +9,13 @@ import (
 
 	"github.com/nri-hcn-portmap/nri-hcn-portmap/hcn"
 	"github.com/nri-hcn-portmap/nri-hcn-portmap/hcn/hcnsim"
+	"github.com/nri-hcn-portmap/nri-hcn-portmap/plugin/request"
 )
 
 func criMeta(annotation, portMappings string) []byte {
 	ann := ""
 	if annotation != "" {
-		ann = `,"annotations":{"` + AnnotationPortMappings + `":"` + annotation + `"}`
+		ann = `,"annotations":{"` + request.AnnotationPortMappings + `":"` + annotation + `"}`
 	}
 	return []byte(`{"Version":"v1","Metadata":{"ID":"x","Name":"p_ns_uid_0","Config":{"metadata":{"name":"p","uid":"uid","namespace":"ns"},"port_mappings":[` +
 		portMappings + `]` + ann + `}}}`)
@@ -30,49 +31,49 @@ func criPorts(from, to int) string {
 }
 
 func TestCoreMappingSources(t *testing.T) {
-	captured, err := os.ReadFile("testdata/cri-sandbox-metadata.json")
+	captured, err := os.ReadFile("request/testdata/cri-sandbox-metadata.json")
 	if err != nil {
 		t.Fatal(err)
 	}
 	tests := []struct {
 		name    string
-		sources MappingSources
+		sources Inputs
 		meta    []byte
 		want    []hcn.PortMappingPolicy
 		err     string
 	}{
-		{"captured record, annotations only", MappingSources{Annotations: true}, captured,
+		{"captured record, annotations only", Inputs{Annotations: true}, captured,
 			[]hcn.PortMappingPolicy{{Protocol: hcn.TCP, ExternalPort: 8443, InternalPort: 443, VIP: "10.0.0.4", Flags: 1}}, ""},
-		{"captured record, CRI only", MappingSources{CRI: true}, captured,
+		{"captured record, CRI only", Inputs{CRI: true}, captured,
 			[]hcn.PortMappingPolicy{{Protocol: hcn.TCP, ExternalPort: 8080, InternalPort: 80, Flags: 1},
 				{Protocol: hcn.UDP, ExternalPort: 5353, InternalPort: 53, VIP: "10.0.0.4", Flags: 1}}, ""},
-		{"captured record, both", MappingSources{Annotations: true, CRI: true}, captured,
+		{"captured record, both", Inputs{Annotations: true, CRI: true}, captured,
 			[]hcn.PortMappingPolicy{{Protocol: hcn.TCP, ExternalPort: 8080, InternalPort: 80, Flags: 1},
 				{Protocol: hcn.TCP, ExternalPort: 8443, InternalPort: 443, VIP: "10.0.0.4", Flags: 1},
 				{Protocol: hcn.UDP, ExternalPort: 5353, InternalPort: 53, VIP: "10.0.0.4", Flags: 1}}, ""},
-		{"both give the same mapping: counted once", MappingSources{Annotations: true, CRI: true},
+		{"both give the same mapping: counted once", Inputs{Annotations: true, CRI: true},
 			criMeta("8080:80", `{"container_port":80,"host_port":8080}`),
 			[]hcn.PortMappingPolicy{{Protocol: hcn.TCP, ExternalPort: 8080, InternalPort: 80, Flags: 1}}, ""},
-		{"they disagree", MappingSources{Annotations: true, CRI: true},
+		{"they disagree", Inputs{Annotations: true, CRI: true},
 			criMeta("8080:80", `{"container_port":81,"host_port":8080}`), nil, "disagree"},
-		{"CRI SCTP", MappingSources{CRI: true}, criMeta("", `{"protocol":2,"container_port":81,"host_port":8080}`), nil, "SCTP"},
-		{"CRI ignored when not enabled", MappingSources{Annotations: true}, criMeta("", `{"protocol":2,"container_port":81,"host_port":8080}`), nil, ""},
-		{"malformed metadata", MappingSources{CRI: true}, []byte(`{"Version":"v1"`), nil, "invalid CRI sandbox metadata"},
-		{"CRI hostPorts at the cap", MappingSources{CRI: true}, criMeta("", criPorts(1, 3)),
+		{"CRI SCTP", Inputs{CRI: true}, criMeta("", `{"protocol":2,"container_port":81,"host_port":8080}`), nil, "SCTP"},
+		{"CRI ignored when not enabled", Inputs{Annotations: true}, criMeta("", `{"protocol":2,"container_port":81,"host_port":8080}`), nil, ""},
+		{"malformed metadata", Inputs{CRI: true}, []byte(`{"Version":"v1"`), nil, "invalid CRI sandbox metadata"},
+		{"CRI hostPorts at the cap", Inputs{CRI: true}, criMeta("", criPorts(1, 3)),
 			[]hcn.PortMappingPolicy{{Protocol: hcn.TCP, ExternalPort: 9001, InternalPort: 80, Flags: 1},
 				{Protocol: hcn.TCP, ExternalPort: 9002, InternalPort: 80, Flags: 1},
 				{Protocol: hcn.TCP, ExternalPort: 9003, InternalPort: 80, Flags: 1}}, ""},
-		{"CRI hostPorts over the cap", MappingSources{CRI: true}, criMeta("", criPorts(1, 4)), nil,
+		{"CRI hostPorts over the cap", Inputs{CRI: true}, criMeta("", criPorts(1, 4)), nil,
 			"pod ns/p: invalid pod request: CRI hostPorts: 4 entries, more than the limit of 3 (plugin.max_mappings_per_pod)"},
-		{"annotation and CRI count together", MappingSources{Annotations: true, CRI: true}, criMeta("9001:80,9002:80", criPorts(2, 4)), nil,
+		{"annotation and CRI count together", Inputs{Annotations: true, CRI: true}, criMeta("9001:80,9002:80", criPorts(2, 4)), nil,
 			"annotation and CRI hostPorts together: 4 entries, more than the limit of 3"},
-		{"annotation over the cap", MappingSources{Annotations: true}, criMeta("9001:80,9002:80,9003:80,9004:80", ""), nil,
+		{"annotation over the cap", Inputs{Annotations: true}, criMeta("9001:80,9002:80,9003:80,9004:80", ""), nil,
 			"pod ns/p: annotation hcn.nri.io/port-mappings: invalid pod request: 4 entries, more than the limit of 3 (plugin.max_mappings_per_pod)"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			f := newFixture(t)
-			f.core.opt.Sources = tt.sources
+			f.core.opt.Inputs = tt.sources
 			f.core.opt.Limits.MaxMappings = 3
 			p := f.sandbox("s", "")
 			f.store.sbs["s"].Metadata = tt.meta
@@ -105,10 +106,10 @@ func TestCoreMappingSources(t *testing.T) {
 
 func TestNRIPodUsesCRIHostPorts(t *testing.T) {
 	f := newFixture(t)
-	f.core.opt.Sources = MappingSources{Annotations: true, CRI: true}
+	f.core.opt.Inputs = Inputs{Annotations: true, CRI: true}
 	p := f.sandbox("n", "") // an NRI pod without the annotation
 	f.store.sbs["n"].Metadata = criMeta("", `{"container_port":80,"host_port":8080}`)
-	if r, err := f.core.Ensure(ctx, p); err != nil || r != ResultCreated {
+	if r, err := f.core.Ensure(ctx, p); err != nil || r != Built {
 		t.Fatalf("Ensure = %v, %v", r, err)
 	}
 }
@@ -138,8 +139,8 @@ func TestEventForApplicationContainerDoesNothing(t *testing.T) {
 	f.sandbox("app", "")
 	f.store.sbs["app"].IsSandbox = false
 	f.store.sbs["app"].Metadata = criMeta("7171:71", "")
-	if err := f.core.EnsureRetrying(ctx, Pod{ID: "app", Partial: true}); !errors.Is(err, errNotSandbox) {
-		t.Fatalf("EnsureRetrying(app container) = %v, want errNotSandbox", err)
+	if err := f.core.EnsureRetrying(ctx, Pod{ID: "app", Partial: true}); !errors.Is(err, ErrNotSandbox) {
+		t.Fatalf("EnsureRetrying(app container) = %v, want ErrNotSandbox", err)
 	}
 	if n := len(f.sim.State().Endpoints); n != 0 || f.sim.Calls()[hcnsim.OpCreateEndpoint] != 0 {
 		t.Fatalf("%d endpoints for an application container", n)

@@ -12,6 +12,7 @@ import (
 
 	"github.com/nri-hcn-portmap/nri-hcn-portmap/hcn"
 	"github.com/nri-hcn-portmap/nri-hcn-portmap/hcn/hcnsim"
+	"github.com/nri-hcn-portmap/nri-hcn-portmap/plugin/request"
 )
 
 var ctx = context.Background()
@@ -71,7 +72,7 @@ func newFixture(t *testing.T) *fixture {
 	store := &memStore{sbs: map[string]*SandboxInfo{}, tasks: map[string]TaskState{}}
 	log := logrus.New()
 	log.SetOutput(testWriter{t})
-	f := &fixture{sim: sim, store: store, core: NewCore(mgr, store, Options{Policy: hcn.PolicyOptions{LocalRoutedVIP: true}, Sources: MappingSources{Annotations: true},
+	f := &fixture{sim: sim, store: store, core: NewCore(mgr, store, Options{Policy: hcn.PolicyOptions{LocalRoutedVIP: true}, Inputs: Inputs{Annotations: true},
 		RetryMin: time.Millisecond, RetryMax: 5 * time.Millisecond}, logrus.NewEntry(log))}
 	t.Cleanup(f.core.Close)
 	return f
@@ -93,7 +94,7 @@ func (f *fixture) sandbox(id, annotation string) Pod {
 	f.store.mu.Unlock()
 	p := Pod{ID: id, Name: "pod-" + id, Namespace: "default"}
 	if annotation != "" {
-		p.Annotations = map[string]string{AnnotationPortMappings: annotation}
+		p.Annotations = map[string]string{request.AnnotationPortMappings: annotation}
 	}
 	return p
 }
@@ -111,25 +112,25 @@ func (f *fixture) endpoints(id string) []hcn.Endpoint {
 func TestEnsureCases(t *testing.T) {
 	f := newFixture(t)
 	mapped := f.sandbox("mapped", "8080:80,53:53/udp")
-	if r, err := f.core.Ensure(ctx, mapped); err != nil || r != ResultCreated {
+	if r, err := f.core.Ensure(ctx, mapped); err != nil || r != Built {
 		t.Fatalf("Ensure(mapped) = %v, %v", r, err)
 	}
 	eps := f.endpoints("mapped")
 	if len(eps) != 1 || len(eps[0].PortMappings) != 2 || eps[0].Namespace != f.store.sbs["mapped"].NetNS {
 		t.Fatalf("mapped pod endpoints: %+v", eps)
 	}
-	if r, err := f.core.Ensure(ctx, mapped); err != nil || r != ResultUnchanged {
+	if r, err := f.core.Ensure(ctx, mapped); err != nil || r != Kept {
 		t.Fatalf("second Ensure = %v, %v; want unchanged", r, err)
 	}
 
 	unmapped := f.sandbox("unmapped", "")
-	if r, err := f.core.Ensure(ctx, unmapped); err != nil || r != ResultNone || len(f.endpoints("unmapped")) != 0 {
+	if r, err := f.core.Ensure(ctx, unmapped); err != nil || r != NoChange || len(f.endpoints("unmapped")) != 0 {
 		t.Fatalf("Ensure(unmapped) = %v, %v", r, err)
 	}
 
 	linux := f.sandbox("linux", "8081:80")
 	f.store.sbs["linux"].NetNS = ""
-	if r, err := f.core.Ensure(ctx, linux); err != nil || r != ResultNone || len(f.endpoints("linux")) != 0 {
+	if r, err := f.core.Ensure(ctx, linux); err != nil || r != NoChange || len(f.endpoints("linux")) != 0 {
 		t.Fatalf("Ensure(no Windows namespace) = %v, %v; want skipped", r, err)
 	}
 
@@ -142,7 +143,7 @@ func TestEnsureCases(t *testing.T) {
 		t.Fatal("a rejected pod got an endpoint")
 	}
 
-	ghost := Pod{ID: "ghost", Annotations: map[string]string{AnnotationPortMappings: "9000:80"}}
+	ghost := Pod{ID: "ghost", Annotations: map[string]string{request.AnnotationPortMappings: "9000:80"}}
 	if _, err := f.core.Ensure(ctx, ghost); !errors.Is(err, ErrSandboxNotFound) {
 		t.Fatalf("Ensure(unknown sandbox) = %v", err)
 	}
@@ -156,10 +157,10 @@ func TestEnsureCases(t *testing.T) {
 		t.Errorf("HNS was asked to create %d endpoints; the conflict must be caught before HNS", n)
 	}
 
-	if r, err := f.core.Remove(ctx, mapped); err != nil || r != ResultDeleted || len(f.endpoints("mapped")) != 0 {
+	if r, err := f.core.Remove(ctx, mapped); err != nil || r != Removed || len(f.endpoints("mapped")) != 0 {
 		t.Fatalf("Remove = %v, %v", r, err)
 	}
-	if r, err := f.core.Remove(ctx, mapped); err != nil || r != ResultNone {
+	if r, err := f.core.Remove(ctx, mapped); err != nil || r != NoChange {
 		t.Fatalf("second Remove = %v, %v", r, err)
 	}
 }
@@ -226,7 +227,7 @@ func TestReconcileSurvivesHCNFaults(t *testing.T) {
 		pods = append(pods, f.sandbox(id, "")) // annotations filled below
 	}
 	for i := range pods {
-		pods[i].Annotations = map[string]string{AnnotationPortMappings: string(rune('1'+i)) + "000:80"}
+		pods[i].Annotations = map[string]string{request.AnnotationPortMappings: string(rune('1'+i)) + "000:80"}
 	}
 	for _, op := range []string{hcnsim.OpCreateEndpoint, hcnsim.OpAddNamespaceEndpoint} {
 		if err := f.sim.InjectFault(hcnsim.Fault{Op: op, Kind: "internal"}); err != nil {
@@ -279,5 +280,22 @@ func TestSamePodSerialized(t *testing.T) {
 	}
 	if f.core.locks.size() != 0 {
 		t.Errorf("%d per-pod locks left", f.core.locks.size())
+	}
+}
+
+func TestCoreMappingsErrorNamesPodAndAnnotation(t *testing.T) {
+	c := &Core{}
+	_, err := c.Mappings(Pod{ID: "abc", Name: "web", Namespace: "shop",
+		Annotations: map[string]string{request.AnnotationPortMappings: "8080:80/sctp"}})
+	if err == nil {
+		t.Fatal("want an error")
+	}
+	for _, w := range []string{"shop/web", request.AnnotationPortMappings, "8080:80/sctp", "SCTP"} {
+		if !strings.Contains(err.Error(), w) {
+			t.Errorf("error %q does not mention %q", err, w)
+		}
+	}
+	if !errors.Is(err, ErrInvalidPod) || !errors.Is(err, request.ErrBadMapping) {
+		t.Errorf("error %v should wrap ErrInvalidPod and request.ErrBadMapping", err)
 	}
 }

@@ -11,7 +11,7 @@ import (
 // be safe for concurrent use.
 type Observer interface {
 	// Operation: kind is start, stop, event-start or event-stop; result
-	// is one of the Result* strings.
+	// is one of the Change* strings.
 	Operation(kind, result string)
 	// Reconciled: trigger is synchronize, subscribed or periodic.
 	Reconciled(trigger string, created, deleted, unchanged, failed int)
@@ -23,29 +23,29 @@ type Observer interface {
 
 // Operation results.
 const (
-	ResultOK       = "ok"
-	ResultError    = "error"
-	ResultInvalid  = "invalid"
-	ResultDenied   = "denied"
-	ResultConflict = "conflict"
-	ResultDeadline = "deadline"
+	ClassOK       = "ok"
+	ClassError    = "error"
+	ClassInvalid  = "invalid"
+	ClassDenied   = "denied"
+	ClassConflict = "conflict"
+	ClassDeadline = "deadline"
 )
 
-// ResultOf classifies an operation's error.
-func ResultOf(err error) string {
+// Classify classifies an operation's error.
+func Classify(err error) string {
 	switch {
 	case err == nil:
-		return ResultOK
+		return ClassOK
 	case errors.Is(err, admission.ErrDenied):
-		return ResultDenied
+		return ClassDenied
 	case errors.Is(err, ErrInvalidPod):
-		return ResultInvalid
+		return ClassInvalid
 	case errors.Is(err, ErrPortConflict):
-		return ResultConflict
+		return ClassConflict
 	case errors.Is(err, ErrDeadline):
-		return ResultDeadline
+		return ClassDeadline
 	}
-	return ResultError
+	return ClassError
 }
 
 type nopObserver struct{}

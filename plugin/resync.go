@@ -32,7 +32,7 @@ func (r *Resyncer) Once(ctx context.Context, reason string) (Summary, error) {
 		log.WithError(err).Error("resync failed")
 		return sum, err
 	}
-	logSummary(log, "resync", sum)
+	sum.Log(log, "resync")
 	r.core.Observer().Reconciled(reason, sum.Created, sum.Deleted, sum.Unchanged, sum.Failed)
 	return sum, nil
 }

@@ -9,7 +9,7 @@
 //
 //	go install github.com/containerd/containerd/v2/cmd/containerd@v2.4.2
 //	apt-get install runc
-//	go run ./hack/capture-cri-metadata -out plugin/testdata/cri-sandbox-metadata.json
+//	go run ./hack/capture-cri-metadata -out plugin/request/testdata/cri-sandbox-metadata.json
 //
 // Needs root. Not part of the test run; its output is committed.
 package main
@@ -36,14 +36,14 @@ import (
 	"google.golang.org/protobuf/proto"
 	runtime "k8s.io/cri-api/pkg/apis/runtime/v1"
 
-	"github.com/nri-hcn-portmap/nri-hcn-portmap/plugin"
+	"github.com/nri-hcn-portmap/nri-hcn-portmap/plugin/request"
 	"github.com/nri-hcn-portmap/nri-hcn-portmap/test/harness"
 )
 
 const image = "localhost/nri-hcn-portmap/pause:capture"
 
 func main() {
-	out := flag.String("out", "plugin/testdata/cri-sandbox-metadata.json", "where to write the extension JSON")
+	out := flag.String("out", "plugin/request/testdata/cri-sandbox-metadata.json", "where to write the extension JSON")
 	flag.Parse()
 	if err := run(*out); err != nil {
 		fmt.Fprintln(os.Stderr, "capture:", err)
@@ -124,8 +124,8 @@ state = '%[1]s/state'
 		Metadata: &runtime.PodSandboxMetadata{Name: "web", Uid: "7d9a8c36-1f0e-4a53-9a51-2a1b5e7c9d10", Namespace: "shop"},
 		Labels:   map[string]string{"app": "web"},
 		Annotations: map[string]string{
-			plugin.AnnotationPortMappings: "10.0.0.4:8443:443/tcp",
-			"kubernetes.io/config.source": "api",
+			request.AnnotationPortMappings: "10.0.0.4:8443:443/tcp",
+			"kubernetes.io/config.source":  "api",
 		},
 		PortMappings: []*runtime.PortMapping{
 			{Protocol: runtime.Protocol_TCP, ContainerPort: 80, HostPort: 8080},
@@ -152,7 +152,7 @@ state = '%[1]s/state'
 				if err != nil {
 					continue
 				}
-				if ext, ok := info.Extensions[plugin.ExtensionMetadata]; ok {
+				if ext, ok := info.Extensions[request.ExtensionMetadata]; ok {
 					fmt.Printf("sandbox %s: extension %s\n", created.ID, ext.GetTypeUrl())
 					captured <- ext.GetValue()
 					return
@@ -178,7 +178,7 @@ state = '%[1]s/state'
 		case raw = <-captured:
 		case <-time.After(2 * time.Second):
 			if i > 10 {
-				return fmt.Errorf("no sandbox container with %s was created", plugin.ExtensionMetadata)
+				return fmt.Errorf("no sandbox container with %s was created", request.ExtensionMetadata)
 			}
 		}
 	}

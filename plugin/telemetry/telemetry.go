@@ -24,15 +24,12 @@ type Metrics struct {
 	reloads    *prometheus.CounterVec
 }
 
-// New registers the metrics; endpoints reports how many endpoints the
-// plugin manages.
-func New(endpoints func() float64) *Metrics {
+// New registers the metrics (the endpoint gauge comes with CountEndpoints).
+func New() *Metrics {
 	m := &Metrics{reg: prometheus.NewRegistry()}
 	f := func(c prometheus.Collector) { m.reg.MustRegister(c) }
 	f(collectors.NewGoCollector())
 	f(collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	f(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "nri_hcn_portmap_endpoints_managed",
-		Help: "HCN endpoints the plugin manages."}, endpoints))
 	m.operations = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "nri_hcn_portmap_operations_total",
 		Help: "Pod operations by kind (start, stop, event-start, event-stop) and result (ok, error, invalid, denied, conflict, deadline)."},
 		[]string{"kind", "result"})
@@ -55,6 +52,13 @@ func New(endpoints func() float64) *Metrics {
 		f(c)
 	}
 	return m
+}
+
+// CountEndpoints registers the gauge of the endpoints the plugin manages,
+// read from count at every scrape.
+func (m *Metrics) CountEndpoints(count func() int) {
+	m.reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "nri_hcn_portmap_endpoints_managed",
+		Help: "HCN endpoints the plugin manages."}, func() float64 { return float64(count()) }))
 }
 
 // Handler serves /metrics.

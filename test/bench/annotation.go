@@ -13,6 +13,7 @@ import (
 	"github.com/nri-hcn-portmap/nri-hcn-portmap/hcn/hcnsim"
 	"github.com/nri-hcn-portmap/nri-hcn-portmap/plugin"
 	"github.com/nri-hcn-portmap/nri-hcn-portmap/plugin/admission"
+	"github.com/nri-hcn-portmap/nri-hcn-portmap/plugin/request"
 )
 
 // AnnotationSizes are the annotation sizes measured, up to the 256 KiB
@@ -76,7 +77,7 @@ func DecisionCore() *plugin.Core {
 	log := logrus.New()
 	log.SetLevel(logrus.PanicLevel)
 	mgr := hcn.NewManager(hcnsim.New(), hcn.ManagerConfig{CreateNetwork: true, Network: hcn.NetworkSpec{Name: "nat", Type: hcn.NetworkNAT}})
-	return plugin.NewCore(mgr, decisionStore{}, plugin.Options{Sources: plugin.MappingSources{Annotations: true},
+	return plugin.NewCore(mgr, decisionStore{}, plugin.Options{Inputs: plugin.Inputs{Annotations: true},
 		Admission: pol}, logrus.NewEntry(log))
 }
 
@@ -84,7 +85,7 @@ func DecisionCore() *plugin.Core {
 func StartDecision(c *plugin.Core, v string) func(b *testing.B) {
 	return func(b *testing.B) {
 		p := plugin.Pod{ID: "hostile", Name: "hostile", Namespace: "default",
-			Annotations: map[string]string{plugin.AnnotationPortMappings: v}}
+			Annotations: map[string]string{request.AnnotationPortMappings: v}}
 		for b.Loop() {
 			_ = c.StartPod(context.Background(), p)
 		}
@@ -96,7 +97,7 @@ func ParseUnlimited(v string) func(b *testing.B) {
 	return func(b *testing.B) {
 		b.SetBytes(int64(len(v)))
 		for b.Loop() {
-			_, _ = plugin.ParsePortMappings(v, plugin.Limits{})
+			_, _ = request.ParsePortMappings(v, request.Limits{})
 		}
 	}
 }
@@ -109,7 +110,7 @@ func MeasureAnnotations() []AnnotationCost {
 	for _, form := range []string{"compact", "list"} {
 		for _, size := range AnnotationSizes() {
 			v := Annotation(form, size)
-			ms, _ := plugin.ParsePortMappings(v, plugin.Limits{})
+			ms, _ := request.ParsePortMappings(v, request.Limits{})
 			out = append(out, AnnotationCost{Form: form, Bytes: len(v), Entries: len(ms),
 				Parse:  time.Duration(testing.Benchmark(ParseUnlimited(v)).NsPerOp()),
 				Decide: time.Duration(testing.Benchmark(StartDecision(c, v)).NsPerOp())})

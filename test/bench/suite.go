@@ -20,7 +20,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/nri-hcn-portmap/nri-hcn-portmap/plugin"
+	"github.com/nri-hcn-portmap/nri-hcn-portmap/plugin/request"
 	"github.com/nri-hcn-portmap/nri-hcn-portmap/test/harness"
 )
 
@@ -40,7 +40,7 @@ func Pod(prefix string, i int, hostPort int) harness.Pod {
 	h := sha256.Sum256([]byte(prefix + strconv.Itoa(i)))
 	p := harness.Pod{ID: hex.EncodeToString(h[:]), Name: fmt.Sprintf("%s-%d", prefix, i), Namespace: "bench", UID: strconv.Itoa(i)}
 	if hostPort > 0 {
-		p.Annotations = map[string]string{plugin.AnnotationPortMappings: fmt.Sprintf("%d:80", hostPort)}
+		p.Annotations = map[string]string{request.AnnotationPortMappings: fmt.Sprintf("%d:80", hostPort)}
 	}
 	return p
 }

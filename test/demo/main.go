@@ -16,7 +16,7 @@ import (
 	"github.com/sirupsen/logrus"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
-	"github.com/nri-hcn-portmap/nri-hcn-portmap/plugin"
+	"github.com/nri-hcn-portmap/nri-hcn-portmap/plugin/request"
 	"github.com/nri-hcn-portmap/nri-hcn-portmap/test/harness"
 )
 
@@ -45,23 +45,23 @@ func run() error {
 	}
 	pods := []harness.Pod{
 		{ID: "4f1c0b9e2d7a4c1b8e3f6a5d9c2b7e1f4a8d3c6b9e2f5a1d7c4b8e3f6a9d2c5b", Name: "web", Namespace: "shop",
-			Annotations: map[string]string{plugin.AnnotationPortMappings: "8080:80, 10.0.0.4:8443:443/tcp, 5353:53/udp"}},
+			Annotations: map[string]string{request.AnnotationPortMappings: "8080:80, 10.0.0.4:8443:443/tcp, 5353:53/udp"}},
 		{ID: "9a3e7c1f5b2d8e4a6c0f3b9d1e7a5c2f8b4d6e0a3c9f1b7d5e2a8c4f6b0d3e9a", Name: "api", Namespace: "shop",
-			Annotations: map[string]string{plugin.AnnotationPortMappings: `[{"containerPort":8000,"hostPort":9000,"hostIP":"fd00::4"}]`}},
+			Annotations: map[string]string{request.AnnotationPortMappings: `[{"containerPort":8000,"hostPort":9000,"hostIP":"fd00::4"}]`}},
 		{ID: "2c8f4a6e0b3d9f1c7a5e2b8d4f6a0c3e9b1d7f5a2c8e4b6d0f3a9c1e7b5d2f8a", Name: "plain", Namespace: "default"},
 		{ID: "7e1a5c9f3b6d2e8a4c0f7b3d9e5a1c6f2b8d4e0a7c3f9b5d1e6a2c8f4b0d7e3a", Name: "typo", Namespace: "default",
-			Annotations: map[string]string{plugin.AnnotationPortMappings: "8081:80/sctp"}},
+			Annotations: map[string]string{request.AnnotationPortMappings: "8081:80/sctp"}},
 		{ID: "1b7d3f9a5c2e8b4d0f6a3c9e1b7d5f2a8c4e0b6d3f9a1c7e5b2d8f4a0c6e3b9d", Name: "rdp", Namespace: "default",
-			Annotations: map[string]string{plugin.AnnotationPortMappings: "3389:3389"}},
+			Annotations: map[string]string{request.AnnotationPortMappings: "3389:3389"}},
 		{ID: "6d2f8b4a0e7c3d9f5b1a8e4c0d6f2b9a5e1c7d3f0b8a4e6c2d9f5b1e7a3c0d8f", Name: "thief", Namespace: "default",
-			Annotations: map[string]string{plugin.AnnotationPortMappings: "8080:8080"}},
+			Annotations: map[string]string{request.AnnotationPortMappings: "8080:8080"}},
 	}
 	guids := map[string]string{}
 	for _, p := range pods {
 		guid, err := env.RunPod(ctx, p)
 		guids[p.ID] = guid
 		fmt.Printf("RunPodSandbox %s/%s (annotation %q, HCN namespace %s): ", p.Namespace, p.Name,
-			p.Annotations[plugin.AnnotationPortMappings], guid)
+			p.Annotations[request.AnnotationPortMappings], guid)
 		if err != nil {
 			fmt.Println("FAILED:", err)
 			continue
@@ -90,7 +90,7 @@ func run() error {
 	}
 	cri := harness.Pod{ID: "c5d1e9a3f7b2c6d0e4a8f1b5c9d3e7a2f6b0c4d8e1a5f9b3c7d2e6a0f4b8c1d5", Name: "dns", Namespace: "kube-system",
 		UID: "2b6f", HostPorts: []*runtimeapi.PortMapping{{Protocol: runtimeapi.Protocol_UDP, ContainerPort: 53, HostPort: 5353}},
-		Annotations: map[string]string{plugin.AnnotationPortMappings: "9153:9153"}}
+		Annotations: map[string]string{request.AnnotationPortMappings: "9153:9153"}}
 	guid, err := env.CreateSandbox(ctx, cri)
 	if err != nil {
 		return err

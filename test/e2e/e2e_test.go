@@ -16,7 +16,8 @@ import (
 	"time"
 
 	"github.com/nri-hcn-portmap/nri-hcn-portmap/hcn"
-	"github.com/nri-hcn-portmap/nri-hcn-portmap/plugin"
+	"github.com/nri-hcn-portmap/nri-hcn-portmap/plugin/request"
+	"github.com/nri-hcn-portmap/nri-hcn-portmap/plugin/status"
 	"github.com/nri-hcn-portmap/nri-hcn-portmap/test/harness"
 )
 
@@ -45,7 +46,7 @@ func sandboxID(name string) string {
 func pod(name, annotation string) harness.Pod {
 	p := harness.Pod{ID: sandboxID(name), Name: name, Namespace: "default", UID: "uid-" + name}
 	if annotation != "" {
-		p.Annotations = map[string]string{plugin.AnnotationPortMappings: annotation}
+		p.Annotations = map[string]string{request.AnnotationPortMappings: annotation}
 	}
 	return p
 }
@@ -83,13 +84,13 @@ func startEnv(t *testing.T) (*harness.Env, context.Context) {
 	return env, ctx
 }
 
-func endpointOf(t *testing.T, ctx context.Context, env *harness.Env, id string) *plugin.StatusEntry {
+func endpointOf(t *testing.T, ctx context.Context, env *harness.Env, id string) *status.Entry {
 	t.Helper()
 	entries, err := env.Status(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
-	var found *plugin.StatusEntry
+	var found *status.Entry
 	for i := range entries {
 		if entries[i].Sandbox == id {
 			if found != nil {
@@ -101,9 +102,9 @@ func endpointOf(t *testing.T, ctx context.Context, env *harness.Env, id string) 
 	return found
 }
 
-func wantEndpoint(t *testing.T, ctx context.Context, env *harness.Env, id, netns string, want []hcn.PortMappingPolicy) *plugin.StatusEntry {
+func wantEndpoint(t *testing.T, ctx context.Context, env *harness.Env, id, netns string, want []hcn.PortMappingPolicy) *status.Entry {
 	t.Helper()
-	var got *plugin.StatusEntry
+	var got *status.Entry
 	err := harness.Eventually(ctx, 15*time.Second, func() error {
 		got = endpointOf(t, ctx, env, id)
 		switch {
@@ -205,7 +206,7 @@ func TestPodLifecycle(t *testing.T) {
 		if err == nil {
 			t.Fatal("RunPodSandbox succeeded for a bad annotation")
 		}
-		for _, w := range []string{"default/bad", plugin.AnnotationPortMappings, `"8283:80/sctp"`, "SCTP is not supported by HNS"} {
+		for _, w := range []string{"default/bad", request.AnnotationPortMappings, `"8283:80/sctp"`, "SCTP is not supported by HNS"} {
 			if !strings.Contains(err.Error(), w) {
 				t.Errorf("error %q does not mention %q", err, w)
 			}

@@ -32,7 +32,9 @@ import (
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	"github.com/nri-hcn-portmap/nri-hcn-portmap/hcn/hcnsim"
-	"github.com/nri-hcn-portmap/nri-hcn-portmap/plugin"
+	"github.com/nri-hcn-portmap/nri-hcn-portmap/plugin/containerd"
+	"github.com/nri-hcn-portmap/nri-hcn-portmap/plugin/request"
+	"github.com/nri-hcn-portmap/nri-hcn-portmap/plugin/status"
 )
 
 // ContainerdVersion is the containerd the harness expects.
@@ -554,7 +556,7 @@ func (e *Env) CreateSandbox(ctx context.Context, p Pod) (string, error) {
 		spec.Windows = &specs.Windows{Network: &specs.WindowsNetwork{NetworkNamespace: guid}}
 	}
 	opts := []client.NewContainerOpts{
-		client.WithContainerLabels(map[string]string{plugin.LabelKind: plugin.KindSandbox}),
+		client.WithContainerLabels(map[string]string{containerd.LabelKind: containerd.KindSandbox}),
 		client.WithSpec(spec),
 		client.WithRuntime("io.containerd.runhcs.v1", nil),
 	}
@@ -562,7 +564,7 @@ func (e *Env) CreateSandbox(ctx context.Context, p Pod) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	opts = append(opts, client.WithContainerExtension(plugin.ExtensionMetadata, &anypb.Any{TypeUrl: criMetadataTypeURL, Value: meta}))
+	opts = append(opts, client.WithContainerExtension(request.ExtensionMetadata, &anypb.Any{TypeUrl: criMetadataTypeURL, Value: meta}))
 	if _, err := e.Ctr.NewContainer(namespaces.WithNamespace(ctx, K8s), p.ID, opts...); err != nil {
 		return "", fmt.Errorf("creating sandbox container %s: %w", p.ID, err)
 	}
@@ -656,7 +658,7 @@ func (e *Env) Command(ctx context.Context, cmd string, extra ...string) (string,
 
 // Status runs `nri-hcn-portmap status -o json` against the simulator: the
 // documented way to see what the plugin built, from outside its process.
-func (e *Env) Status(ctx context.Context) ([]plugin.StatusEntry, error) {
+func (e *Env) Status(ctx context.Context) ([]status.Entry, error) {
 	cmd := exec.CommandContext(ctx, e.PluginBin, append(e.PluginArgs("status"), "-o", "json")...)
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
@@ -664,7 +666,7 @@ func (e *Env) Status(ctx context.Context) ([]plugin.StatusEntry, error) {
 	if err != nil {
 		return nil, fmt.Errorf("status: %w: %s", err, stderr.String())
 	}
-	var entries []plugin.StatusEntry
+	var entries []status.Entry
 	if err := json.Unmarshal(out, &entries); err != nil {
 		return nil, fmt.Errorf("status output: %w\n%s", err, out)
 	}
@@ -742,22 +744,22 @@ func (e *Env) Publish(ctx context.Context, topic string, ev any) error {
 
 // PublishStart publishes /tasks/start of a sandbox.
 func (e *Env) PublishStart(ctx context.Context, id string) error {
-	return e.Publish(ctx, plugin.TopicTaskStart, &apievents.TaskStart{ContainerID: id, Pid: 4242})
+	return e.Publish(ctx, containerd.TopicTaskStart, &apievents.TaskStart{ContainerID: id, Pid: 4242})
 }
 
 // PublishExit publishes /tasks/exit of a sandbox's init process.
 func (e *Env) PublishExit(ctx context.Context, id string) error {
-	return e.Publish(ctx, plugin.TopicTaskExit, &apievents.TaskExit{ContainerID: id, ID: id, Pid: 4242, ExitStatus: 0})
+	return e.Publish(ctx, containerd.TopicTaskExit, &apievents.TaskExit{ContainerID: id, ID: id, Pid: 4242, ExitStatus: 0})
 }
 
 // PublishTaskDelete publishes /tasks/delete of a sandbox.
 func (e *Env) PublishTaskDelete(ctx context.Context, id string) error {
-	return e.Publish(ctx, plugin.TopicTaskDelete, &apievents.TaskDelete{ContainerID: id, ID: id, Pid: 4242})
+	return e.Publish(ctx, containerd.TopicTaskDelete, &apievents.TaskDelete{ContainerID: id, ID: id, Pid: 4242})
 }
 
 // PublishContainerDelete publishes /containers/delete.
 func (e *Env) PublishContainerDelete(ctx context.Context, id string) error {
-	return e.Publish(ctx, plugin.TopicContainerDelete, &apievents.ContainerDelete{ID: id})
+	return e.Publish(ctx, containerd.TopicContainerDelete, &apievents.ContainerDelete{ID: id})
 }
 
 // DeleteSandbox deletes the sandbox container from containerd.

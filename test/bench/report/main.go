@@ -20,7 +20,7 @@ import (
 	"gonum.org/v1/plot/plotutil"
 	"gonum.org/v1/plot/vg"
 
-	"github.com/nri-hcn-portmap/nri-hcn-portmap/plugin"
+	"github.com/nri-hcn-portmap/nri-hcn-portmap/plugin/request"
 	"github.com/nri-hcn-portmap/nri-hcn-portmap/test/bench"
 	"github.com/nri-hcn-portmap/nri-hcn-portmap/test/harness"
 )
@@ -200,7 +200,7 @@ func render(r results, png string, took time.Duration) string {
 	fmt.Fprintf(&b, "The NRI runtime side handles one request at a time (one lock for the node), so throughput is bounded by the HNS calls a start (create, attach) and a stop (detach, delete) need: about 4 x %s per pod.\n\n", c.HNSLatency)
 	fmt.Fprintf(&b, "## What a pod author controls: the annotation\n\n")
 	fmt.Fprintf(&b, "Every NRI request of the node waits behind one lock, so the cost of a pod's annotation is the node's. The parser is linear (time per KiB stays flat as the size grows 256-fold); with the default limits (%d mappings, %d KiB) a pod start is decided in microseconds whatever the size, since the size and the entry count are checked before any entry is parsed.\n\n",
-		plugin.DefaultMaxMappings, plugin.DefaultMaxBytes>>10)
+		request.DefaultMaxMappings, request.DefaultMaxBytes>>10)
 	fmt.Fprintf(&b, "| form | size | entries | parse, no limits | per KiB | start decided, default limits | under 5 ms |\n|---|---|---|---|---|---|---|\n")
 	for _, a := range r.annotations {
 		fmt.Fprintf(&b, "| %s | %.0f KiB | %d | %s | %.1f µs | %.3f ms | %s |\n", a.Form, float64(a.Bytes)/1024, a.Entries, ms(a.Parse),

@@ -1,58 +1,33 @@
-package plugin
+// Package containerd is everything the plugin reads from containerd: the
+// sandbox store (a sandbox's namespace GUID, CRI metadata and task state,
+// and the list of sandboxes) and the event source that follows containerd's
+// event stream, which stock containerd emits on Windows although it sends no
+// NRI pod events there.
+package containerd
 
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"sync"
 	"time"
 
 	tasksapi "github.com/containerd/containerd/api/services/tasks/v1"
 	tasktypes "github.com/containerd/containerd/api/types/task"
+
 	"github.com/containerd/containerd/v2/client"
 	"github.com/containerd/containerd/v2/pkg/namespaces"
 	"github.com/containerd/errdefs"
 	"github.com/containerd/errdefs/pkg/errgrpc"
+	"github.com/nri-hcn-portmap/nri-hcn-portmap/plugin"
+	"github.com/nri-hcn-portmap/nri-hcn-portmap/plugin/request"
 )
 
 // Labels and extensions containerd's CRI puts on a sandbox container.
 const (
-	LabelKind         = "io.cri-containerd.kind"
-	KindSandbox       = "sandbox"
-	ExtensionMetadata = "io.cri-containerd.sandbox.metadata"
+	LabelKind   = "io.cri-containerd.kind"
+	KindSandbox = "sandbox"
 )
-
-// ErrSandboxNotFound: containerd has no container with that ID.
-var ErrSandboxNotFound = errors.New("sandbox not found in containerd")
-
-// TaskState is what containerd says of a sandbox's task.
-type TaskState int
-
-// Task states.
-const (
-	TaskUnknown TaskState = iota // no task, or containerd could not tell
-	TaskRunning
-	TaskStopped
-)
-
-// SandboxInfo is what the plugin reads of a sandbox container.
-type SandboxInfo struct {
-	ID        string
-	IsSandbox bool   // labelled io.cri-containerd.kind=sandbox
-	NetNS     string // spec Windows.Network.NetworkNamespace; "" when none
-	// Metadata is the raw io.cri-containerd.sandbox.metadata extension.
-	Metadata []byte
-}
-
-// SandboxStore reads sandboxes; the seam over the containerd process.
-type SandboxStore interface {
-	// Sandbox returns ErrSandboxNotFound when the container does not exist.
-	Sandbox(ctx context.Context, id string) (*SandboxInfo, error)
-	TaskState(ctx context.Context, id string) (TaskState, error)
-	// ListSandboxes returns the IDs of every CRI sandbox container.
-	ListSandboxes(ctx context.Context) ([]string, error)
-}
 
 // ociSpec mirrors the few fields of the OCI runtime spec we read; the spec
 // travels as JSON in containerd's Any.
@@ -64,8 +39,8 @@ type ociSpec struct {
 	} `json:"windows,omitempty"`
 }
 
-// NetNSFromSpec returns Windows.Network.NetworkNamespace of a JSON OCI spec.
-func NetNSFromSpec(spec []byte) (string, error) {
+// netNSFromSpec returns Windows.Network.NetworkNamespace of a JSON OCI spec.
+func netNSFromSpec(spec []byte) (string, error) {
 	var s ociSpec
 	if err := json.Unmarshal(spec, &s); err != nil {
 		return "", fmt.Errorf("decoding OCI spec: %w", err)
@@ -76,9 +51,9 @@ func NetNSFromSpec(spec []byte) (string, error) {
 	return s.Windows.Network.NetworkNamespace, nil
 }
 
-// ContainerdStore reads sandboxes from containerd over its API. The client
+// Store reads sandboxes from containerd over its API. The client
 // connects on first use and reconnects after containerd restarts.
-type ContainerdStore struct {
+type Store struct {
 	address   string
 	namespace string
 
@@ -86,16 +61,16 @@ type ContainerdStore struct {
 	client *client.Client
 }
 
-var _ SandboxStore = (*ContainerdStore)(nil)
+var _ plugin.SandboxStore = (*Store)(nil)
 
-// NewContainerdStore returns a store for containerd at address, reading
+// NewStore returns a store for containerd at address, reading
 // containers of the given containerd namespace (k8s.io for CRI).
-func NewContainerdStore(address, namespace string) *ContainerdStore {
-	return &ContainerdStore{address: address, namespace: namespace}
+func NewStore(address, namespace string) *Store {
+	return &Store{address: address, namespace: namespace}
 }
 
 // Client returns a connected containerd client.
-func (s *ContainerdStore) Client() (*client.Client, error) {
+func (s *Store) Client() (*client.Client, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.client != nil {
@@ -109,11 +84,21 @@ func (s *ContainerdStore) Client() (*client.Client, error) {
 	return c, nil
 }
 
+// Ping reports whether containerd answers.
+func (s *Store) Ping(ctx context.Context) error {
+	c, err := s.Client()
+	if err != nil {
+		return err
+	}
+	_, err = c.Version(ctx)
+	return err
+}
+
 // Namespace is the containerd namespace read.
-func (s *ContainerdStore) Namespace() string { return s.namespace }
+func (s *Store) Namespace() string { return s.namespace }
 
 // Close closes the client.
-func (s *ContainerdStore) Close() error {
+func (s *Store) Close() error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.client == nil {
@@ -124,8 +109,8 @@ func (s *ContainerdStore) Close() error {
 	return err
 }
 
-// Sandbox implements SandboxStore.
-func (s *ContainerdStore) Sandbox(ctx context.Context, id string) (*SandboxInfo, error) {
+// Sandbox implements plugin.SandboxStore.
+func (s *Store) Sandbox(ctx context.Context, id string) (*plugin.SandboxInfo, error) {
 	c, err := s.Client()
 	if err != nil {
 		return nil, err
@@ -133,48 +118,48 @@ func (s *ContainerdStore) Sandbox(ctx context.Context, id string) (*SandboxInfo,
 	ctx = namespaces.WithNamespace(ctx, s.namespace)
 	info, err := c.ContainerService().Get(ctx, id)
 	if errdefs.IsNotFound(err) {
-		return nil, fmt.Errorf("container %s in containerd namespace %s: %w", id, s.namespace, ErrSandboxNotFound)
+		return nil, fmt.Errorf("container %s in containerd namespace %s: %w", id, s.namespace, plugin.ErrSandboxNotFound)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("reading container %s from containerd: %w", id, err)
 	}
-	out := &SandboxInfo{ID: id, IsSandbox: info.Labels[LabelKind] == KindSandbox}
+	out := &plugin.SandboxInfo{ID: id, IsSandbox: info.Labels[LabelKind] == KindSandbox}
 	if info.Spec != nil {
-		if out.NetNS, err = NetNSFromSpec(info.Spec.GetValue()); err != nil {
+		if out.NetNS, err = netNSFromSpec(info.Spec.GetValue()); err != nil {
 			return nil, fmt.Errorf("container %s: %w", id, err)
 		}
 	}
-	if ext, ok := info.Extensions[ExtensionMetadata]; ok && ext != nil {
+	if ext, ok := info.Extensions[request.ExtensionMetadata]; ok && ext != nil {
 		out.Metadata = ext.GetValue()
 	}
 	return out, nil
 }
 
-// TaskState implements SandboxStore.
-func (s *ContainerdStore) TaskState(ctx context.Context, id string) (TaskState, error) {
+// TaskState implements plugin.SandboxStore.
+func (s *Store) TaskState(ctx context.Context, id string) (plugin.TaskState, error) {
 	c, err := s.Client()
 	if err != nil {
-		return TaskUnknown, err
+		return plugin.TaskUnknown, err
 	}
 	ctx = namespaces.WithNamespace(ctx, s.namespace)
 	resp, err := c.TaskService().Get(ctx, &tasksapi.GetRequest{ContainerID: id})
 	if errdefs.IsNotFound(errgrpc.ToNative(err)) {
-		return TaskUnknown, nil
+		return plugin.TaskUnknown, nil
 	}
 	if err != nil {
-		return TaskUnknown, fmt.Errorf("reading task of %s from containerd: %w", id, err)
+		return plugin.TaskUnknown, fmt.Errorf("reading task of %s from containerd: %w", id, err)
 	}
 	switch resp.GetProcess().GetStatus() {
 	case tasktypes.Status_RUNNING, tasktypes.Status_CREATED, tasktypes.Status_PAUSED, tasktypes.Status_PAUSING:
-		return TaskRunning, nil
+		return plugin.TaskRunning, nil
 	case tasktypes.Status_STOPPED:
-		return TaskStopped, nil
+		return plugin.TaskStopped, nil
 	}
-	return TaskUnknown, nil
+	return plugin.TaskUnknown, nil
 }
 
-// ListSandboxes implements SandboxStore.
-func (s *ContainerdStore) ListSandboxes(ctx context.Context) ([]string, error) {
+// ListSandboxes implements plugin.SandboxStore.
+func (s *Store) ListSandboxes(ctx context.Context) ([]string, error) {
 	c, err := s.Client()
 	if err != nil {
 		return nil, err

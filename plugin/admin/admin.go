@@ -1,4 +1,6 @@
-package plugin
+// Package admin serves the plugin's operator endpoints: /healthz (a set of
+// named checks run in parallel), /metrics and POST /reload.
+package admin
 
 import (
 	"context"
@@ -122,32 +124,6 @@ func (a *Admin) Serve(ctx context.Context, addr string) error {
 	a.Log.WithField("address", addr).Info("serving /healthz, /metrics and /reload")
 	if err := srv.ListenAndServe(); err != nil && !errors.Is(err, http.ErrServerClosed) {
 		return err
-	}
-	return nil
-}
-
-// Health reports whether the chosen event source is connected.
-func (s *Sources) Health(context.Context) error {
-	switch s.chosen.Load() {
-	case nil:
-		return errors.New("no event source chosen yet")
-	}
-	switch *s.chosen.Load() {
-	case ModeNRI:
-		if !s.NRI.Connected() {
-			return errors.New("not registered with the NRI runtime")
-		}
-	case ModeContainerd:
-		if !s.Events.Live() {
-			return errors.New("containerd event subscription is not live")
-		}
-	case "nri+containerd":
-		if !s.Events.Live() {
-			return errors.New("containerd event subscription is not live")
-		}
-		if !s.NRI.Connected() {
-			return errors.New("not registered with the NRI runtime")
-		}
 	}
 	return nil
 }

@@ -4,14 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sync"
 	"sync/atomic"
 	"time"
 
-	"github.com/sirupsen/logrus"
-
 	"github.com/nri-hcn-portmap/nri-hcn-portmap/hcn"
 	"github.com/nri-hcn-portmap/nri-hcn-portmap/plugin/admission"
+	"github.com/nri-hcn-portmap/nri-hcn-portmap/plugin/internal/backoff"
+	"github.com/sirupsen/logrus"
 )
 
 // ErrDeadline: HCN did not finish a fail-closed pod start in time.
@@ -19,67 +18,91 @@ var ErrDeadline = errors.New("HCN did not finish within the deadline")
 
 // Transient reports whether retrying may help: HNS unreachable, a call that
 // timed out, an unclassified HNS failure. A bad or denied request, a port
-// held by someone else, or a sandbox that is gone is final.
+// held by another pod, a sandbox that is gone, or an HCN error hcn calls
+// permanent is final.
 func Transient(err error) bool {
 	if err == nil {
 		return false
 	}
-	for _, final := range []error{ErrInvalidPod, admission.ErrDenied, ErrPortConflict, ErrSandboxNotFound, errNotSandbox,
-		hcn.ErrNotFound, hcn.ErrPortInUse, hcn.ErrInvalid, hcn.ErrAlreadyAttached, hcn.ErrInUse} {
+	for _, final := range []error{ErrInvalidPod, admission.ErrDenied, ErrPortConflict, ErrSandboxNotFound, ErrNotSandbox} {
 		if errors.Is(err, final) {
 			return false
 		}
 	}
-	return true
+	return !hcn.Permanent(err)
 }
 
-// pendingOps tracks background start work per sandbox, so that a stop can
-// cancel a start that is still retrying.
-type pendingOps struct {
-	mu sync.Mutex
-	m  map[string]*pendingOp
-}
-
-type pendingOp struct{ cancel context.CancelFunc }
-
-// set registers a start, cancelling an older one of the same sandbox.
-func (p *pendingOps) set(id string, cancel context.CancelFunc) *pendingOp {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if p.m == nil {
-		p.m = map[string]*pendingOp{}
+// Ensure gives a started sandbox the endpoint it asks for. A pod without
+// mappings, or whose sandbox has no Windows network namespace, is skipped.
+// An invalid request fails before anything is created.
+func (c *Core) Ensure(ctx context.Context, p Pod) (Change, error) {
+	p, ok, err := c.fastPath(p)
+	if !ok {
+		return NoChange, err
 	}
-	if old := p.m[id]; old != nil {
-		old.cancel()
-	}
-	op := &pendingOp{cancel: cancel}
-	p.m[id] = op
-	return op
+	unlock := c.locks.lock(p.ID)
+	defer unlock()
+	return c.resolveAndApply(ctx, p)
 }
 
-func (p *pendingOps) cancel(id string) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if op := p.m[id]; op != nil {
-		op.cancel()
-		delete(p.m, id)
+// fastPath is the fast path: when the annotation alone decides (the source
+// gave us the pod's annotations, and Kubernetes hostPort is not read), a pod
+// without one costs neither a containerd nor an HNS call. A bad annotation
+// is reported here, before anything is created. The parsed mappings travel
+// with the returned pod, so the annotation is parsed once per start.
+func (c *Core) fastPath(p Pod) (Pod, bool, error) {
+	if p.Partial || c.opt.Inputs.CRI {
+		return p, true, nil
 	}
+	ms, err := c.Mappings(p)
+	if err != nil {
+		return p, false, err
+	}
+	p.parsed, p.annotated = true, ms
+	return p, len(ms) > 0, nil
 }
 
-// done forgets op unless a newer start replaced it.
-func (p *pendingOps) done(id string, op *pendingOp) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	op.cancel()
-	if p.m[id] == op {
-		delete(p.m, id)
+// resolveAndApply reads the sandbox and ensures its endpoint; the caller holds
+// the pod's lock.
+func (c *Core) resolveAndApply(ctx context.Context, p Pod) (Change, error) {
+	r, err := c.resolve(ctx, p)
+	if err != nil {
+		return NoChange, err
 	}
+	return c.apply(ctx, r)
 }
 
-func (p *pendingOps) size() int {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return len(p.m)
+func (c *Core) apply(ctx context.Context, r *resolved) (Change, error) {
+	log := c.PodLog(r.pod)
+	if r.sb.NetNS == "" {
+		log.Info("sandbox has no Windows network namespace (Linux or HostProcess sandbox); skipped")
+		return NoChange, nil
+	}
+	if len(r.mappings) == 0 {
+		return NoChange, nil
+	}
+	policies := hcn.BuildPolicies(r.mappings, c.opt.Policy)
+	name := ""
+	if r.pod.Name != "" {
+		name = r.pod.Namespace + "/" + r.pod.Name
+	}
+	undo, err := c.ports.reserve(r.pod.ID, name, policies)
+	if err != nil {
+		c.describeHolder(ctx, err)
+		return NoChange, fmt.Errorf("pod %s: %w", r.pod, err)
+	}
+	ep, outcome, err := c.mgr.Ensure(ctx, hcn.Desired{SandboxID: r.pod.ID, Namespace: r.sb.NetNS, Policies: policies})
+	if err != nil {
+		undo()
+		return NoChange, fmt.Errorf("pod %s: %w", r.pod, err)
+	}
+	log = log.WithFields(logrus.Fields{"endpoint": ep.ID, "netns": r.sb.NetNS})
+	if outcome == hcn.Unchanged {
+		log.Debug("endpoint already in place")
+		return Kept, nil
+	}
+	log.WithFields(logrus.Fields{"mappings": fmt.Sprint(r.mappings), "outcome": outcome.String()}).Info("endpoint attached")
+	return Built, nil
 }
 
 // op states, for the race between the deadline and completion.
@@ -99,9 +122,9 @@ const (
 func (c *Core) StartPod(ctx context.Context, p Pod) error {
 	// Decided without I/O (no mapping, or a bad annotation): answer at once,
 	// with no background work, while the runtime holds its node-wide lock.
-	p, ok, err := c.needsWork(p)
+	p, ok, err := c.fastPath(p)
 	if !ok {
-		c.opt.Observer.Operation("start", ResultOf(err))
+		c.opt.Observer.Operation("start", Classify(err))
 		return err
 	}
 	bg, cancel := context.WithCancel(c.bg)
@@ -112,19 +135,19 @@ func (c *Core) StartPod(ctx context.Context, p Pod) error {
 	go func() {
 		defer c.bgWork.Done()
 		defer c.pending.done(p.ID, op)
-		done <- c.ensureRetrying(bg, p, &state)
+		done <- c.retryStart(bg, p, &state)
 	}()
 	timer := time.NewTimer(c.opt.Deadline)
 	defer timer.Stop()
 	select {
 	case err := <-done:
-		c.opt.Observer.Operation("start", ResultOf(err))
+		c.opt.Observer.Operation("start", Classify(err))
 		return err
 	case <-timer.C:
 	case <-ctx.Done():
 	}
-	c.opt.Observer.Operation("start", ResultDeadline)
-	log := c.podLog(p).WithField("deadline", c.opt.Deadline.String())
+	c.opt.Observer.Operation("start", ClassDeadline)
+	log := c.PodLog(p).WithField("deadline", c.opt.Deadline.String())
 	if c.opt.FailOpen {
 		log.Warn("HCN is slower than the deadline: the pod proceeds, its endpoint is completed in the background (fail-open)")
 		return nil
@@ -136,40 +159,40 @@ func (c *Core) StartPod(ctx context.Context, p Pod) error {
 	return fmt.Errorf("pod %s: %w (%s, failure_policy fail-closed); what was started is rolled back", p, ErrDeadline, c.opt.Deadline)
 }
 
-// ensureRetrying ensures the pod's endpoint, retrying transient failures
+// retryStart ensures the pod's endpoint, retrying transient failures
 // with capped exponential backoff while the pod is live. state, when not
 // nil, is shared with a StartPod that may abandon the work: then whatever
 // exists is removed instead.
-func (c *Core) ensureRetrying(ctx context.Context, p Pod, state *atomic.Int32) error {
-	retry := newBackoff(c.opt.RetryMin, c.opt.RetryMax)
+func (c *Core) retryStart(ctx context.Context, p Pod, state *atomic.Int32) error {
+	retry := backoff.New(c.opt.RetryMin, c.opt.RetryMax)
 	for attempt := 1; ; attempt++ {
 		// A cancelled ctx (shutdown, or a stop of this pod) ends the
 		// retries, never an attempt halfway: an HNS call given up on would
 		// leave what it creates late behind. Each call is bounded anyway.
-		err := c.ensureAttempt(context.WithoutCancel(ctx), p, state)
+		err := c.attempt(context.WithoutCancel(ctx), p, state)
 		if err == nil || !Transient(err) || ctx.Err() != nil {
 			return err
 		}
 		if state != nil && state.Load() == opAbandoned {
-			return err // ensureAttempt has rolled back
+			return err // attempt has rolled back
 		}
-		c.podLog(p).WithError(err).WithFields(logrus.Fields{"attempt": attempt, "retry_in": retry.Next().String()}).
+		c.PodLog(p).WithError(err).WithFields(logrus.Fields{"attempt": attempt, "retry_in": retry.Next().String()}).
 			Warn("transient HCN failure; retrying")
 		if !retry.Wait(ctx) {
 			return err
 		}
 		if !c.stillLive(ctx, p.ID) {
-			c.podLog(p).Info("sandbox gone while retrying; giving up")
+			c.PodLog(p).Info("sandbox gone while retrying; giving up")
 			return nil
 		}
 	}
 }
 
-// ensureAttempt is one try, under the pod's lock.
-func (c *Core) ensureAttempt(ctx context.Context, p Pod, state *atomic.Int32) error {
+// attempt is one try, under the pod's lock.
+func (c *Core) attempt(ctx context.Context, p Pod, state *atomic.Int32) error {
 	unlock := c.locks.lock(p.ID)
 	defer unlock()
-	_, err := c.ensureLocked(ctx, p)
+	_, err := c.resolveAndApply(ctx, p)
 	if state == nil {
 		return err
 	}
@@ -181,7 +204,7 @@ func (c *Core) ensureAttempt(ctx context.Context, p Pod, state *atomic.Int32) er
 		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
 		defer cancel()
 		if _, rerr := c.removeLocked(rctx, p); rerr != nil {
-			c.podLog(p).WithError(rerr).Error("rolling back an abandoned start failed; the resync will remove it")
+			c.PodLog(p).WithError(rerr).Error("rolling back an abandoned start failed; the resync will remove it")
 		}
 	}
 	return err
@@ -203,35 +226,5 @@ func (c *Core) stillLive(ctx context.Context, id string) bool {
 // that are not bound by a runtime deadline (containerd events).
 func (c *Core) EnsureRetrying(ctx context.Context, p Pod) error {
 	c.pending.cancel(p.ID)
-	return c.ensureRetrying(ctx, p, nil)
-}
-
-// StopPod is the runtime's StopPodSandbox/RemovePodSandbox: it cancels a
-// start still retrying and removes the endpoint, waiting at most the
-// deadline. Removal trouble never fails the runtime's request: what is left
-// is retried by the resync.
-func (c *Core) StopPod(ctx context.Context, p Pod) {
-	c.pending.cancel(p.ID)
-	done := make(chan error, 1)
-	c.bgWork.Add(1)
-	go func() {
-		defer c.bgWork.Done()
-		rctx, cancel := context.WithTimeout(context.WithoutCancel(c.bg), time.Minute)
-		defer cancel()
-		_, err := c.Remove(rctx, p)
-		if err != nil {
-			c.podLog(p).WithError(err).Error("endpoint not removed; the resync will retry")
-		}
-		done <- err
-	}()
-	timer := time.NewTimer(c.opt.Deadline)
-	defer timer.Stop()
-	select {
-	case err := <-done:
-		c.opt.Observer.Operation("stop", ResultOf(err))
-	case <-timer.C:
-		c.opt.Observer.Operation("stop", ResultDeadline)
-		c.podLog(p).Warn("HCN is slower than the deadline: the endpoint is removed in the background")
-	case <-ctx.Done():
-	}
+	return c.retryStart(ctx, p, nil)
 }

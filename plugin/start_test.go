@@ -11,6 +11,7 @@ import (
 	"github.com/nri-hcn-portmap/nri-hcn-portmap/hcn"
 	"github.com/nri-hcn-portmap/nri-hcn-portmap/hcn/hcnsim"
 	"github.com/nri-hcn-portmap/nri-hcn-portmap/plugin/admission"
+	"github.com/nri-hcn-portmap/nri-hcn-portmap/plugin/request"
 )
 
 func eventually(t *testing.T, what string, f func() bool) {
@@ -172,7 +173,7 @@ func TestCloseLetsInFlightWorkFinish(t *testing.T) {
 func TestStartPodParsesAnnotationOnce(t *testing.T) {
 	f := newFixture(t)
 	p := f.sandbox("once", "8080:80")
-	f.store.onSandbox = func(string) { p.Annotations[AnnotationPortMappings] = "not a mapping" }
+	f.store.onSandbox = func(string) { p.Annotations[request.AnnotationPortMappings] = "not a mapping" }
 	if err := f.core.StartPod(ctx, p); err != nil {
 		t.Fatalf("StartPod: %v (the annotation was parsed again)", err)
 	}
@@ -186,7 +187,7 @@ func TestStartPodParsesAnnotationOnce(t *testing.T) {
 // limit, and HNS is not asked for anything.
 func TestStartPodOverTheCap(t *testing.T) {
 	f := newFixture(t)
-	f.core.opt.Limits = Limits{MaxMappings: 2, MaxBytes: 64}
+	f.core.opt.Limits = request.Limits{MaxMappings: 2, MaxBytes: 64}
 	tests := []struct{ name, annotation, want string }{
 		{"entries", "8080:80,8081:80,8082:80", "pod default/pod-entries: annotation hcn.nri.io/port-mappings: invalid pod request: 3 entries, more than the limit of 2 (plugin.max_mappings_per_pod)"},
 		{"bytes", strings.Repeat(" ", 60) + "8080:80", "pod default/pod-bytes: annotation hcn.nri.io/port-mappings: invalid pod request: 67 bytes, more than the limit of 64 (plugin.max_annotation_bytes)"},
@@ -196,7 +197,7 @@ func TestStartPodOverTheCap(t *testing.T) {
 			p := f.sandbox(tt.name, tt.annotation)
 			f.store.onSandbox = func(string) { t.Error("containerd was asked about a pod rejected on its annotation") }
 			err := f.core.StartPod(ctx, p)
-			if err == nil || err.Error() != tt.want || !errors.Is(err, ErrInvalidPod) || !errors.Is(err, ErrTooLarge) {
+			if err == nil || err.Error() != tt.want || !errors.Is(err, ErrInvalidPod) || !errors.Is(err, request.ErrTooLarge) {
 				t.Fatalf("StartPod = %v, want %q", err, tt.want)
 			}
 			if st := f.sim.State(); len(st.Endpoints) != 0 || len(st.Networks) != 0 {

@@ -1,4 +1,4 @@
-package plugin
+package request
 
 import (
 	"errors"
@@ -113,23 +113,6 @@ func TestParsePortMappingsRejects(t *testing.T) {
 				}
 			}
 		})
-	}
-}
-
-func TestCoreMappingsErrorNamesPodAndAnnotation(t *testing.T) {
-	c := &Core{}
-	_, err := c.Mappings(Pod{ID: "abc", Name: "web", Namespace: "shop",
-		Annotations: map[string]string{AnnotationPortMappings: "8080:80/sctp"}})
-	if err == nil {
-		t.Fatal("want an error")
-	}
-	for _, w := range []string{"shop/web", AnnotationPortMappings, "8080:80/sctp", "SCTP"} {
-		if !strings.Contains(err.Error(), w) {
-			t.Errorf("error %q does not mention %q", err, w)
-		}
-	}
-	if !errors.Is(err, ErrInvalidPod) || !errors.Is(err, ErrBadMapping) {
-		t.Errorf("error %v should wrap ErrInvalidPod and ErrBadMapping", err)
 	}
 }
 

@@ -1,4 +1,4 @@
-package plugin
+package backoff
 
 import (
 	"context"
@@ -7,7 +7,7 @@ import (
 )
 
 func TestBackoffDoublesToTheCapAndResets(t *testing.T) {
-	b := newBackoff(time.Millisecond, 4*time.Millisecond)
+	b := New(time.Millisecond, 4*time.Millisecond)
 	var got []time.Duration
 	for range 4 {
 		got = append(got, b.Next())
@@ -27,7 +27,7 @@ func TestBackoffDoublesToTheCapAndResets(t *testing.T) {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
-	if newBackoff(time.Hour, time.Hour).Wait(ctx) {
+	if New(time.Hour, time.Hour).Wait(ctx) {
 		t.Fatal("Wait on a done context must return false at once")
 	}
 }

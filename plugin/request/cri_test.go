@@ -1,4 +1,4 @@
-package plugin
+package request
 
 import (
 	"errors"

@@ -1,4 +1,7 @@
-package plugin
+// Package status builds the table `nri-hcn-portmap status` prints: every
+// endpoint the plugin manages, with its pod's name from containerd and its
+// state (attached, detached, orphaned).
+package status
 
 import (
 	"context"
@@ -10,10 +13,12 @@ import (
 	"text/tabwriter"
 
 	"github.com/nri-hcn-portmap/nri-hcn-portmap/hcn"
+	"github.com/nri-hcn-portmap/nri-hcn-portmap/plugin"
+	"github.com/nri-hcn-portmap/nri-hcn-portmap/plugin/request"
 )
 
-// StatusEntry is one managed endpoint as `nri-hcn-portmap status` shows it.
-type StatusEntry struct {
+// Entry is one managed endpoint as `nri-hcn-portmap status` shows it.
+type Entry struct {
 	Pod       string                  `json:"pod,omitempty"`
 	Namespace string                  `json:"namespace,omitempty"`
 	Sandbox   string                  `json:"sandbox"`
@@ -25,12 +30,12 @@ type StatusEntry struct {
 	Mappings  []hcn.PortMappingPolicy `json:"mappings"`
 }
 
-// StatusEntries turns our endpoints into status entries. With a store, the
+// Entries turns our endpoints into status entries. With a store, the
 // pod's name and namespace come from containerd, and an endpoint whose
 // sandbox containerd no longer has is marked orphaned (the next resync
 // deletes it).
-func StatusEntries(ctx context.Context, mgr *hcn.Manager, store SandboxStore, eps []hcn.Endpoint) []StatusEntry {
-	out := make([]StatusEntry, 0, len(eps))
+func Entries(ctx context.Context, mgr *hcn.Manager, store plugin.SandboxStore, eps []hcn.Endpoint) []Entry {
+	out := make([]Entry, 0, len(eps))
 	for _, ep := range eps {
 		id, _ := mgr.SandboxID(ep.Name)
 		state := "attached"
@@ -41,15 +46,15 @@ func StatusEntries(ctx context.Context, mgr *hcn.Manager, store SandboxStore, ep
 		if m == nil {
 			m = []hcn.PortMappingPolicy{}
 		}
-		e := StatusEntry{Sandbox: id, Endpoint: ep.ID, Name: ep.Name, NetNS: ep.Namespace,
+		e := Entry{Sandbox: id, Endpoint: ep.ID, Name: ep.Name, NetNS: ep.Namespace,
 			IPAddress: ep.IPAddress, State: state, Mappings: m}
 		if store != nil {
 			sb, err := store.Sandbox(ctx, id)
 			switch {
-			case errors.Is(err, ErrSandboxNotFound):
+			case errors.Is(err, plugin.ErrSandboxNotFound):
 				e.State = "orphaned"
 			case err == nil && len(sb.Metadata) > 0:
-				if md, err := DecodeCRIMetadata(sb.Metadata); err == nil {
+				if md, err := request.DecodeCRIMetadata(sb.Metadata); err == nil {
 					e.Pod, e.Namespace = md.PodName, md.PodNamespace
 				}
 			}
@@ -59,8 +64,8 @@ func StatusEntries(ctx context.Context, mgr *hcn.Manager, store SandboxStore, ep
 	return out
 }
 
-// WriteStatus writes entries as a table or as JSON ("table" or "json").
-func WriteStatus(w io.Writer, entries []StatusEntry, format string) error {
+// Write writes entries as a table or as JSON ("table" or "json").
+func Write(w io.Writer, entries []Entry, format string) error {
 	switch format {
 	case "json":
 		enc := json.NewEncoder(w)

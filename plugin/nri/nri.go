@@ -1,4 +1,8 @@
-package plugin
+// Package nri is the plugin's NRI adapter: it registers with the runtime's
+// NRI socket, turns RunPodSandbox, StopPodSandbox, RemovePodSandbox and
+// Synchronize into core operations, and reconnects when the runtime
+// restarts.
+package nri
 
 import (
 	"context"
@@ -10,11 +14,13 @@ import (
 	"github.com/containerd/nri/pkg/api"
 	nrilog "github.com/containerd/nri/pkg/log"
 	"github.com/containerd/nri/pkg/stub"
+	"github.com/nri-hcn-portmap/nri-hcn-portmap/plugin"
+	"github.com/nri-hcn-portmap/nri-hcn-portmap/plugin/internal/backoff"
 	"github.com/sirupsen/logrus"
 )
 
-// NRIConfig says how to reach the runtime's NRI socket.
-type NRIConfig struct {
+// Config says how to reach the runtime's NRI socket.
+type Config struct {
 	Socket       string
 	PluginName   string
 	PluginIndex  string
@@ -27,12 +33,12 @@ type NRIConfig struct {
 	FailClosed bool
 }
 
-// NRISource feeds NRI pod events into the core. It keeps the plugin
+// Source feeds NRI pod events into the core. It keeps the plugin
 // registered: when the connection drops (the runtime restarts) it reconnects
 // with capped exponential backoff instead of exiting.
-type NRISource struct {
-	core       *Core
-	cfg        NRIConfig
+type Source struct {
+	core       *plugin.Core
+	cfg        Config
 	log        *logrus.Entry
 	registered chan struct{}
 	once       sync.Once
@@ -40,10 +46,10 @@ type NRISource struct {
 }
 
 // Connected reports whether the plugin is registered with the runtime now.
-func (s *NRISource) Connected() bool { return s.connected.Load() }
+func (s *Source) Connected() bool { return s.connected.Load() }
 
-// NewNRISource returns an NRI event source for core.
-func NewNRISource(core *Core, cfg NRIConfig, log *logrus.Entry) *NRISource {
+// NewSource returns an NRI event source for core.
+func NewSource(core *plugin.Core, cfg Config, log *logrus.Entry) *Source {
 	if cfg.ReconnectMin <= 0 {
 		cfg.ReconnectMin = 500 * time.Millisecond
 	}
@@ -53,15 +59,15 @@ func NewNRISource(core *Core, cfg NRIConfig, log *logrus.Entry) *NRISource {
 	if cfg.SyncWorkers <= 0 {
 		cfg.SyncWorkers = 8
 	}
-	return &NRISource{core: core, cfg: cfg, log: log.WithField("source", "nri"), registered: make(chan struct{})}
+	return &Source{core: core, cfg: cfg, log: log.WithField("source", "nri"), registered: make(chan struct{})}
 }
 
 // Registered is closed once the runtime has accepted the plugin.
-func (s *NRISource) Registered() <-chan struct{} { return s.registered }
+func (s *Source) Registered() <-chan struct{} { return s.registered }
 
 // nriHandler is the stub plugin: one per connection.
 type nriHandler struct {
-	src *NRISource
+	src *Source
 	// bg runs reconciles started by Synchronize; it ends with the source.
 	bg context.Context
 }
@@ -75,8 +81,8 @@ var (
 
 // Run connects, serves and reconnects until ctx ends. It returns nil when ctx
 // is cancelled, and an error only when the stub cannot even be built.
-func (s *NRISource) Run(ctx context.Context) error {
-	retry := newBackoff(s.cfg.ReconnectMin, s.cfg.ReconnectMax)
+func (s *Source) Run(ctx context.Context) error {
+	retry := backoff.New(s.cfg.ReconnectMin, s.cfg.ReconnectMax)
 	for {
 		h := &nriHandler{src: s, bg: ctx}
 		st, err := stub.New(h,
@@ -101,7 +107,7 @@ func (s *NRISource) Run(ctx context.Context) error {
 		if time.Since(started) > 10*s.cfg.ReconnectMax {
 			retry.Reset() // it was up for a good while: start over
 		}
-		s.log.WithFields(logrus.Fields{"socket": s.cfg.Socket, "retry_in": retry.Next().String(), "error": errString(err)}).
+		s.log.WithFields(logrus.Fields{"socket": s.cfg.Socket, "retry_in": retry.Next().String(), "error": closedOr(err)}).
 			Warn("NRI connection lost or refused; reconnecting")
 		if !retry.Wait(ctx) {
 			return nil
@@ -110,7 +116,7 @@ func (s *NRISource) Run(ctx context.Context) error {
 }
 
 // serve registers and serves one connection until it closes or ctx ends.
-func (s *NRISource) serve(ctx context.Context, st stub.Stub) error {
+func (s *Source) serve(ctx context.Context, st stub.Stub) error {
 	if err := st.Start(ctx); err != nil {
 		return err
 	}
@@ -132,15 +138,15 @@ func (s *NRISource) serve(ctx context.Context, st stub.Stub) error {
 	}
 }
 
-func errString(err error) string {
+func closedOr(err error) string {
 	if err == nil {
 		return "connection closed"
 	}
 	return err.Error()
 }
 
-func podFromNRI(p *api.PodSandbox) Pod {
-	return Pod{ID: p.GetId(), Name: p.GetName(), Namespace: p.GetNamespace(), UID: p.GetUid(),
+func podFromNRI(p *api.PodSandbox) plugin.Pod {
+	return plugin.Pod{ID: p.GetId(), Name: p.GetName(), Namespace: p.GetNamespace(), UID: p.GetUid(),
 		Annotations: p.GetAnnotations(), Labels: p.GetLabels()}
 }
 
@@ -149,7 +155,7 @@ func podFromNRI(p *api.PodSandbox) Pod {
 // reconcile of many pods costs HNS calls. Per-sandbox locks keep it
 // consistent with events that arrive while it runs.
 func (h *nriHandler) Synchronize(_ context.Context, pods []*api.PodSandbox, _ []*api.Container) ([]*api.ContainerUpdate, error) {
-	ps := make([]Pod, 0, len(pods))
+	ps := make([]plugin.Pod, 0, len(pods))
 	for _, p := range pods {
 		ps = append(ps, podFromNRI(p))
 	}
@@ -161,18 +167,10 @@ func (h *nriHandler) Synchronize(_ context.Context, pods []*api.PodSandbox, _ []
 			log.WithError(err).Error("synchronize: reconcile failed")
 			return
 		}
-		logSummary(log, "synchronize", sum)
+		sum.Log(log, "synchronize")
 		h.src.core.Observer().Reconciled("synchronize", sum.Created, sum.Deleted, sum.Unchanged, sum.Failed)
 	}()
 	return nil, nil
-}
-
-func logSummary(log *logrus.Entry, what string, s Summary) {
-	l := log.WithFields(logrus.Fields{"created": s.Created, "deleted": s.Deleted, "unchanged": s.Unchanged, "failed": s.Failed})
-	for _, err := range s.Errors {
-		l.WithError(err).Warn(what + ": a sandbox could not be reconciled")
-	}
-	l.Info(what + " done")
 }
 
 // RunPodSandbox builds the pod's endpoint within the deadline. An error
@@ -183,7 +181,7 @@ func (h *nriHandler) RunPodSandbox(ctx context.Context, p *api.PodSandbox) error
 	pod := podFromNRI(p)
 	err := h.src.core.StartPod(ctx, pod)
 	if err != nil {
-		h.src.core.podLog(pod).WithError(err).Error("RunPodSandbox: port mappings not applied")
+		h.src.core.PodLog(pod).WithError(err).Error("RunPodSandbox: port mappings not applied")
 	}
 	return err
 }

@@ -1,4 +1,4 @@
-package plugin
+package containerd
 
 import (
 	"context"
@@ -14,7 +14,9 @@ import (
 	"google.golang.org/protobuf/types/known/emptypb"
 
 	"github.com/nri-hcn-portmap/nri-hcn-portmap/hcn"
+	"github.com/nri-hcn-portmap/nri-hcn-portmap/plugin"
 	"github.com/nri-hcn-portmap/nri-hcn-portmap/plugin/admission"
+	"github.com/nri-hcn-portmap/nri-hcn-portmap/plugin/internal/backoff"
 )
 
 // Topics the event source acts on.
@@ -33,9 +35,9 @@ const (
 // When the stream breaks it resubscribes with backoff and resyncs, since
 // events were missed.
 type EventSource struct {
-	core    *Core
-	store   *ContainerdStore
-	resync  *Resyncer
+	core    *plugin.Core
+	store   *Store
+	resync  *plugin.Resyncer
 	log     *logrus.Entry
 	opTime  time.Duration
 	backMin time.Duration
@@ -48,7 +50,7 @@ type EventSource struct {
 func (s *EventSource) Live() bool { return s.live.Load() }
 
 // NewEventSource returns a containerd event source.
-func NewEventSource(core *Core, store *ContainerdStore, resync *Resyncer, reconnectMax time.Duration, log *logrus.Entry) *EventSource {
+func NewEventSource(core *plugin.Core, store *Store, resync *plugin.Resyncer, reconnectMax time.Duration, log *logrus.Entry) *EventSource {
 	return &EventSource{core: core, store: store, resync: resync, log: log.WithField("source", "containerd"),
 		opTime: time.Minute, backMin: 500 * time.Millisecond, backMax: max(reconnectMax, 500*time.Millisecond)}
 }
@@ -56,7 +58,7 @@ func NewEventSource(core *Core, store *ContainerdStore, resync *Resyncer, reconn
 // Run subscribes and handles events until ctx ends.
 func (s *EventSource) Run(ctx context.Context) error {
 	defer s.queue.wait()
-	retry := newBackoff(s.backMin, s.backMax)
+	retry := backoff.New(s.backMin, s.backMax)
 	for {
 		err := s.subscribe(ctx, retry.Reset)
 		s.live.Store(false)
@@ -64,7 +66,7 @@ func (s *EventSource) Run(ctx context.Context) error {
 			return nil
 		}
 		s.core.Observer().Reconnected("containerd")
-		s.log.WithFields(logrus.Fields{"retry_in": retry.Next().String(), "error": errString(err)}).
+		s.log.WithFields(logrus.Fields{"retry_in": retry.Next().String(), "error": closedOr(err)}).
 			Warn("containerd event stream broken; resubscribing")
 		if !retry.Wait(ctx) {
 			return nil
@@ -161,27 +163,22 @@ func (s *EventSource) started(ctx context.Context, id string) {
 	log := s.log.WithField("sandbox", id)
 	// The core reads the container once, and tells an application
 	// container from a sandbox.
-	err := s.core.EnsureRetrying(ctx, Pod{ID: id, Partial: true})
-	if errors.Is(err, errNotSandbox) {
+	err := s.core.EnsureRetrying(ctx, plugin.Pod{ID: id, Partial: true})
+	if errors.Is(err, plugin.ErrNotSandbox) {
 		return
 	}
-	s.core.Observer().Operation("event-start", ResultOf(err))
+	s.core.Observer().Operation("event-start", plugin.Classify(err))
 	switch {
 	case err == nil:
-	case errors.Is(err, ErrSandboxNotFound):
+	case errors.Is(err, plugin.ErrSandboxNotFound):
 		log.Debug("container gone before its start was handled")
-	case isNamespaceGone(err):
+	case hcn.NamespaceGone(err):
 		log.WithError(err).Info("sandbox stopped before its endpoint could be attached; nothing left behind")
-	case errors.Is(err, ErrInvalidPod), errors.Is(err, admission.ErrDenied), errors.Is(err, ErrPortConflict):
+	case errors.Is(err, plugin.ErrInvalidPod), errors.Is(err, admission.ErrDenied), errors.Is(err, plugin.ErrPortConflict):
 		log.WithError(err).Error("port mappings rejected")
 	default:
 		log.WithError(err).Error("task start: endpoint not built; the resync will retry")
 	}
-}
-
-func isNamespaceGone(err error) bool {
-	var se *hcn.StepError
-	return errors.As(err, &se) && se.Step == hcn.StepAttachEndpoint && errors.Is(err, hcn.ErrNotFound)
 }
 
 // stopped removes the endpoint of a sandbox whose task exited or was
@@ -196,9 +193,16 @@ func (s *EventSource) stopped(ctx context.Context, topic, id string, mayCheck bo
 			return
 		}
 	}
-	_, err := s.core.Remove(ctx, Pod{ID: id})
-	s.core.Observer().Operation("event-stop", ResultOf(err))
+	_, err := s.core.Remove(ctx, plugin.Pod{ID: id})
+	s.core.Observer().Operation("event-stop", plugin.Classify(err))
 	if err != nil {
 		log.WithError(err).Error("endpoint not removed; the resync will retry")
 	}
+}
+
+func closedOr(err error) string {
+	if err == nil {
+		return "connection closed"
+	}
+	return err.Error()
 }

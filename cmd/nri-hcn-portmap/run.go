@@ -1,0 +1,186 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"strings"
+	"sync"
+	"syscall"
+
+	"github.com/nri-hcn-portmap/nri-hcn-portmap/cmd/nri-hcn-portmap/service"
+	"github.com/nri-hcn-portmap/nri-hcn-portmap/config"
+	"github.com/nri-hcn-portmap/nri-hcn-portmap/hcn"
+	"github.com/nri-hcn-portmap/nri-hcn-portmap/plugin"
+	"github.com/nri-hcn-portmap/nri-hcn-portmap/plugin/admin"
+	"github.com/nri-hcn-portmap/nri-hcn-portmap/plugin/admission"
+	"github.com/nri-hcn-portmap/nri-hcn-portmap/plugin/containerd"
+	"github.com/nri-hcn-portmap/nri-hcn-portmap/plugin/nri"
+	"github.com/nri-hcn-portmap/nri-hcn-portmap/plugin/request"
+	"github.com/nri-hcn-portmap/nri-hcn-portmap/plugin/sources"
+	"github.com/nri-hcn-portmap/nri-hcn-portmap/plugin/telemetry"
+	"github.com/sirupsen/logrus"
+)
+
+func runCmd(args []string, stderr io.Writer) error {
+	var pprofAddr string
+	cfg, flags, err := parse("run", args, stderr, func(fs *flag.FlagSet) {
+		fs.StringVar(&pprofAddr, "pprof", "", "serve Go profiles (net/http/pprof) on this address, e.g. 127.0.0.1:6060; off when empty")
+	})
+	if err != nil {
+		return err
+	}
+	isService, err := service.IsService()
+	if err != nil {
+		return err
+	}
+	if isService && cfg.Log.File == "" {
+		cfg.Log.File = defaultServiceLog // a service has no console
+	}
+	logger, closeLog, err := newLogger(cfg.Log, stderr)
+	if err != nil {
+		return err
+	}
+	defer closeLog.Close()
+	log := logrus.NewEntry(logger)
+	if pprofAddr != "" {
+		go servePprof(pprofAddr, log)
+	}
+	app, err := build(cfg, flags, log)
+	if err != nil {
+		log.WithError(err).Error("nri-hcn-portmap cannot start")
+		return err
+	}
+	if isService {
+		log.Info("running as a Windows service")
+		return service.Run(service.Name, app.run, func() { _, _ = app.reload() })
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	defer signal.Stop(hup)
+	go func() {
+		for range hup {
+			_, _ = app.reload()
+		}
+	}()
+	return app.run(ctx)
+}
+
+// app is the wired plugin.
+type app struct {
+	cfg     config.Config
+	flags   *config.Flags
+	log     *logrus.Entry
+	core    *plugin.Core
+	store   *containerd.Store
+	srcs    *sources.Sources
+	admin   *admin.Admin
+	metrics *telemetry.Metrics
+	reloads sync.Mutex // one reload at a time (SIGHUP, /reload, SCM)
+}
+
+// build wires the plugin: HCN (bounded, instrumented), containerd, the core
+// with its request limits and admission policy, the event sources, the
+// admin endpoints.
+func build(cfg config.Config, flags *config.Flags, log *logrus.Entry) (*app, error) {
+	a := &app{cfg: cfg, flags: flags, log: log, metrics: telemetry.New()}
+	mgr, err := newManager(cfg.HCN, a.metrics.HCNCall)
+	if err != nil {
+		return nil, err
+	}
+	a.metrics.CountEndpoints(mgr.KnownCount)
+	policy, err := admission.Compile(cfg.Admission)
+	if err != nil {
+		return nil, err // Resolve validated it already
+	}
+	a.store = containerd.NewStore(cfg.Containerd.Address, cfg.Containerd.Namespace)
+	a.core = plugin.NewCore(mgr, a.store, plugin.Options{
+		Policy:    hcn.PolicyOptions{LocalRoutedVIP: cfg.HCN.LocalRoutedVIP, DualStack: cfg.HCN.DualStack},
+		Inputs:    plugin.Inputs{Annotations: cfg.Plugin.UsesMappings(config.MappingsAnnotations), CRI: cfg.Plugin.UsesMappings(config.MappingsCRI)},
+		Limits:    request.Limits{MaxMappings: cfg.Plugin.MaxMappingsPerPod, MaxBytes: cfg.Plugin.MaxAnnotationBytes},
+		Admission: policy.WithDualStack(cfg.HCN.DualStack),
+		Deadline:  cfg.Plugin.Deadline.Duration,
+		FailOpen:  cfg.Plugin.FailurePolicy == config.FailOpen,
+		RetryMax:  cfg.HCN.RetryMax.Duration,
+		Observer:  a.metrics,
+	}, log)
+	resync := plugin.NewResyncer(a.core, cfg.Plugin.ResyncInterval.Duration, log)
+	a.srcs = sources.New(cfg.Plugin.Source,
+		nri.NewSource(a.core, nri.Config{Socket: cfg.NRI.Socket, PluginName: cfg.NRI.PluginName,
+			PluginIndex: cfg.NRI.PluginIndex, ReconnectMax: cfg.NRI.ReconnectMax.Duration,
+			FailClosed: cfg.Plugin.FailurePolicy == config.FailClosed}, log),
+		containerd.NewEventSource(a.core, a.store, resync, cfg.NRI.ReconnectMax.Duration, log),
+		resync, cfg.NRI.Socket, log)
+	a.admin = &admin.Admin{
+		Checks: []admin.HealthCheck{
+			{Name: "event source", Check: a.srcs.Health},
+			{Name: "containerd", Check: a.store.Ping},
+			{Name: "hcn", Check: mgr.Health},
+		},
+		Metrics: a.metrics.Handler(),
+		Reload:  a.reload,
+		Log:     log,
+	}
+	return a, nil
+}
+
+// run runs the plugin until ctx ends; in-flight HCN work then finishes or
+// rolls back before it returns.
+func (a *app) run(ctx context.Context) error {
+	defer a.store.Close()
+	defer a.core.Close()
+	{
+		lctx, cancel := context.WithTimeout(ctx, a.cfg.HCN.CallTimeout.Duration)
+		if err := a.core.LoadPorts(lctx); err != nil {
+			a.log.WithError(err).Warn("could not read our endpoints from HCN at start; the first resync will")
+		}
+		cancel()
+	}
+	if a.cfg.Admin.Listen != "" {
+		go func() {
+			if err := a.admin.Serve(ctx, a.cfg.Admin.Listen); err != nil {
+				a.log.WithError(err).Error("admin endpoints unavailable")
+			}
+		}()
+	}
+	a.log.WithFields(logrus.Fields{"version": version, "backend": a.cfg.HCN.Backend, "network": a.cfg.HCN.Network,
+		"containerd": a.cfg.Containerd.Address, "nri_socket": a.cfg.NRI.Socket, "source": a.cfg.Plugin.Source,
+		"mapping_sources": fmt.Sprint(a.cfg.Plugin.MappingSources), "failure_policy": a.cfg.Plugin.FailurePolicy,
+		"deadline": a.cfg.Plugin.Deadline.String(), "admin": a.cfg.Admin.Listen}).Info("nri-hcn-portmap starting")
+	err := a.srcs.Run(ctx)
+	a.log.Info("nri-hcn-portmap stopping: finishing in-flight work")
+	return err
+}
+
+// reload re-reads the configuration file (and flags): the admission policy
+// applies to new pods at once; other changes need a restart, and are named.
+// An invalid file is rejected and the running configuration stays.
+func (a *app) reload() (string, error) {
+	a.reloads.Lock()
+	defer a.reloads.Unlock()
+	next, err := a.flags.Resolve()
+	if err != nil {
+		a.metrics.Reloaded(false)
+		a.log.WithError(err).Error("configuration reload rejected; the running configuration stays in force")
+		return "", err
+	}
+	policy, err := admission.Compile(next.Admission)
+	if err != nil {
+		a.metrics.Reloaded(false)
+		return "", err
+	}
+	a.core.SetAdmission(policy.WithDualStack(a.cfg.HCN.DualStack))
+	msg := "admission policy applied to new pods"
+	if pending := a.cfg.RestartNeeded(next); len(pending) > 0 {
+		msg += "; changes to " + strings.Join(pending, ", ") + " take effect after a restart"
+	}
+	a.cfg.Admission = next.Admission
+	a.metrics.Reloaded(true)
+	a.log.WithField("result", msg).Info("configuration reloaded")
+	return msg, nil
+}

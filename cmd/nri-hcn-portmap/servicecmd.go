@@ -1,0 +1,53 @@
+package main
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+
+	"github.com/nri-hcn-portmap/nri-hcn-portmap/cmd/nri-hcn-portmap/service"
+	"github.com/nri-hcn-portmap/nri-hcn-portmap/config"
+)
+
+func serviceCmd(args []string, stdout, stderr io.Writer) error {
+	if len(args) == 0 {
+		return errors.New("service: want install or uninstall")
+	}
+	switch args[0] {
+	case "install":
+		fs := flag.NewFlagSet("service install", flag.ContinueOnError)
+		fs.SetOutput(stderr)
+		cfgPath := fs.String("config", "", "configuration file the service runs with (absolute path)")
+		if err := fs.Parse(args[1:]); err != nil {
+			return err
+		}
+		if *cfgPath != "" {
+			if _, err := config.Load(*cfgPath); err != nil {
+				return err
+			}
+		}
+		exe, err := os.Executable()
+		if err != nil {
+			return err
+		}
+		plan, err := service.InstallPlan(exe, *cfgPath)
+		if err != nil {
+			return err
+		}
+		if err := service.Install(plan); err != nil {
+			return err
+		}
+		fmt.Fprintf(stdout, "service %s installed (%s %s); start it with: sc.exe start %s\n", plan.Name, plan.Exe, strings.Join(plan.Args, " "), plan.Name)
+		return nil
+	case "uninstall":
+		if err := service.Uninstall(service.Name); err != nil {
+			return err
+		}
+		fmt.Fprintf(stdout, "service %s removed; run `nri-hcn-portmap cleanup` to delete the endpoints it created\n", service.Name)
+		return nil
+	}
+	return fmt.Errorf("service: unknown subcommand %q (want install or uninstall)", args[0])
+}

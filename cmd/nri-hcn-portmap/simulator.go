@@ -1,0 +1,52 @@
+//go:build !windows
+
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"github.com/nri-hcn-portmap/nri-hcn-portmap/hcn/hcnsim"
+)
+
+// simulatorUsage is the simulator's line in the usage text.
+const simulatorUsage = `  nri-hcn-portmap simulator --listen ADDR
+                                       run the HNS simulator (for Linux tests and demos)
+`
+
+// simulatorCmd serves the HNS simulator, a test double that stands in for
+// HNS on Linux; it is not built into the Windows binary.
+func simulatorCmd(args []string, stderr io.Writer) error {
+	fs := flag.NewFlagSet("simulator", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	listen := fs.String("listen", "", "address to serve on: unix:///path or tcp://127.0.0.1:port")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	l, err := hcnsim.Listen(*listen)
+	if err != nil {
+		return err
+	}
+	srv := &http.Server{Handler: hcnsim.Handler(hcnsim.New()), ReadHeaderTimeout: 5 * time.Second}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	go func() {
+		<-ctx.Done()
+		shutdown, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		defer cancel()
+		_ = srv.Shutdown(shutdown)
+	}()
+	fmt.Fprintln(stderr, "hcn simulator listening on", *listen)
+	if err := srv.Serve(l); !errors.Is(err, http.ErrServerClosed) {
+		return err
+	}
+	return nil
+}

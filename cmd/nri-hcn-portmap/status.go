@@ -1,0 +1,40 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"io"
+
+	"github.com/nri-hcn-portmap/nri-hcn-portmap/plugin"
+	"github.com/nri-hcn-portmap/nri-hcn-portmap/plugin/containerd"
+	"github.com/nri-hcn-portmap/nri-hcn-portmap/plugin/status"
+)
+
+func statusCmd(args []string, stdout, stderr io.Writer) error {
+	var format string
+	cfg, _, err := parse("status", args, stderr, func(fs *flag.FlagSet) {
+		fs.StringVar(&format, "o", "table", "output format: table or json")
+	})
+	if err != nil {
+		return err
+	}
+	mgr, err := newManager(cfg.HCN, nil)
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), cfg.HCN.CallTimeout.Duration)
+	defer cancel()
+	eps, err := mgr.Owned(ctx)
+	if err != nil {
+		return err
+	}
+	store := containerd.NewStore(cfg.Containerd.Address, cfg.Containerd.Namespace)
+	defer store.Close()
+	var sbs plugin.SandboxStore = store
+	if _, err := store.Client(); err != nil {
+		fmt.Fprintln(stderr, "nri-hcn-portmap: containerd unreachable, pod names not shown:", err)
+		sbs = nil
+	}
+	return status.Write(stdout, status.Entries(ctx, mgr, sbs, eps), format)
+}

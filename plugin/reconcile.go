@@ -1,0 +1,170 @@
+package plugin
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+
+	"github.com/nri-hcn-portmap/nri-hcn-portmap/hcn"
+	"github.com/sirupsen/logrus"
+)
+
+// live reports whether a sandbox is running, judged from containerd (its
+// task, when there is one, is not stopped) and HCN (its namespace still
+// exists). A sandbox without a Windows namespace is not live for us.
+func (c *Core) live(ctx context.Context, sb *SandboxInfo) (bool, error) {
+	if sb.NetNS == "" {
+		return false, nil
+	}
+	state, err := c.store.TaskState(ctx, sb.ID)
+	if err != nil {
+		return false, err
+	}
+	if state == TaskStopped {
+		return false, nil
+	}
+	return c.mgr.NamespaceExists(ctx, sb.NetNS)
+}
+
+// Summary counts what a reconcile did.
+type Summary struct {
+	Created, Deleted, Unchanged, Failed int
+	Errors                              []error
+}
+
+// Log writes the summary line of a reconcile (what: synchronize, resync)
+// and one warning per sandbox that failed.
+func (s Summary) Log(log *logrus.Entry, what string) {
+	l := log.WithFields(logrus.Fields{"created": s.Created, "deleted": s.Deleted, "unchanged": s.Unchanged, "failed": s.Failed})
+	for _, err := range s.Errors {
+		l.WithError(err).Warn(what + ": a sandbox could not be reconciled")
+	}
+	l.Info(what + " done")
+}
+
+func (s *Summary) add(r Change, err error) {
+	switch {
+	case err != nil:
+		s.Failed++
+		s.Errors = append(s.Errors, err)
+	case r == Built:
+		s.Created++
+	case r == Removed:
+		s.Deleted++
+	case r == Kept:
+		s.Unchanged++
+	}
+}
+
+// Reconcile converges HCN on the given pods and on every endpoint of ours:
+// live pods with mappings get their endpoint, stopped or vanished pods lose
+// theirs, and endpoints whose sandbox is gone are deleted. Endpoints of
+// sandboxes not in pods are treated as partial pods (their request is read
+// from containerd). Work runs on up to workers goroutines.
+func (c *Core) Reconcile(ctx context.Context, pods []Pod, workers int) (Summary, error) {
+	owned, err := c.mgr.Owned(ctx)
+	if err != nil {
+		return Summary{}, err
+	}
+	c.adoptPorts(owned)
+	known := make(map[string]bool, len(pods)+len(owned))
+	jobs := make([]Pod, 0, len(pods)+len(owned))
+	for _, p := range pods {
+		if !known[p.ID] {
+			known[p.ID] = true
+			jobs = append(jobs, p)
+		}
+	}
+	for _, ep := range owned {
+		id, _ := c.mgr.SandboxID(ep.Name)
+		if !known[id] {
+			known[id] = true
+			jobs = append(jobs, Pod{ID: id, Partial: true})
+		}
+	}
+	workers = max(1, min(workers, len(jobs)))
+	var (
+		mu  sync.Mutex
+		sum Summary
+		wg  sync.WaitGroup
+		ch  = make(chan Pod)
+	)
+	for range workers {
+		wg.Go(func() {
+			for p := range ch {
+				r, err := c.reconcileOne(ctx, p)
+				mu.Lock()
+				sum.add(r, err)
+				mu.Unlock()
+			}
+		})
+	}
+	for _, p := range jobs {
+		ch <- p
+	}
+	close(ch)
+	wg.Wait()
+	return sum, nil
+}
+
+// ReconcileAll reconciles every sandbox containerd knows and every endpoint
+// of ours: the periodic resync and the repair after missed events.
+func (c *Core) ReconcileAll(ctx context.Context, workers int) (Summary, error) {
+	ids, err := c.store.ListSandboxes(ctx)
+	if err != nil {
+		return Summary{}, err
+	}
+	pods := make([]Pod, 0, len(ids))
+	for _, id := range ids {
+		pods = append(pods, Pod{ID: id, Partial: true})
+	}
+	return c.Reconcile(ctx, pods, workers)
+}
+
+func (c *Core) reconcileOne(ctx context.Context, p Pod) (Change, error) {
+	unlock := c.locks.lock(p.ID)
+	defer unlock()
+	r, err := c.resolve(ctx, p)
+	if errors.Is(err, ErrSandboxNotFound) {
+		return c.removeLocked(ctx, p)
+	}
+	if r == nil {
+		return NoChange, err
+	}
+	live, lerr := c.live(ctx, r.sb)
+	switch {
+	case lerr != nil:
+		return NoChange, fmt.Errorf("pod %s: deciding whether the sandbox is live: %w", p, lerr)
+	case !live:
+		return c.removeLocked(ctx, r.pod)
+	case errors.Is(err, ErrNotSandbox):
+		return NoChange, nil // not ours to decide
+	case err != nil:
+		return NoChange, err // an invalid request: reported, nothing changed
+	case !r.known:
+		return NoChange, nil // live, but its request is unknown here
+	case len(r.mappings) == 0:
+		return c.removeLocked(ctx, r.pod)
+	}
+	return c.apply(ctx, r)
+}
+
+func (c *Core) adoptPorts(owned []hcn.Endpoint) {
+	for _, ep := range owned {
+		if id, ok := c.mgr.SandboxID(ep.Name); ok {
+			c.ports.adopt(id, ep.PortMappings)
+		}
+	}
+}
+
+// LoadPorts rebuilds the host-port index from the endpoints HCN holds (at
+// start, so conflicts with pods started before a restart are caught).
+func (c *Core) LoadPorts(ctx context.Context) error {
+	owned, err := c.mgr.Owned(ctx)
+	if err != nil {
+		return err
+	}
+	c.adoptPorts(owned)
+	return nil
+}

@@ -1,0 +1,133 @@
+package request
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+
+	"github.com/nri-hcn-portmap/nri-hcn-portmap/hcn"
+)
+
+// ExtensionMetadata is the containerd container extension in which
+// containerd's CRI stores a sandbox's metadata.
+const ExtensionMetadata = "io.cri-containerd.sandbox.metadata"
+
+// ErrBadMetadata wraps errors decoding containerd's CRI sandbox metadata.
+var ErrBadMetadata = errors.New("invalid CRI sandbox metadata")
+
+// CRIMetadata is what the plugin takes from the sandbox container's
+// io.cri-containerd.sandbox.metadata extension.
+type CRIMetadata struct {
+	ID, Name              string // sandbox ID and CRI sandbox name
+	PodName, PodNamespace string
+	PodUID                string
+	Annotations           map[string]string
+	Labels                map[string]string
+	RawPortMappings       []*runtimeapi.PortMapping // as stored; see HostPorts
+	NetNSPath             string
+}
+
+// criMetadataJSON is containerd's versioned sandbox metadata (the envelope
+// type is internal to containerd): {"Version":"v1","Metadata":{ID,Name,
+// Config,...}}, where Config is the CRI PodSandboxConfig as encoding/json
+// writes it (enums as numbers, zero values omitted), so it decodes into the
+// cri-api type itself.
+type criMetadataJSON struct {
+	Version  string
+	Metadata *struct {
+		ID        string
+		Name      string
+		NetNSPath string
+		Config    *runtimeapi.PodSandboxConfig
+	}
+}
+
+// DecodeCRIMetadata decodes the raw extension. Errors wrap ErrBadMetadata
+// and say what is wrong.
+func DecodeCRIMetadata(raw []byte) (*CRIMetadata, error) {
+	var m criMetadataJSON
+	if err := json.Unmarshal(raw, &m); err != nil {
+		return nil, fmt.Errorf("%w: %s: %w", ErrBadMetadata, ExtensionMetadata, err)
+	}
+	if m.Version != "v1" {
+		return nil, fmt.Errorf("%w: %s: version %q, want v1", ErrBadMetadata, ExtensionMetadata, m.Version)
+	}
+	if m.Metadata == nil || m.Metadata.Config == nil {
+		return nil, fmt.Errorf("%w: %s: no Metadata.Config", ErrBadMetadata, ExtensionMetadata)
+	}
+	md, cfg := m.Metadata, m.Metadata.Config
+	out := &CRIMetadata{ID: md.ID, Name: md.Name, NetNSPath: md.NetNSPath, Annotations: cfg.GetAnnotations(),
+		Labels: cfg.GetLabels(), RawPortMappings: cfg.GetPortMappings()}
+	if pm := cfg.GetMetadata(); pm != nil {
+		out.PodName, out.PodNamespace, out.PodUID = pm.GetName(), pm.GetNamespace(), pm.GetUid()
+	}
+	return out, nil
+}
+
+// HostPorts returns the Kubernetes hostPort mappings, skipping entries
+// without a host port (containerd skips them too). A mapping HNS cannot
+// honour is an error that names it; more host ports than lim allows is an
+// error before any is converted.
+func (md *CRIMetadata) HostPorts(lim Limits) ([]hcn.PortMapping, error) {
+	n := 0
+	for _, pm := range md.RawPortMappings {
+		if pm.GetHostPort() != 0 {
+			n++
+		}
+	}
+	if err := lim.checkCount(n); err != nil {
+		return nil, fmt.Errorf("CRI hostPorts: %w", err)
+	}
+	out := make([]hcn.PortMapping, 0, n)
+	for i, pm := range md.RawPortMappings {
+		if pm.GetHostPort() == 0 {
+			continue
+		}
+		mapping, reason := criMapping(pm)
+		if reason != "" {
+			return nil, &MappingError{Entry: fmt.Sprintf("CRI port_mappings[%d] (%s)", i, criString(pm)), Reason: reason}
+		}
+		out = append(out, mapping)
+	}
+	if err := CheckOverlaps(out, func(i int) string { return fmt.Sprintf("CRI hostPort %q", out[i].String()) }); err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func criString(pm *runtimeapi.PortMapping) string {
+	s := fmt.Sprintf("hostPort %d -> containerPort %d protocol %d", pm.GetHostPort(), pm.GetContainerPort(), int32(pm.GetProtocol()))
+	if pm.GetHostIp() != "" {
+		s += " hostIP " + pm.GetHostIp()
+	}
+	return s
+}
+
+func criMapping(pm *runtimeapi.PortMapping) (hcn.PortMapping, string) {
+	var m hcn.PortMapping
+	switch pm.GetProtocol() {
+	case runtimeapi.Protocol_TCP:
+		m.Protocol = hcn.TCP
+	case runtimeapi.Protocol_UDP:
+		m.Protocol = hcn.UDP
+	case runtimeapi.Protocol_SCTP:
+		return m, "protocol SCTP is not supported by HNS port mappings (only TCP and UDP)"
+	default:
+		return m, fmt.Sprintf("unknown CRI protocol %d", int32(pm.GetProtocol()))
+	}
+	var reason string
+	if m.HostPort, reason = checkPort("hostPort", int(pm.GetHostPort())); reason != "" {
+		return m, reason
+	}
+	if m.ContainerPort, reason = checkPort("containerPort", int(pm.GetContainerPort())); reason != "" {
+		return m, reason
+	}
+	if pm.GetHostIp() != "" {
+		if m.HostIP, reason = parseHostIP(pm.GetHostIp()); reason != "" {
+			return m, reason
+		}
+	}
+	return m, ""
+}

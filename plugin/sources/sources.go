@@ -1,0 +1,148 @@
+// Package sources chooses and runs the pod event sources (NRI, containerd
+// events, or both) and the periodic resync, and says whether the chosen one
+// is connected.
+package sources
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"runtime"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/nri-hcn-portmap/nri-hcn-portmap/config"
+	"github.com/nri-hcn-portmap/nri-hcn-portmap/plugin"
+	"github.com/nri-hcn-portmap/nri-hcn-portmap/plugin/containerd"
+	"github.com/nri-hcn-portmap/nri-hcn-portmap/plugin/nri"
+	"github.com/sirupsen/logrus"
+)
+
+// Sources chooses and runs the event sources and the periodic resync. All
+// sources feed one core whose operations are idempotent, so running NRI and
+// containerd events together is correct.
+type Sources struct {
+	Mode   string // config.SourceNRI, config.SourceContainerd or config.SourceAuto
+	NRI    *nri.Source
+	Events *containerd.EventSource
+	Resync *plugin.Resyncer
+	// NRISocketExists tells auto mode whether to try NRI at all.
+	NRISocketExists func() bool
+	// RegistrationWait is how long auto mode waits for NRI to accept the
+	// plugin before it falls back to containerd events.
+	RegistrationWait time.Duration
+	// EventsWithNRI runs containerd events even when NRI was chosen in auto
+	// mode: on Windows stock containerd accepts NRI plugins but never sends
+	// them pod events.
+	EventsWithNRI bool
+	Log           *logrus.Entry
+
+	chosen atomic.Pointer[string] // what Run chose, for Health
+}
+
+// RegistrationWait is how long auto mode waits, by default, for NRI to
+// accept the plugin before it falls back to containerd events: above NRI's
+// 5 s registration timeout.
+const RegistrationWait = 6 * time.Second
+
+// New returns the sources for mode with this OS's defaults: auto mode tries
+// NRI only when nriSocket exists, and on Windows runs containerd events
+// alongside NRI (stock containerd there accepts NRI plugins but sends them
+// no pod events).
+func New(mode string, n *nri.Source, events *containerd.EventSource, resync *plugin.Resyncer, nriSocket string, log *logrus.Entry) *Sources {
+	return &Sources{Mode: mode, NRI: n, Events: events, Resync: resync, Log: log,
+		NRISocketExists:  func() bool { _, err := os.Stat(nriSocket); return err == nil },
+		RegistrationWait: RegistrationWait,
+		EventsWithNRI:    runtime.GOOS == "windows"}
+}
+
+func (s *Sources) choose(mode string) {
+	s.chosen.Store(&mode)
+}
+
+// Run runs until ctx ends.
+func (s *Sources) Run(ctx context.Context) error {
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	if s.Resync != nil {
+		wg.Go(func() { s.Resync.Run(ctx) })
+	}
+	switch s.Mode {
+	case config.SourceNRI:
+		s.choose(config.SourceNRI)
+		s.Log.WithField("source", config.SourceNRI).Info("event source chosen")
+		return s.NRI.Run(ctx)
+	case config.SourceContainerd:
+		s.choose(config.SourceContainerd)
+		s.Log.WithField("source", config.SourceContainerd).Info("event source chosen")
+		return s.Events.Run(ctx)
+	case config.SourceAuto:
+		return s.auto(ctx)
+	}
+	return fmt.Errorf("unknown event source %q", s.Mode)
+}
+
+func (s *Sources) auto(ctx context.Context) error {
+	if s.NRISocketExists != nil && !s.NRISocketExists() {
+		s.choose(config.SourceContainerd)
+		s.Log.WithFields(logrus.Fields{"source": config.SourceContainerd, "reason": "no NRI socket"}).Info("event source chosen")
+		return s.Events.Run(ctx)
+	}
+	nctx, ncancel := context.WithCancel(ctx)
+	defer ncancel()
+	errc := make(chan error, 1)
+	go func() { errc <- s.NRI.Run(nctx) }()
+	select {
+	case <-s.NRI.Registered():
+	case <-time.After(s.RegistrationWait):
+		ncancel()
+		<-errc
+		s.choose(config.SourceContainerd)
+		s.Log.WithFields(logrus.Fields{"source": config.SourceContainerd, "reason": "NRI did not accept the plugin within " + s.RegistrationWait.String()}).
+			Info("event source chosen")
+		return s.Events.Run(ctx)
+	case <-ctx.Done():
+		return <-errc
+	}
+	if !s.EventsWithNRI {
+		s.choose(config.SourceNRI)
+		s.Log.WithField("source", config.SourceNRI).Info("event source chosen")
+		return <-errc
+	}
+	s.choose("nri+containerd")
+	s.Log.WithFields(logrus.Fields{"source": "nri+containerd", "reason": "containerd sends no NRI pod events on Windows"}).
+		Info("event source chosen")
+	eerr := s.Events.Run(ctx)
+	if nerr := <-errc; nerr != nil {
+		return nerr
+	}
+	return eerr
+}
+
+// Health reports whether the chosen event source is connected.
+func (s *Sources) Health(context.Context) error {
+	switch s.chosen.Load() {
+	case nil:
+		return errors.New("no event source chosen yet")
+	}
+	switch *s.chosen.Load() {
+	case config.SourceNRI:
+		if !s.NRI.Connected() {
+			return errors.New("not registered with the NRI runtime")
+		}
+	case config.SourceContainerd:
+		if !s.Events.Live() {
+			return errors.New("containerd event subscription is not live")
+		}
+	case "nri+containerd":
+		if !s.Events.Live() {
+			return errors.New("containerd event subscription is not live")
+		}
+		if !s.NRI.Connected() {
+			return errors.New("not registered with the NRI runtime")
+		}
+	}
+	return nil
+}
