@@ -4,21 +4,29 @@ CONTAINERD_VERSION ?= v2.4.2
 GOBIN              ?= $(shell $(GO) env GOPATH)/bin
 CONTAINERD         := $(GOBIN)/containerd
 export CONTAINERD_BIN := $(CONTAINERD)
+# The version stamped into the binaries (nri-hcn-portmap version, the start
+# log line): the git description of the tree, or VERSION=... to override.
+VERSION            ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
+LDFLAGS            := -X main.version=$(VERSION)
 
 .PHONY: all build build-windows vet test unit e2e demo containerd clean fuzz bench test-windows
 
 all: build build-windows
 
 build:
-	$(GO) build -o bin/nri-hcn-portmap ./cmd/nri-hcn-portmap
+	$(GO) build -ldflags "$(LDFLAGS)" -o bin/nri-hcn-portmap ./cmd/nri-hcn-portmap
 
 build-windows:
-	GOOS=windows GOARCH=amd64 $(GO) build -o bin/nri-hcn-portmap.exe ./cmd/nri-hcn-portmap
+	GOOS=windows GOARCH=amd64 $(GO) build -ldflags "$(LDFLAGS)" -o bin/nri-hcn-portmap.exe ./cmd/nri-hcn-portmap
 
+# vet: both OSes, and go.mod lists exactly what the product uses (the
+# benchmarks are their own module, test/bench, with their own go.mod).
 vet:
+	$(GO) mod tidy -diff
 	$(GO) vet ./...
 	GOOS=windows GOARCH=amd64 $(GO) build ./...
 	GOOS=windows GOARCH=amd64 $(GO) vet ./...
+	cd test/bench && $(GO) mod tidy -diff && $(GO) vet ./...
 
 # containerd for the end-to-end tests and the demo, built from source with
 # the Go toolchain (about two minutes the first time).
@@ -53,7 +61,7 @@ fuzz:
 # Benchmarks (needs root and containerd, like the e2e tests): writes
 # test/bench/results/BENCHMARKS.md and bench.png.
 bench: containerd
-	$(GO) run ./test/bench/report -out test/bench/results/BENCHMARKS.md -plot test/bench/results/bench.png
+	cd test/bench && $(GO) run ./report -out results/BENCHMARKS.md -plot results/bench.png
 
 # The Windows code (hcn's hcsshim adapter) executed under wine against the
 # HNS emulator; needs wine64 and gcc-mingw-w64-x86-64 (.ci/run installs them).

@@ -7,7 +7,7 @@ import (
 	"encoding/json"
 	"fmt"
 
-	"github.com/Microsoft/hcsshim/hcn"
+	hcsshim "github.com/Microsoft/hcsshim/hcn"
 	"golang.org/x/sys/windows"
 )
 
@@ -20,7 +20,7 @@ var _ Service = WindowsService{}
 // NewWindowsService checks that HNS speaks the v2 API and returns the
 // adapter.
 func NewWindowsService() (Service, error) {
-	if err := hcn.V2ApiSupported(); err != nil {
+	if err := hcsshim.V2ApiSupported(); err != nil {
 		return nil, fmt.Errorf("HNS v2 API not supported on this host (needs HNS 9.2+): %w: %w", ErrUnavailable, err)
 	}
 	return WindowsService{}, nil
@@ -32,14 +32,14 @@ func mapErr(err error) error {
 	if err == nil {
 		return nil
 	}
-	code := func(c windows.Handle) bool { return hcn.CheckErrorWithCode(err, hcn.ErrorCode(c)) }
+	code := func(c windows.Handle) bool { return hcsshim.CheckErrorWithCode(err, hcsshim.ErrorCode(c)) }
 	switch {
 	// The shim's own lookups return *NotFoundError types; HNS itself answers
 	// open/modify/delete of a missing object with ERROR_NOT_FOUND (0x490).
-	case hcn.IsNotFoundError(err), hcn.IsElementNotFoundError(err),
+	case hcsshim.IsNotFoundError(err), hcsshim.IsElementNotFoundError(err),
 		code(windows.HCN_E_NETWORK_NOT_FOUND), code(windows.HCN_E_ENDPOINT_NOT_FOUND):
 		return fmt.Errorf("%w: %w", ErrNotFound, err)
-	case hcn.IsPortAlreadyExistsError(err):
+	case hcsshim.IsPortAlreadyExistsError(err):
 		return fmt.Errorf("%w: %w", ErrPortInUse, err)
 	case code(windows.HCN_E_ENDPOINT_ALREADY_ATTACHED), code(windows.HCN_E_ENDPOINT_NAMESPACE_ALREADY_EXISTS):
 		return fmt.Errorf("%w: %w", ErrAlreadyAttached, err)
@@ -58,7 +58,7 @@ func hnsCall[T any](ctx context.Context, what string, fn func() (T, error)) (T, 
 	return v, mapErr(err)
 }
 
-func toNetwork(n *hcn.HostComputeNetwork) *Network {
+func toNetwork(n *hcsshim.HostComputeNetwork) *Network {
 	out := &Network{ID: n.Id, Name: n.Name, Type: NetworkType(n.Type)}
 	for _, ipam := range n.Ipams {
 		for _, s := range ipam.Subnets {
@@ -69,20 +69,20 @@ func toNetwork(n *hcn.HostComputeNetwork) *Network {
 }
 
 // toEndpoint reads back the policies we understand; others are ignored.
-func toEndpoint(e *hcn.HostComputeEndpoint) Endpoint {
+func toEndpoint(e *hcsshim.HostComputeEndpoint) Endpoint {
 	out := Endpoint{ID: e.Id, Name: e.Name, NetworkID: e.HostComputeNetwork, Namespace: e.HostComputeNamespace}
 	if len(e.IpConfigurations) > 0 {
 		out.IPAddress = e.IpConfigurations[0].IpAddress
 	}
 	for _, p := range e.Policies {
 		switch p.Type {
-		case hcn.PortMapping:
-			var s hcn.PortMappingPolicySetting
+		case hcsshim.PortMapping:
+			var s hcsshim.PortMappingPolicySetting
 			if json.Unmarshal(p.Settings, &s) == nil {
 				out.PortMappings = append(out.PortMappings, PortMappingPolicy{Protocol: Protocol(s.Protocol),
 					InternalPort: s.InternalPort, ExternalPort: s.ExternalPort, VIP: s.VIP, Flags: NatFlags(s.Flags)})
 			}
-		case hcn.OutBoundNAT:
+		case hcsshim.OutBoundNAT:
 			out.OutboundNAT = true
 		}
 	}
@@ -90,24 +90,24 @@ func toEndpoint(e *hcn.HostComputeEndpoint) Endpoint {
 	return out
 }
 
-// EndpointPolicies returns the HNS policy list of an endpoint spec: one
+// endpointPolicies returns the HNS policy list of an endpoint spec: one
 // PortMapping policy per mapping and, if asked, an OutBoundNAT policy.
-func EndpointPolicies(spec EndpointSpec) ([]hcn.EndpointPolicy, error) {
-	var out []hcn.EndpointPolicy
+func endpointPolicies(spec EndpointSpec) ([]hcsshim.EndpointPolicy, error) {
+	var out []hcsshim.EndpointPolicy
 	for _, p := range spec.PortMappings {
-		raw, err := json.Marshal(hcn.PortMappingPolicySetting{Protocol: uint32(p.Protocol), InternalPort: p.InternalPort,
-			ExternalPort: p.ExternalPort, VIP: p.VIP, Flags: hcn.NatFlags(p.Flags)})
+		raw, err := json.Marshal(hcsshim.PortMappingPolicySetting{Protocol: uint32(p.Protocol), InternalPort: p.InternalPort,
+			ExternalPort: p.ExternalPort, VIP: p.VIP, Flags: hcsshim.NatFlags(p.Flags)})
 		if err != nil {
 			return nil, err
 		}
-		out = append(out, hcn.EndpointPolicy{Type: hcn.PortMapping, Settings: raw})
+		out = append(out, hcsshim.EndpointPolicy{Type: hcsshim.PortMapping, Settings: raw})
 	}
 	if spec.OutboundNAT {
-		raw, err := json.Marshal(hcn.OutboundNatPolicySetting{})
+		raw, err := json.Marshal(hcsshim.OutboundNatPolicySetting{})
 		if err != nil {
 			return nil, err
 		}
-		out = append(out, hcn.EndpointPolicy{Type: hcn.OutBoundNAT, Settings: raw})
+		out = append(out, hcsshim.EndpointPolicy{Type: hcsshim.OutBoundNAT, Settings: raw})
 	}
 	return out, nil
 }
@@ -115,7 +115,7 @@ func EndpointPolicies(spec EndpointSpec) ([]hcn.EndpointPolicy, error) {
 // GetNetworkByName implements Service.
 func (WindowsService) GetNetworkByName(ctx context.Context, name string) (*Network, error) {
 	return hnsCall(ctx, "GetNetworkByName", func() (*Network, error) {
-		n, err := hcn.GetNetworkByName(name)
+		n, err := hcsshim.GetNetworkByName(name)
 		if err != nil {
 			return nil, err
 		}
@@ -125,20 +125,20 @@ func (WindowsService) GetNetworkByName(ctx context.Context, name string) (*Netwo
 
 // CreateNetwork implements Service.
 func (WindowsService) CreateNetwork(ctx context.Context, spec NetworkSpec) (*Network, error) {
-	n := &hcn.HostComputeNetwork{Name: spec.Name, Type: hcn.NetworkType(spec.Type), SchemaVersion: hcn.V2SchemaVersion()}
+	n := &hcsshim.HostComputeNetwork{Name: spec.Name, Type: hcsshim.NetworkType(spec.Type), SchemaVersion: hcsshim.V2SchemaVersion()}
 	if spec.Subnet != "" {
-		s := hcn.Subnet{IpAddressPrefix: spec.Subnet}
+		s := hcsshim.Subnet{IpAddressPrefix: spec.Subnet}
 		if spec.Gateway != "" {
-			s.Routes = []hcn.Route{{NextHop: spec.Gateway, DestinationPrefix: "0.0.0.0/0"}}
+			s.Routes = []hcsshim.Route{{NextHop: spec.Gateway, DestinationPrefix: "0.0.0.0/0"}}
 		}
-		n.Ipams = []hcn.Ipam{{Type: "Static", Subnets: []hcn.Subnet{s}}}
+		n.Ipams = []hcsshim.Ipam{{Type: "Static", Subnets: []hcsshim.Subnet{s}}}
 	}
 	if spec.Adapter != "" {
-		raw, err := json.Marshal(hcn.NetAdapterNameNetworkPolicySetting{NetworkAdapterName: spec.Adapter})
+		raw, err := json.Marshal(hcsshim.NetAdapterNameNetworkPolicySetting{NetworkAdapterName: spec.Adapter})
 		if err != nil {
 			return nil, err
 		}
-		n.Policies = []hcn.NetworkPolicy{{Type: hcn.NetAdapterName, Settings: raw}}
+		n.Policies = []hcsshim.NetworkPolicy{{Type: hcsshim.NetAdapterName, Settings: raw}}
 	}
 	return hnsCall(ctx, "CreateNetwork", func() (*Network, error) {
 		created, err := n.Create()
@@ -154,12 +154,12 @@ func (WindowsService) CreateEndpoint(ctx context.Context, spec EndpointSpec) (*E
 	if spec.Namespace != "" {
 		return nil, fmt.Errorf("endpoint %q: namespace must be attached after creation: %w", spec.Name, ErrInvalid)
 	}
-	policies, err := EndpointPolicies(spec)
+	policies, err := endpointPolicies(spec)
 	if err != nil {
 		return nil, err
 	}
-	ep := &hcn.HostComputeEndpoint{Name: spec.Name, HostComputeNetwork: spec.NetworkID, Policies: policies,
-		SchemaVersion: hcn.V2SchemaVersion()}
+	ep := &hcsshim.HostComputeEndpoint{Name: spec.Name, HostComputeNetwork: spec.NetworkID, Policies: policies,
+		SchemaVersion: hcsshim.V2SchemaVersion()}
 	return hnsCall(ctx, "CreateEndpoint", func() (*Endpoint, error) {
 		created, err := ep.Create()
 		if err != nil {
@@ -171,7 +171,7 @@ func (WindowsService) CreateEndpoint(ctx context.Context, spec EndpointSpec) (*E
 }
 
 func listEndpoints(filter map[string]string) ([]Endpoint, error) {
-	q := hcn.HostComputeQuery{SchemaVersion: hcn.V2SchemaVersion()}
+	q := hcsshim.HostComputeQuery{SchemaVersion: hcsshim.V2SchemaVersion()}
 	if filter != nil {
 		raw, err := json.Marshal(filter)
 		if err != nil {
@@ -179,7 +179,7 @@ func listEndpoints(filter map[string]string) ([]Endpoint, error) {
 		}
 		q.Filter = string(raw)
 	}
-	eps, err := hcn.ListEndpointsQuery(q)
+	eps, err := hcsshim.ListEndpointsQuery(q)
 	if err != nil {
 		return nil, err
 	}
@@ -205,7 +205,7 @@ func (WindowsService) ListEndpoints(ctx context.Context) ([]Endpoint, error) {
 // DeleteEndpoint implements Service.
 func (WindowsService) DeleteEndpoint(ctx context.Context, id string) error {
 	_, err := hnsCall(ctx, "DeleteEndpoint", func() (struct{}, error) {
-		return struct{}{}, (&hcn.HostComputeEndpoint{Id: id}).Delete()
+		return struct{}{}, (&hcsshim.HostComputeEndpoint{Id: id}).Delete()
 	})
 	return err
 }
@@ -213,7 +213,7 @@ func (WindowsService) DeleteEndpoint(ctx context.Context, id string) error {
 // AddNamespaceEndpoint implements Service.
 func (WindowsService) AddNamespaceEndpoint(ctx context.Context, namespaceID, endpointID string) error {
 	_, err := hnsCall(ctx, "AddNamespaceEndpoint", func() (struct{}, error) {
-		return struct{}{}, hcn.AddNamespaceEndpoint(namespaceID, endpointID)
+		return struct{}{}, hcsshim.AddNamespaceEndpoint(namespaceID, endpointID)
 	})
 	return err
 }
@@ -221,7 +221,7 @@ func (WindowsService) AddNamespaceEndpoint(ctx context.Context, namespaceID, end
 // RemoveNamespaceEndpoint implements Service.
 func (WindowsService) RemoveNamespaceEndpoint(ctx context.Context, namespaceID, endpointID string) error {
 	_, err := hnsCall(ctx, "RemoveNamespaceEndpoint", func() (struct{}, error) {
-		return struct{}{}, hcn.RemoveNamespaceEndpoint(namespaceID, endpointID)
+		return struct{}{}, hcsshim.RemoveNamespaceEndpoint(namespaceID, endpointID)
 	})
 	return err
 }
@@ -229,12 +229,12 @@ func (WindowsService) RemoveNamespaceEndpoint(ctx context.Context, namespaceID, 
 // GetNamespace implements Service.
 func (WindowsService) GetNamespace(ctx context.Context, id string) (*Namespace, error) {
 	return hnsCall(ctx, "GetNamespace", func() (*Namespace, error) {
-		ns, err := hcn.GetNamespaceByID(id)
+		ns, err := hcsshim.GetNamespaceByID(id)
 		if err != nil {
 			return nil, err
 		}
 		out := &Namespace{ID: ns.Id}
-		ids, err := hcn.GetNamespaceEndpointIds(id)
+		ids, err := hcsshim.GetNamespaceEndpointIds(id)
 		if err == nil {
 			out.Endpoints = ids
 		}

@@ -16,11 +16,11 @@ import (
 // ErrDeadline: HCN did not finish a fail-closed pod start in time.
 var ErrDeadline = errors.New("HCN did not finish within the deadline")
 
-// Transient reports whether retrying may help: HNS unreachable, a call that
+// transient reports whether retrying may help: HNS unreachable, a call that
 // timed out, an unclassified HNS failure. A bad or denied request, a port
 // held by another pod, a sandbox that is gone, or an HCN error hcn calls
 // permanent is final.
-func Transient(err error) bool {
+func transient(err error) bool {
 	if err == nil {
 		return false
 	}
@@ -170,7 +170,7 @@ func (c *Core) retryStart(ctx context.Context, p Pod, state *atomic.Int32) error
 		// retries, never an attempt halfway: an HNS call given up on would
 		// leave what it creates late behind. Each call is bounded anyway.
 		err := c.attempt(context.WithoutCancel(ctx), p, state)
-		if err == nil || !Transient(err) || ctx.Err() != nil {
+		if err == nil || !transient(err) || ctx.Err() != nil {
 			return err
 		}
 		if state != nil && state.Load() == opAbandoned {

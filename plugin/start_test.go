@@ -143,8 +143,8 @@ func TestTransient(t *testing.T) {
 		{fmt.Errorf("x: %w", ErrSandboxNotFound), false},
 	}
 	for _, tt := range tests {
-		if got := Transient(tt.err); got != tt.want {
-			t.Errorf("Transient(%v) = %v, want %v", tt.err, got, tt.want)
+		if got := transient(tt.err); got != tt.want {
+			t.Errorf("transient(%v) = %v, want %v", tt.err, got, tt.want)
 		}
 	}
 }

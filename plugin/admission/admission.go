@@ -14,6 +14,8 @@ import (
 	"strconv"
 	"strings"
 
+	"k8s.io/apimachinery/pkg/labels"
+
 	"github.com/nri-hcn-portmap/nri-hcn-portmap/hcn"
 )
 
@@ -21,8 +23,8 @@ import (
 type Rules struct {
 	// Namespaces whose pods may have host ports; "*" allows every namespace.
 	Namespaces []string `toml:"namespaces"`
-	// PodSelector, when set, must match the pod's labels:
-	// "key=value,key!=value,key,!key".
+	// PodSelector, when set, must match the pod's labels; Kubernetes label
+	// selector syntax: "key=value,key!=value,key,!key,key in (a,b),key notin (c)".
 	PodSelector string `toml:"pod_selector"`
 	// HostPortRanges the host port must fall in: "1024-65535", "8080".
 	HostPortRanges []string `toml:"host_port_ranges"`
@@ -79,16 +81,11 @@ func (r portRange) has(m hcn.PortMapping) bool {
 	return m.HostPort >= r.lo && m.HostPort <= r.hi && (r.proto == 0 || r.proto == m.Protocol)
 }
 
-type selectorTerm struct {
-	key, value string
-	op         string // "=", "!=", "exists", "!exists"
-}
-
 // Policy is compiled Rules.
 type Policy struct {
 	anyNamespace bool
 	namespaces   map[string]bool
-	selector     []selectorTerm
+	selector     labels.Selector // nil: every pod
 	selectorText string
 	ranges       []portRange
 	hostIPs      []netip.Prefix
@@ -120,14 +117,11 @@ func Compile(r Rules) (*Policy, error) {
 		}
 	}
 	if r.PodSelector != "" {
-		for _, raw := range strings.Split(r.PodSelector, ",") {
-			t, err := parseTerm(strings.TrimSpace(raw))
-			if err != nil {
-				bad("admission.pod_selector", raw, err.Error())
-				continue
-			}
-			p.selector = append(p.selector, t)
+		sel, err := labels.Parse(r.PodSelector)
+		if err != nil {
+			bad("admission.pod_selector", r.PodSelector, err.Error())
 		}
+		p.selector = sel
 	}
 	for _, s := range r.HostPortRanges {
 		pr, err := parseRange(s)
@@ -158,33 +152,6 @@ func Compile(r Rules) (*Policy, error) {
 		p.deny = append(p.deny, pr)
 	}
 	return p, errors.Join(errs...)
-}
-
-func parseTerm(s string) (selectorTerm, error) {
-	switch {
-	case s == "":
-		return selectorTerm{}, errors.New("empty selector term")
-	case strings.Contains(s, "!="):
-		k, v, _ := strings.Cut(s, "!=")
-		return selectorTerm{key: strings.TrimSpace(k), value: strings.TrimSpace(v), op: "!="}, validKey(k)
-	case strings.Contains(s, "=="):
-		k, v, _ := strings.Cut(s, "==")
-		return selectorTerm{key: strings.TrimSpace(k), value: strings.TrimSpace(v), op: "="}, validKey(k)
-	case strings.Contains(s, "="):
-		k, v, _ := strings.Cut(s, "=")
-		return selectorTerm{key: strings.TrimSpace(k), value: strings.TrimSpace(v), op: "="}, validKey(k)
-	case strings.HasPrefix(s, "!"):
-		return selectorTerm{key: strings.TrimSpace(s[1:]), op: "!exists"}, validKey(s[1:])
-	}
-	return selectorTerm{key: s, op: "exists"}, validKey(s)
-}
-
-func validKey(k string) error {
-	k = strings.TrimSpace(k)
-	if k == "" || strings.ContainsAny(k, " !=") {
-		return fmt.Errorf("label key %q is not valid (want key=value, key!=value, key or !key)", k)
-	}
-	return nil
 }
 
 // parseRange parses "PORT", "LO-HI", optionally followed by "/tcp" or "/udp".
@@ -251,29 +218,8 @@ func (p *Policy) Admit(pod Pod, mappings []hcn.PortMapping) error {
 	return nil
 }
 
-func (p *Policy) matches(labels map[string]string) bool {
-	for _, t := range p.selector {
-		v, ok := labels[t.key]
-		switch t.op {
-		case "=":
-			if !ok || v != t.value {
-				return false
-			}
-		case "!=":
-			if ok && v == t.value {
-				return false
-			}
-		case "exists":
-			if !ok {
-				return false
-			}
-		case "!exists":
-			if ok {
-				return false
-			}
-		}
-	}
-	return true
+func (p *Policy) matches(podLabels map[string]string) bool {
+	return p.selector == nil || p.selector.Matches(labels.Set(podLabels))
 }
 
 // hostIPAllowed: a specific address must be inside a listed prefix; a

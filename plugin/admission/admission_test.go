@@ -52,6 +52,10 @@ func TestAdmit(t *testing.T) {
 			web, []hcn.PortMapping{mp(hcn.TCP, 8080, "")}, ""},
 		{"selector value differs", Rules{Namespaces: []string{"*"}, PodSelector: "app==db", HostPortRanges: []string{"1-65535"}}, false,
 			web, []hcn.PortMapping{mp(hcn.TCP, 8080, "")}, `admission.pod_selector = "app==db"`},
+		{"selector set membership", Rules{Namespaces: []string{"*"}, PodSelector: "app in (web, api), tier notin (db)", HostPortRanges: []string{"1-65535"}}, false,
+			web, []hcn.PortMapping{mp(hcn.TCP, 8080, "")}, ""},
+		{"selector set membership denies", Rules{Namespaces: []string{"*"}, PodSelector: "app in (db, api)", HostPortRanges: []string{"1-65535"}}, false,
+			web, []hcn.PortMapping{mp(hcn.TCP, 8080, "")}, `admission.pod_selector = "app in (db, api)"`},
 		{"selector forbids a label", Rules{Namespaces: []string{"*"}, PodSelector: "!tier", HostPortRanges: []string{"1-65535"}}, false,
 			web, []hcn.PortMapping{mp(hcn.TCP, 8080, "")}, "pod_selector"},
 		{"host ip inside", Rules{Namespaces: []string{"*"}, HostPortRanges: []string{"1-65535"}, HostIPs: []string{"10.0.0.0/24"}}, false,
@@ -103,8 +107,10 @@ func TestCompileRejects(t *testing.T) {
 		want  string
 	}{
 		{Rules{Namespaces: []string{"a b"}}, `admission.namespaces = "a b"`},
-		{Rules{PodSelector: "app=web,,x"}, `admission.pod_selector = ""`},
-		{Rules{PodSelector: "=web"}, `label key "" is not valid`},
+		{Rules{PodSelector: "app=web,,x"}, `admission.pod_selector = "app=web,,x"`},
+		{Rules{PodSelector: "=web"}, `admission.pod_selector = "=web"`},
+		{Rules{PodSelector: "a=b=c"}, `admission.pod_selector = "a=b=c"`},
+		{Rules{PodSelector: "tier in (web"}, `admission.pod_selector = "tier in (web"`},
 		{Rules{HostPortRanges: []string{"2000-1000"}}, `admission.host_port_ranges = "2000-1000"`},
 		{Rules{HostPortRanges: []string{"0-10"}}, `"0-10"`},
 		{Rules{HostPortRanges: []string{"70000"}}, `"70000"`},

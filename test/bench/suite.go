@@ -32,7 +32,7 @@ resync_interval = "0s"
 
 // BuildNop builds the do-nothing baseline plugin into dir.
 func BuildNop(dir string) (string, error) {
-	return harness.BuildBinary(dir, "nopplugin", "./test/bench/nopplugin")
+	return harness.BuildBinary(dir, "nopplugin", "test/bench", "./nopplugin")
 }
 
 // Pod returns a benchmark pod with a mapping on hostPort.

@@ -1,0 +1,76 @@
+// The containerd daemon: its config, start and restart.
+
+package harness
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/containerd/containerd/v2/client"
+)
+
+// StartContainerd starts (or restarts) the containerd daemon with its root,
+// state and socket in e.Dir.
+func (e *Env) StartContainerd(ctx context.Context) error {
+	e.CtrAddress = filepath.Join(e.Dir, "containerd.sock")
+	conf := filepath.Join(e.Dir, "containerd.toml")
+	body := fmt.Sprintf(`version = 3
+root = '%[1]s/root'
+state = '%[1]s/state'
+disabled_plugins = ['io.containerd.grpc.v1.cri', 'io.containerd.cri.v1.runtime', 'io.containerd.cri.v1.images', 'io.containerd.internal.v1.tracing']
+[grpc]
+  address = '%[2]s'
+[ttrpc]
+  address = '%[2]s.ttrpc'
+[debug]
+  address = ''
+`, e.Dir, e.CtrAddress)
+	if err := os.WriteFile(conf, []byte(body), 0o644); err != nil {
+		return err
+	}
+	p, err := start("containerd", filepath.Join(e.Dir, "containerd.log"), e.ctrBin, "--config", conf)
+	if err != nil {
+		return err
+	}
+	e.Containerd = p
+	if e.Ctr != nil {
+		e.Ctr.Close()
+		e.Ctr = nil
+	}
+	err = waitFor(ctx, 20*time.Second, func() error {
+		if !p.Running() {
+			return errors.New("containerd exited")
+		}
+		c, err := client.New(e.CtrAddress, client.WithTimeout(time.Second))
+		if err != nil {
+			return err
+		}
+		if _, err := c.Version(ctx); err != nil {
+			c.Close()
+			return err
+		}
+		e.Ctr = c
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("containerd (%s) did not come up (it must run as root): %w\n%s", e.ctrBin, err, p.Tail(30))
+	}
+	return nil
+}
+
+// RestartContainerd stops the containerd daemon and starts it again on the
+// same root and state: containers survive, connections and event
+// subscriptions break.
+func (e *Env) RestartContainerd(ctx context.Context, whileDown func() error) error {
+	e.Containerd.Stop()
+	if whileDown != nil {
+		if err := whileDown(); err != nil {
+			return err
+		}
+	}
+	return e.StartContainerd(ctx)
+}

@@ -1,0 +1,137 @@
+// The plugin process and its commands (status, health, reload, cleanup).
+
+package harness
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/nri-hcn-portmap/nri-hcn-portmap/plugin/status"
+)
+
+// StartPlugin starts the plugin process against this environment and waits
+// until the NRI runtime side has registered it.
+func (e *Env) StartPlugin(ctx context.Context, extraArgs ...string) error {
+	args := append(e.PluginArgs("run"), extraArgs...)
+	return e.StartNRIPlugin(ctx, "plugin", e.PluginBin, args...)
+}
+
+// StartNRIPlugin starts any NRI plugin binary as e.Plugin and waits until
+// the runtime side has registered it.
+func (e *Env) StartNRIPlugin(ctx context.Context, name, bin string, args ...string) error {
+	// drain stale sync signals
+	for len(e.syncs) > 0 {
+		<-e.syncs
+	}
+	p, err := start(name, filepath.Join(e.Dir, name+".log"), bin, args...)
+	if err != nil {
+		return err
+	}
+	e.Plugin = p
+	select {
+	case <-e.syncs:
+	case <-p.done:
+		return fmt.Errorf("plugin exited before registering: %v\n%s", p.err, p.Tail(30))
+	case <-time.After(20 * time.Second):
+		return fmt.Errorf("plugin did not register with NRI within 20s\n%s", p.Tail(30))
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	// The plugin joins the runtime's list after the sync callback returns;
+	// taking the sync lock waits for that.
+	e.NRI.BlockPluginSync().Unblock()
+	return nil
+}
+
+// StartPluginEvents starts the plugin with the containerd event source and
+// waits until it reports its subscription live.
+func (e *Env) StartPluginEvents(ctx context.Context, extraArgs ...string) error {
+	logPath := filepath.Join(e.Dir, "plugin.log")
+	before := 0
+	if b, err := os.ReadFile(logPath); err == nil {
+		before = bytes.Count(b, []byte(subscribedLine))
+	}
+	args := append(e.PluginArgs("run"), append([]string{"--source", "containerd"}, extraArgs...)...)
+	p, err := start("plugin", logPath, e.PluginBin, args...)
+	if err != nil {
+		return err
+	}
+	e.Plugin = p
+	return e.WaitSubscribed(ctx, before+1, 20*time.Second)
+}
+
+const subscribedLine = "subscribed to containerd events"
+
+// WaitSubscribed waits until the plugin log reports its n-th live
+// subscription to containerd events and the resync that follows it.
+func (e *Env) WaitSubscribed(ctx context.Context, n int, d time.Duration) error {
+	err := waitFor(ctx, d, func() error {
+		b, _ := os.ReadFile(filepath.Join(e.Dir, "plugin.log"))
+		// the resync that follows each subscription must be over too, so
+		// that what a test does next is seen through events only
+		resyncs := 0
+		for _, line := range strings.Split(string(b), "\n") {
+			if strings.Contains(line, "resync") && strings.Contains(line, "reason=subscribed") && strings.Contains(line, "done") {
+				resyncs++
+			}
+		}
+		if got := bytes.Count(b, []byte(subscribedLine)); got < n || resyncs < n {
+			if !e.Plugin.Running() {
+				return fmt.Errorf("plugin exited: %v", e.Plugin.err)
+			}
+			return fmt.Errorf("plugin subscribed %d times and resynced %d times, want %d", got, resyncs, n)
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("%w\n%s", err, e.Plugin.Tail(30))
+	}
+	return nil
+}
+
+// PluginArgs are the arguments of a plugin command against this
+// environment.
+func (e *Env) PluginArgs(cmd string) []string {
+	return []string{cmd, "--config", e.ConfigPath, "--nri-socket", e.NRISocket, "--containerd-address", e.CtrAddress,
+		"--hcn-backend", "simulated", "--hcn-simulator", e.SimAddress, "--admin-listen", e.AdminAddr}
+}
+
+// Command runs a plugin command (status, health, reload, cleanup) and
+// returns its stdout, stderr and error.
+func (e *Env) Command(ctx context.Context, cmd string, extra ...string) (string, string, error) {
+	c := exec.CommandContext(ctx, e.PluginBin, append(e.PluginArgs(cmd), extra...)...)
+	var stdout, stderr bytes.Buffer
+	c.Stdout, c.Stderr = &stdout, &stderr
+	err := c.Run()
+	return stdout.String(), stderr.String(), err
+}
+
+// Status runs `nri-hcn-portmap status -o json` against the simulator: the
+// documented way to see what the plugin built, from outside its process.
+func (e *Env) Status(ctx context.Context) ([]status.Entry, error) {
+	cmd := exec.CommandContext(ctx, e.PluginBin, append(e.PluginArgs("status"), "-o", "json")...)
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		return nil, fmt.Errorf("status: %w: %s", err, stderr.String())
+	}
+	var entries []status.Entry
+	if err := json.Unmarshal(out, &entries); err != nil {
+		return nil, fmt.Errorf("status output: %w\n%s", err, out)
+	}
+	return entries, nil
+}
+
+// StatusTable runs `nri-hcn-portmap status` (table form).
+func (e *Env) StatusTable(ctx context.Context) (string, error) {
+	out, err := exec.CommandContext(ctx, e.PluginBin, e.PluginArgs("status")...).CombinedOutput()
+	return string(out), err
+}

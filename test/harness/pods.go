@@ -1,0 +1,178 @@
+// Pod sandboxes as containerd's CRI creates them, and the NRI pod lifecycle.
+
+package harness
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strings"
+
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+
+	"github.com/containerd/containerd/v2/client"
+	"github.com/containerd/containerd/v2/pkg/namespaces"
+	"github.com/containerd/containerd/v2/pkg/oci"
+	"github.com/containerd/nri/pkg/api"
+	"github.com/nri-hcn-portmap/nri-hcn-portmap/plugin/containerd"
+	"github.com/nri-hcn-portmap/nri-hcn-portmap/plugin/request"
+	"github.com/opencontainers/runtime-spec/specs-go"
+	"google.golang.org/protobuf/types/known/anypb"
+)
+
+// Pod describes a sandbox to create.
+type Pod struct {
+	ID, Name, Namespace, UID string
+	Annotations              map[string]string
+	// HostPorts are the CRI port mappings (Kubernetes hostPort) stored in
+	// the sandbox metadata.
+	HostPorts []*runtimeapi.PortMapping
+	// NoWindowsNamespace makes a sandbox without Windows.Network (a Linux
+	// or HostProcess sandbox).
+	NoWindowsNamespace bool
+}
+
+// criMetadataTypeURL is the type URL containerd's CRI stores the sandbox
+// metadata extension under.
+const criMetadataTypeURL = "github.com/containerd/cri/pkg/store/sandbox/Metadata"
+
+// CRIMetadata encodes the io.cri-containerd.sandbox.metadata extension the
+// way containerd does: encoding/json over its versioned Metadata struct,
+// whose Config is the CRI PodSandboxConfig.
+func (p Pod) CRIMetadata(netnsPath string) ([]byte, error) {
+	type metadata struct {
+		ID             string
+		Name           string
+		Config         *runtimeapi.PodSandboxConfig
+		NetNSPath      string
+		IP             string
+		AdditionalIPs  []string
+		RuntimeHandler string
+		CNIResult      any
+		ProcessLabel   string
+	}
+	return json.Marshal(struct {
+		Version  string
+		Metadata metadata
+	}{"v1", metadata{
+		ID:        p.ID,
+		Name:      strings.Join([]string{p.Name, p.Namespace, p.UID, "0"}, "_"),
+		NetNSPath: netnsPath,
+		Config: &runtimeapi.PodSandboxConfig{
+			Metadata:     &runtimeapi.PodSandboxMetadata{Name: p.Name, Uid: p.UID, Namespace: p.Namespace},
+			Annotations:  p.Annotations,
+			PortMappings: p.HostPorts,
+		},
+	}})
+}
+
+// NRIPod is the pod as the NRI runtime side reports it.
+func (p Pod) NRIPod() *api.PodSandbox {
+	return &api.PodSandbox{Id: p.ID, Name: p.Name, Namespace: p.Namespace, Uid: p.UID, Annotations: p.Annotations}
+}
+
+// RunRequest is the NRI RunPodSandbox request for p.
+func RunRequest(p Pod) *api.RunPodSandboxRequest { return &api.RunPodSandboxRequest{Pod: p.NRIPod()} }
+
+// CreateSandbox does what containerd's CRI does on Windows before any plugin
+// hears of the pod: create the pod's HCN namespace, then the sandbox
+// container whose spec names it. It returns the namespace GUID ("" for a
+// sandbox without one).
+func (e *Env) CreateSandbox(ctx context.Context, p Pod) (string, error) {
+	spec := &oci.Spec{Version: specs.Version}
+	var guid string
+	if !p.NoWindowsNamespace {
+		var err error
+		if guid, err = e.SimClient.CreateNamespace(ctx, ""); err != nil {
+			return "", err
+		}
+		spec.Windows = &specs.Windows{Network: &specs.WindowsNetwork{NetworkNamespace: guid}}
+	}
+	opts := []client.NewContainerOpts{
+		client.WithContainerLabels(map[string]string{containerd.LabelKind: containerd.KindSandbox}),
+		client.WithSpec(spec),
+		client.WithRuntime("io.containerd.runhcs.v1", nil),
+	}
+	meta, err := p.CRIMetadata(guid)
+	if err != nil {
+		return "", err
+	}
+	opts = append(opts, client.WithContainerExtension(request.ExtensionMetadata, &anypb.Any{TypeUrl: criMetadataTypeURL, Value: meta}))
+	if _, err := e.Ctr.NewContainer(namespaces.WithNamespace(ctx, K8s), p.ID, opts...); err != nil {
+		return "", fmt.Errorf("creating sandbox container %s: %w", p.ID, err)
+	}
+	return guid, nil
+}
+
+// RunPod creates the sandbox and sends RunPodSandbox, as containerd does.
+func (e *Env) RunPod(ctx context.Context, p Pod) (string, error) {
+	guid, err := e.CreateSandbox(ctx, p)
+	if err != nil {
+		return "", err
+	}
+	e.mu.Lock()
+	e.pods[p.ID] = p.NRIPod()
+	e.mu.Unlock()
+	if err := e.NRI.RunPodSandbox(ctx, &api.RunPodSandboxRequest{Pod: p.NRIPod()}); err != nil {
+		// containerd tears a failed sandbox down at once
+		_ = e.StopPod(ctx, p, guid)
+		_ = e.RemovePod(ctx, p)
+		return guid, err
+	}
+	return guid, nil
+}
+
+// StopPod sends StopPodSandbox, then deletes the HCN namespace as
+// containerd's CNI teardown does.
+func (e *Env) StopPod(ctx context.Context, p Pod, guid string) error {
+	err := e.NRI.StopPodSandbox(ctx, &api.StopPodSandboxRequest{Pod: p.NRIPod()})
+	if guid != "" {
+		if nerr := e.SimClient.DeleteNamespace(ctx, guid); nerr != nil && err == nil {
+			err = nerr
+		}
+	}
+	return err
+}
+
+// RemovePod deletes the sandbox container, then sends RemovePodSandbox.
+func (e *Env) RemovePod(ctx context.Context, p Pod) error {
+	e.mu.Lock()
+	delete(e.pods, p.ID)
+	e.mu.Unlock()
+	if err := e.Ctr.ContainerService().Delete(namespaces.WithNamespace(ctx, K8s), p.ID); err != nil {
+		return err
+	}
+	return e.NRI.RemovePodSandbox(ctx, &api.RemovePodSandboxRequest{Pod: p.NRIPod()})
+}
+
+// ForgetPod drops a pod from the runtime's view without telling any plugin
+// (what happens while the plugin is down).
+func (e *Env) ForgetPod(ctx context.Context, p Pod, guid string) error {
+	e.mu.Lock()
+	delete(e.pods, p.ID)
+	e.mu.Unlock()
+	if guid != "" {
+		if err := e.SimClient.DeleteNamespace(ctx, guid); err != nil {
+			return err
+		}
+	}
+	return e.Ctr.ContainerService().Delete(namespaces.WithNamespace(ctx, K8s), p.ID)
+}
+
+// AddPodSilently creates a sandbox and lists it as running without telling
+// any plugin (a pod started while the plugin was down).
+func (e *Env) AddPodSilently(ctx context.Context, p Pod) (string, error) {
+	guid, err := e.CreateSandbox(ctx, p)
+	if err != nil {
+		return "", err
+	}
+	e.mu.Lock()
+	e.pods[p.ID] = p.NRIPod()
+	e.mu.Unlock()
+	return guid, nil
+}
+
+// DeleteSandbox deletes the sandbox container from containerd.
+func (e *Env) DeleteSandbox(ctx context.Context, id string) error {
+	return e.Ctr.ContainerService().Delete(namespaces.WithNamespace(ctx, K8s), id)
+}
