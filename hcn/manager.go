@@ -27,6 +27,7 @@ type Manager struct {
 	svc Service
 	cfg ManagerConfig
 
+	netMu     sync.Mutex // one network lookup-or-create at a time: HNS allows duplicate names
 	mu        sync.Mutex
 	networkID string // cached ID of cfg.Network
 	// known caches our endpoints per sandbox ID so that a start or stop
@@ -119,11 +120,15 @@ func (o Outcome) String() string {
 // EnsureNetwork returns the ID of the configured network, creating the
 // network when configured to.
 func (m *Manager) EnsureNetwork(ctx context.Context) (string, error) {
-	m.mu.Lock()
-	id := m.networkID
-	m.mu.Unlock()
-	if id != "" {
+	if id := m.cachedNetwork(); id != "" {
 		return id, nil
+	}
+	// Single flight: pods starting together must not each create a network
+	// of the same name.
+	m.netMu.Lock()
+	defer m.netMu.Unlock()
+	if id := m.cachedNetwork(); id != "" {
+		return id, nil // created while we waited
 	}
 	n, err := m.svc.GetNetworkByName(ctx, m.cfg.Network.Name)
 	if errors.Is(err, ErrNotFound) && m.cfg.CreateNetwork {
@@ -136,6 +141,12 @@ func (m *Manager) EnsureNetwork(ctx context.Context) (string, error) {
 	m.networkID = n.ID
 	m.mu.Unlock()
 	return n.ID, nil
+}
+
+func (m *Manager) cachedNetwork() string {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.networkID
 }
 
 func (m *Manager) forgetNetwork() {

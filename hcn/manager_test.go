@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -408,5 +409,65 @@ func TestKnownEndpointsRecheckedAfterExternalChange(t *testing.T) {
 	}
 	if n := len(sim.State().Endpoints); n != 0 {
 		t.Errorf("%d endpoints left", n)
+	}
+}
+
+// Regression (load and faults, 1): pods starting together with
+// create_network created one network each, since HNS allows duplicate names.
+func TestConcurrentStartsCreateOneNetwork(t *testing.T) {
+	sim, mgr := setup(t, true)
+	sim.SetLatency(5 * time.Millisecond) // lookups overlap
+	var wg sync.WaitGroup
+	for i := range 8 {
+		ns := sim.CreateNamespace("")
+		wg.Go(func() {
+			p := []hcn.PortMappingPolicy{{Protocol: hcn.TCP, ExternalPort: uint16(9000 + i), InternalPort: 80}}
+			if _, _, err := mgr.Ensure(ctx, hcn.Desired{SandboxID: fmt.Sprint("sb", i), Namespace: ns, Policies: p}); err != nil {
+				t.Error(err)
+			}
+		})
+	}
+	wg.Wait()
+	if n := len(sim.State().Networks); n != 1 {
+		t.Fatalf("%d networks, want 1: %+v", n, sim.State().Networks)
+	}
+}
+
+// Load and faults, 9: a create the caller gave up on still takes effect
+// (as in HNS); the next Ensure adopts it instead of creating a second, and a
+// Remove of a stopped pod deletes it.
+func TestTimedOutCreateTakesEffectLate(t *testing.T) {
+	sim := hcnsim.New()
+	mgr := hcn.NewManager(hcn.Bounded(sim, 20*time.Millisecond), hcn.ManagerConfig{CreateNetwork: true,
+		Network: hcn.NetworkSpec{Name: "nat", Type: hcn.NetworkNAT}})
+	if _, err := mgr.EnsureNetwork(ctx); err != nil {
+		t.Fatal(err)
+	}
+	ns := sim.CreateNamespace("")
+	sim.SetOpLatency(hcnsim.OpCreateEndpoint, 60*time.Millisecond)
+	_, _, err := mgr.Ensure(ctx, hcn.Desired{SandboxID: "late", Namespace: ns, Policies: web})
+	if !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("Ensure = %v, want a deadline error", err)
+	}
+	sim.WaitLate()
+	sim.SetOpLatency(hcnsim.OpCreateEndpoint, 0)
+	var created []hcn.Endpoint
+	for _, ep := range sim.State().Endpoints {
+		if ep.Name == mgr.EndpointName("late") {
+			created = append(created, ep)
+		}
+	}
+	if len(created) != 1 || created[0].Namespace != "" {
+		t.Fatalf("after the late answer HCN holds %+v, want one unattached endpoint", created)
+	}
+	ep, out, err := mgr.Ensure(ctx, hcn.Desired{SandboxID: "late", Namespace: ns, Policies: web})
+	if err != nil || out != hcn.Repaired || ep.ID != created[0].ID {
+		t.Fatalf("retry = %+v, %v, %v; want the late endpoint adopted and attached", ep, out, err)
+	}
+	if got := ours(t, sim, mgr, "late"); got == nil || got.Namespace != ns {
+		t.Fatalf("HCN holds %+v", got)
+	}
+	if n, err := mgr.Remove(ctx, "late"); err != nil || n != 1 || len(sim.State().Endpoints) != 0 {
+		t.Fatalf("Remove = %d, %v; HCN holds %+v", n, err, sim.State().Endpoints)
 	}
 }

@@ -73,7 +73,9 @@ type Sim struct {
 	namespaces map[string]map[string]bool // namespace ID -> endpoint IDs
 	faults     []Fault
 	latency    time.Duration
+	opLatency  map[string]time.Duration // per operation, over latency
 	calls      map[string]int
+	late       sync.WaitGroup // calls completing after their caller gave up
 }
 
 var _ hcn.Service = (*Sim)(nil)
@@ -94,16 +96,30 @@ func (s *Sim) Reset() {
 	s.namespaces = map[string]map[string]bool{}
 	s.faults = nil
 	s.latency = 0
+	s.opLatency = map[string]time.Duration{}
 	s.calls = map[string]int{}
 }
 
 func newGUID() string { return strings.ToUpper(uuid.NewString()) }
 
-// SetLatency delays every Service call by d (interrupted by the context).
+// SetLatency delays every Service call by d. A caller whose context ends
+// first gets its error at once; the call still takes effect after d.
 func (s *Sim) SetLatency(d time.Duration) {
 	s.mu.Lock()
 	s.latency = d
 	s.mu.Unlock()
+}
+
+// SetOpLatency delays calls of one operation by d (0: back to the common
+// latency), like SetLatency.
+func (s *Sim) SetOpLatency(op string, d time.Duration) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if d == 0 {
+		delete(s.opLatency, op)
+	} else {
+		s.opLatency[op] = d
+	}
 }
 
 // InjectFault queues a fault.
@@ -204,23 +220,37 @@ func cloneEP(ep *hcn.Endpoint) hcn.Endpoint {
 	return c
 }
 
-// begin counts the call, waits out the latency and pops a matching fault.
-// It returns with s.mu held.
-func (s *Sim) begin(ctx context.Context, op string) (*Fault, error) {
+// run counts the call, waits out the latency, pops a matching fault and
+// runs body under s.mu. When ctx ends during the latency, the caller gets
+// ctx's error at once but the call still takes effect when its latency has
+// passed, as an HNS call does that its caller gave up on.
+func run[T any](ctx context.Context, s *Sim, op string, body func() (T, error)) (T, error) {
+	var zero T
 	s.mu.Lock()
 	s.calls[op]++
 	d := s.latency
+	if od, ok := s.opLatency[op]; ok {
+		d = od
+	}
 	s.mu.Unlock()
 	if d > 0 {
 		t := time.NewTimer(d)
 		select {
 		case <-t.C:
 		case <-ctx.Done():
-			t.Stop()
-			return nil, fmt.Errorf("%s: %w", op, ctx.Err())
+			s.late.Add(1)
+			go func() { // HNS finishes what it was asked, late
+				defer s.late.Done()
+				<-t.C
+				s.mu.Lock()
+				defer s.mu.Unlock()
+				_, _ = body()
+			}()
+			return zero, fmt.Errorf("%s: %w", op, ctx.Err())
 		}
 	}
 	s.mu.Lock()
+	var after *Fault
 	for i := range s.faults {
 		f := &s.faults[i]
 		if f.Op != op {
@@ -231,23 +261,22 @@ func (s *Sim) begin(ctx context.Context, op string) (*Fault, error) {
 			s.faults = slices.Delete(s.faults, i, i+1)
 		}
 		if !out.After {
-			err := faultErr(out)
 			s.mu.Unlock()
-			return nil, err
+			return zero, faultErr(out)
 		}
-		return &out, nil
+		after = &out
+		break
 	}
-	return nil, nil
+	v, err := body()
+	s.mu.Unlock()
+	if err == nil && after != nil {
+		return zero, faultErr(*after)
+	}
+	return v, err
 }
 
-// end releases s.mu and applies an "after" fault to a successful call.
-func (s *Sim) end(f *Fault, err error) error {
-	s.mu.Unlock()
-	if err == nil && f != nil {
-		return faultErr(*f)
-	}
-	return err
-}
+// WaitLate waits until every call whose caller gave up has taken effect.
+func (s *Sim) WaitLate() { s.late.Wait() }
 
 func faultErr(f Fault) error {
 	return fmt.Errorf("injected fault in %s: %w", f.Op, kinds[f.Kind])
@@ -255,32 +284,20 @@ func faultErr(f Fault) error {
 
 // GetNetworkByName implements hcn.Service.
 func (s *Sim) GetNetworkByName(ctx context.Context, name string) (*hcn.Network, error) {
-	f, err := s.begin(ctx, OpGetNetworkByName)
-	if err != nil {
-		return nil, err
-	}
-	var found *hcn.Network
-	for _, n := range s.networks {
-		if n.Name == name {
-			c := n.Network
-			found = &c
-			break
+	return run(ctx, s, OpGetNetworkByName, func() (*hcn.Network, error) {
+		for _, n := range s.networks {
+			if n.Name == name {
+				c := n.Network
+				return &c, nil
+			}
 		}
-	}
-	if found == nil {
-		err = fmt.Errorf("network %q: %w", name, hcn.ErrNotFound)
-	}
-	return found, s.end(f, err)
+		return nil, fmt.Errorf("network %q: %w", name, hcn.ErrNotFound)
+	})
 }
 
 // CreateNetwork implements hcn.Service.
 func (s *Sim) CreateNetwork(ctx context.Context, spec hcn.NetworkSpec) (*hcn.Network, error) {
-	f, err := s.begin(ctx, OpCreateNetwork)
-	if err != nil {
-		return nil, err
-	}
-	n, err := s.createNetwork(spec)
-	return n, s.end(f, err)
+	return run(ctx, s, OpCreateNetwork, func() (*hcn.Network, error) { return s.createNetwork(spec) })
 }
 
 func (s *Sim) createNetwork(spec hcn.NetworkSpec) (*hcn.Network, error) {
@@ -314,12 +331,7 @@ func (s *Sim) createNetwork(spec hcn.NetworkSpec) (*hcn.Network, error) {
 
 // CreateEndpoint implements hcn.Service.
 func (s *Sim) CreateEndpoint(ctx context.Context, spec hcn.EndpointSpec) (*hcn.Endpoint, error) {
-	f, err := s.begin(ctx, OpCreateEndpoint)
-	if err != nil {
-		return nil, err
-	}
-	ep, err := s.createEndpoint(spec)
-	return ep, s.end(f, err)
+	return run(ctx, s, OpCreateEndpoint, func() (*hcn.Endpoint, error) { return s.createEndpoint(spec) })
 }
 
 func (s *Sim) createEndpoint(spec hcn.EndpointSpec) (*hcn.Endpoint, error) {
@@ -394,111 +406,99 @@ func conflicts(p, q hcn.PortMappingPolicy) bool {
 
 // ListEndpointsByName implements hcn.Service.
 func (s *Sim) ListEndpointsByName(ctx context.Context, name string) ([]hcn.Endpoint, error) {
-	f, err := s.begin(ctx, OpListEndpointsByName)
-	if err != nil {
-		return nil, err
-	}
-	var out []hcn.Endpoint
-	for _, ep := range s.endpoints {
-		if ep.Name == name {
-			out = append(out, cloneEP(ep))
+	return run(ctx, s, OpListEndpointsByName, func() ([]hcn.Endpoint, error) {
+		var out []hcn.Endpoint
+		for _, ep := range s.endpoints {
+			if ep.Name == name {
+				out = append(out, cloneEP(ep))
+			}
 		}
-	}
-	slices.SortFunc(out, func(a, b hcn.Endpoint) int { return strings.Compare(a.ID, b.ID) })
-	return out, s.end(f, nil)
+		slices.SortFunc(out, func(a, b hcn.Endpoint) int { return strings.Compare(a.ID, b.ID) })
+		return out, nil
+	})
 }
 
 // ListEndpoints implements hcn.Service.
 func (s *Sim) ListEndpoints(ctx context.Context) ([]hcn.Endpoint, error) {
-	f, err := s.begin(ctx, OpListEndpoints)
-	if err != nil {
-		return nil, err
-	}
-	out := make([]hcn.Endpoint, 0, len(s.endpoints))
-	for _, ep := range s.endpoints {
-		out = append(out, cloneEP(ep))
-	}
-	slices.SortFunc(out, func(a, b hcn.Endpoint) int { return strings.Compare(a.ID, b.ID) })
-	return out, s.end(f, nil)
+	return run(ctx, s, OpListEndpoints, func() ([]hcn.Endpoint, error) {
+		out := make([]hcn.Endpoint, 0, len(s.endpoints))
+		for _, ep := range s.endpoints {
+			out = append(out, cloneEP(ep))
+		}
+		slices.SortFunc(out, func(a, b hcn.Endpoint) int { return strings.Compare(a.ID, b.ID) })
+		return out, nil
+	})
 }
 
 // DeleteEndpoint implements hcn.Service. An attached endpoint has references
 // and is not deleted.
 func (s *Sim) DeleteEndpoint(ctx context.Context, id string) error {
-	f, err := s.begin(ctx, OpDeleteEndpoint)
-	if err != nil {
-		return err
-	}
-	ep := s.endpoints[id]
-	switch {
-	case ep == nil:
-		err = fmt.Errorf("endpoint %s (ERROR_NOT_FOUND): %w", id, hcn.ErrNotFound)
-	case ep.Namespace != "":
-		err = fmt.Errorf("endpoint %s is attached to namespace %s (HCN_E_ENTITY_HAS_REFERENCES): %w", id, ep.Namespace, hcn.ErrInUse)
-	default:
+	_, err := run(ctx, s, OpDeleteEndpoint, func() (struct{}, error) {
+		ep := s.endpoints[id]
+		switch {
+		case ep == nil:
+			return struct{}{}, fmt.Errorf("endpoint %s (ERROR_NOT_FOUND): %w", id, hcn.ErrNotFound)
+		case ep.Namespace != "":
+			return struct{}{}, fmt.Errorf("endpoint %s is attached to namespace %s (HCN_E_ENTITY_HAS_REFERENCES): %w", id, ep.Namespace, hcn.ErrInUse)
+		}
 		delete(s.endpoints, id)
-	}
-	return s.end(f, err)
+		return struct{}{}, nil
+	})
+	return err
 }
 
 // AddNamespaceEndpoint implements hcn.Service.
 func (s *Sim) AddNamespaceEndpoint(ctx context.Context, namespaceID, endpointID string) error {
-	f, err := s.begin(ctx, OpAddNamespaceEndpoint)
-	if err != nil {
-		return err
-	}
-	ns, ep := s.namespaces[namespaceID], s.endpoints[endpointID]
-	switch {
-	case ns == nil:
-		err = fmt.Errorf("namespace %s (ERROR_NOT_FOUND): %w", namespaceID, hcn.ErrNotFound)
-	case ep == nil:
-		err = fmt.Errorf("endpoint %s (ERROR_NOT_FOUND): %w", endpointID, hcn.ErrNotFound)
-	case ep.Namespace != "":
-		err = fmt.Errorf("endpoint %s is in namespace %s (HCN_E_ENDPOINT_ALREADY_ATTACHED): %w", endpointID, ep.Namespace, hcn.ErrAlreadyAttached)
-	default:
+	_, err := run(ctx, s, OpAddNamespaceEndpoint, func() (struct{}, error) {
+		ns, ep := s.namespaces[namespaceID], s.endpoints[endpointID]
+		switch {
+		case ns == nil:
+			return struct{}{}, fmt.Errorf("namespace %s (ERROR_NOT_FOUND): %w", namespaceID, hcn.ErrNotFound)
+		case ep == nil:
+			return struct{}{}, fmt.Errorf("endpoint %s (ERROR_NOT_FOUND): %w", endpointID, hcn.ErrNotFound)
+		case ep.Namespace != "":
+			return struct{}{}, fmt.Errorf("endpoint %s is in namespace %s (HCN_E_ENDPOINT_ALREADY_ATTACHED): %w", endpointID, ep.Namespace, hcn.ErrAlreadyAttached)
+		}
 		ep.Namespace = namespaceID
 		ns[endpointID] = true
-	}
-	return s.end(f, err)
+		return struct{}{}, nil
+	})
+	return err
 }
 
 // RemoveNamespaceEndpoint implements hcn.Service.
 func (s *Sim) RemoveNamespaceEndpoint(ctx context.Context, namespaceID, endpointID string) error {
-	f, err := s.begin(ctx, OpRemoveNamespaceEndpoint)
-	if err != nil {
-		return err
-	}
-	ns := s.namespaces[namespaceID]
-	switch {
-	case ns == nil:
-		err = fmt.Errorf("namespace %s (ERROR_NOT_FOUND): %w", namespaceID, hcn.ErrNotFound)
-	case !ns[endpointID]:
-		err = fmt.Errorf("endpoint %s in namespace %s (ERROR_NOT_FOUND): %w", endpointID, namespaceID, hcn.ErrNotFound)
-	default:
+	_, err := run(ctx, s, OpRemoveNamespaceEndpoint, func() (struct{}, error) {
+		ns := s.namespaces[namespaceID]
+		switch {
+		case ns == nil:
+			return struct{}{}, fmt.Errorf("namespace %s (ERROR_NOT_FOUND): %w", namespaceID, hcn.ErrNotFound)
+		case !ns[endpointID]:
+			return struct{}{}, fmt.Errorf("endpoint %s in namespace %s (ERROR_NOT_FOUND): %w", endpointID, namespaceID, hcn.ErrNotFound)
+		}
 		delete(ns, endpointID)
 		if ep := s.endpoints[endpointID]; ep != nil {
 			ep.Namespace = ""
 		}
-	}
-	return s.end(f, err)
+		return struct{}{}, nil
+	})
+	return err
 }
 
 // GetNamespace implements hcn.Service.
 func (s *Sim) GetNamespace(ctx context.Context, id string) (*hcn.Namespace, error) {
-	f, err := s.begin(ctx, OpGetNamespace)
-	if err != nil {
-		return nil, err
-	}
-	eps, ok := s.namespaces[id]
-	if !ok {
-		return nil, s.end(f, fmt.Errorf("namespace %s (ERROR_NOT_FOUND): %w", id, hcn.ErrNotFound))
-	}
-	ns := &hcn.Namespace{ID: id}
-	for e := range eps {
-		ns.Endpoints = append(ns.Endpoints, e)
-	}
-	slices.Sort(ns.Endpoints)
-	return ns, s.end(f, nil)
+	return run(ctx, s, OpGetNamespace, func() (*hcn.Namespace, error) {
+		eps, ok := s.namespaces[id]
+		if !ok {
+			return nil, fmt.Errorf("namespace %s (ERROR_NOT_FOUND): %w", id, hcn.ErrNotFound)
+		}
+		ns := &hcn.Namespace{ID: id}
+		for e := range eps {
+			ns.Endpoints = append(ns.Endpoints, e)
+		}
+		slices.Sort(ns.Endpoints)
+		return ns, nil
+	})
 }
 
 // Error kinds as they travel over the wire and in faults.
