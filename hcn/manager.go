@@ -372,6 +372,23 @@ func sameEndpoints(a, b []Endpoint) bool {
 	return true
 }
 
+// KnownIDs are the sandboxes the manager believes have an endpoint, or
+// whose state it must ask HNS for again.
+func (m *Manager) KnownIDs() []string {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	out := make([]string, 0, len(m.known)+len(m.dirty))
+	for id := range m.known {
+		out = append(out, id)
+	}
+	for id := range m.dirty {
+		if _, ok := m.known[id]; !ok {
+			out = append(out, id)
+		}
+	}
+	return out
+}
+
 // KnownCount is how many sandboxes the manager knows an endpoint of.
 func (m *Manager) KnownCount() int {
 	m.mu.Lock()

@@ -43,6 +43,7 @@ type Core struct {
 	locks   keyLock
 	ports   *portIndex
 	pending pendingOps
+	stopped stopSet
 	policy  atomic.Pointer[admission.Policy] // replaced by a config reload
 
 	bg     context.Context // lifetime of background work

@@ -37,6 +37,30 @@ func (k *keyLock) lock(key string) func() {
 	}
 }
 
+// tryLock locks key unless someone holds it.
+func (k *keyLock) tryLock(key string) (func(), bool) {
+	k.mu.Lock()
+	if k.locks == nil {
+		k.locks = map[string]*keyEntry{}
+	}
+	if e := k.locks[key]; e != nil {
+		k.mu.Unlock()
+		return nil, false
+	}
+	e := &keyEntry{refs: 1}
+	e.mu.Lock()
+	k.locks[key] = e
+	k.mu.Unlock()
+	return func() {
+		e.mu.Unlock()
+		k.mu.Lock()
+		if e.refs--; e.refs == 0 {
+			delete(k.locks, key)
+		}
+		k.mu.Unlock()
+	}, true
+}
+
 func (k *keyLock) size() int {
 	k.mu.Lock()
 	defer k.mu.Unlock()

@@ -127,6 +127,17 @@ func (x *portIndex) setLocked(id string, h heldPorts) {
 	}
 }
 
+// ids returns the sandboxes holding ports.
+func (x *portIndex) ids() []string {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	out := make([]string, 0, len(x.byPod))
+	for id := range x.byPod {
+		out = append(out, id)
+	}
+	return out
+}
+
 func (x *portIndex) size() int {
 	x.mu.Lock()
 	defer x.mu.Unlock()

@@ -76,8 +76,17 @@ func (c *Core) Reconcile(ctx context.Context, pods []Pod, workers int) (Summary,
 			jobs = append(jobs, p)
 		}
 	}
+	believed := append(c.ports.ids(), c.stopped.ids()...)
+	believed = append(believed, c.mgr.KnownIDs()...)
 	for _, ep := range owned {
 		id, _ := c.mgr.SandboxID(ep.Name)
+		believed = append(believed, id)
+	}
+	// Also what we only believe in: a sandbox holding ports in the index,
+	// known to the manager or stopped, but no longer listed by containerd or
+	// HNS (an endpoint deleted behind our back, a sandbox gone without a
+	// stop event). Visiting it corrects the index and the cache.
+	for _, id := range believed {
 		if !known[id] {
 			known[id] = true
 			jobs = append(jobs, Pod{ID: id, Partial: true})
@@ -127,7 +136,11 @@ func (c *Core) reconcileOne(ctx context.Context, p Pod) (Change, error) {
 	defer unlock()
 	r, err := c.resolve(ctx, p)
 	if errors.Is(err, ErrSandboxNotFound) {
-		return c.removeLocked(ctx, p)
+		ch, rerr := c.removeLocked(ctx, p)
+		if rerr == nil {
+			c.stopped.forget(p.ID) // containerd forgot it: no event can name it again
+		}
+		return ch, rerr
 	}
 	if r == nil {
 		return NoChange, err
@@ -137,6 +150,7 @@ func (c *Core) reconcileOne(ctx context.Context, p Pod) (Change, error) {
 	case lerr != nil:
 		return NoChange, fmt.Errorf("pod %s: deciding whether the sandbox is live: %w", p, lerr)
 	case !live:
+		c.stopped.add(p.ID)
 		return c.removeLocked(ctx, r.pod)
 	case errors.Is(err, ErrNotSandbox):
 		return NoChange, nil // not ours to decide

@@ -81,12 +81,20 @@ func (c *Core) apply(ctx context.Context, r *resolved) (Change, error) {
 	if len(r.mappings) == 0 {
 		return NoChange, nil
 	}
+	if c.stopped.has(r.pod.ID) {
+		// stopped after this start or reconcile read it as running
+		log.Debug("sandbox stopped meanwhile; no endpoint")
+		return c.removeLocked(ctx, r.pod)
+	}
 	policies := hcn.BuildPolicies(r.mappings, c.opt.Policy)
 	name := ""
 	if r.pod.Name != "" {
 		name = r.pod.Namespace + "/" + r.pod.Name
 	}
 	undo, err := c.ports.reserve(r.pod.ID, name, policies)
+	if err != nil && c.reclaim(ctx, err) {
+		undo, err = c.ports.reserve(r.pod.ID, name, policies)
+	}
 	if err != nil {
 		c.describeHolder(ctx, err)
 		return NoChange, fmt.Errorf("pod %s: %w", r.pod, err)
@@ -103,6 +111,42 @@ func (c *Core) apply(ctx context.Context, r *resolved) (Change, error) {
 	}
 	log.WithFields(logrus.Fields{"mappings": fmt.Sprint(r.mappings), "outcome": outcome.String()}).Info("endpoint attached")
 	return Built, nil
+}
+
+// reclaim frees the host ports of a conflict's holder when the holder is no
+// longer running (an orphan left by a pod that stopped while the plugin was
+// down, not yet removed by the reconcile): its endpoint is removed at once,
+// so the new pod need not wait for the resync. A holder that is busy (its
+// own start or stop in progress) or that cannot be judged is left alone.
+func (c *Core) reclaim(ctx context.Context, err error) bool {
+	var ce *ConflictError
+	if !errors.As(err, &ce) {
+		return false
+	}
+	unlock, ok := c.locks.tryLock(ce.HolderID)
+	if !ok {
+		return false
+	}
+	defer unlock()
+	holder := Pod{ID: ce.HolderID}
+	if !c.stopped.has(ce.HolderID) {
+		sb, serr := c.store.Sandbox(ctx, ce.HolderID)
+		switch {
+		case errors.Is(serr, ErrSandboxNotFound):
+		case serr != nil:
+			return false
+		default:
+			if live, lerr := c.live(ctx, sb); lerr != nil || live {
+				return false
+			}
+		}
+	}
+	if _, rerr := c.removeLocked(ctx, holder); rerr != nil {
+		c.PodLog(holder).WithError(rerr).Warn("could not free the host ports of a sandbox that is gone")
+		return false
+	}
+	c.PodLog(holder).Info("freed the host ports of a sandbox that is gone, for a new pod")
+	return true
 }
 
 // op states, for the race between the deadline and completion.
@@ -166,6 +210,11 @@ func (c *Core) StartPod(ctx context.Context, p Pod) error {
 func (c *Core) retryStart(ctx context.Context, p Pod, state *atomic.Int32) error {
 	retry := backoff.New(c.opt.RetryMin, c.opt.RetryMax)
 	for attempt := 1; ; attempt++ {
+		if attempt > 1 && state != nil && state.Load() == opAbandoned {
+			// given up on during the backoff (fail-closed): another try
+			// would only create what must be rolled back
+			return ErrDeadline
+		}
 		// A cancelled ctx (shutdown, or a stop of this pod) ends the
 		// retries, never an attempt halfway: an HNS call given up on would
 		// leave what it creates late behind. Each call is bounded anyway.

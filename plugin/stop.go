@@ -3,15 +3,60 @@ package plugin
 import (
 	"context"
 	"fmt"
+	"sync"
 	"time"
 )
 
-// Remove deletes the sandbox's endpoints. It needs only the sandbox ID, works
-// after containerd forgot the sandbox, and treats "already gone" as success.
+// Remove deletes the sandbox's endpoints: the sandbox stopped. It needs only
+// the sandbox ID, works after containerd forgot the sandbox, and treats
+// "already gone" as success. From then on nothing re-creates the endpoint,
+// not even a reconcile that read the sandbox as running before the stop.
 func (c *Core) Remove(ctx context.Context, p Pod) (Change, error) {
 	unlock := c.locks.lock(p.ID)
 	defer unlock()
+	c.stopped.add(p.ID)
 	return c.removeLocked(ctx, p)
+}
+
+// stopSet remembers sandboxes that stopped. CRI never starts a stopped
+// sandbox again (a new sandbox has a new ID), so a stop is final: a start or
+// reconcile that began before it must not re-create the endpoint. An entry
+// goes when containerd no longer has the sandbox.
+type stopSet struct {
+	mu sync.Mutex
+	m  map[string]struct{}
+}
+
+func (s *stopSet) add(id string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.m == nil {
+		s.m = map[string]struct{}{}
+	}
+	s.m[id] = struct{}{}
+}
+
+func (s *stopSet) has(id string) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	_, ok := s.m[id]
+	return ok
+}
+
+func (s *stopSet) forget(id string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	delete(s.m, id)
+}
+
+func (s *stopSet) ids() []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := make([]string, 0, len(s.m))
+	for id := range s.m {
+		out = append(out, id)
+	}
+	return out
 }
 
 func (c *Core) removeLocked(ctx context.Context, p Pod) (Change, error) {

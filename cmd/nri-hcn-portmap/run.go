@@ -112,10 +112,10 @@ func build(cfg config.Config, flags *config.Flags, log *logrus.Entry) (*app, err
 	resync := plugin.NewResyncer(a.core, cfg.Plugin.ResyncInterval.Duration, log)
 	a.srcs = sources.New(cfg.Plugin.Source,
 		nri.NewSource(a.core, nri.Config{Socket: cfg.NRI.Socket, PluginName: cfg.NRI.PluginName,
-			PluginIndex: cfg.NRI.PluginIndex, ReconnectMax: cfg.NRI.ReconnectMax.Duration,
-			FailClosed: cfg.Plugin.FailurePolicy == config.FailClosed}, log),
+			PluginIndex: cfg.NRI.PluginIndex, ReconnectMax: cfg.NRI.ReconnectMax.Duration}, log),
 		containerd.NewEventSource(a.core, a.store, resync, cfg.NRI.ReconnectMax.Duration, log),
 		resync, cfg.NRI.Socket, log)
+	a.srcs.Chosen = a.metrics.SourceChosen
 	a.admin = &admin.Admin{
 		Checks: []admin.HealthCheck{
 			{Name: "event source", Check: a.srcs.Health},

@@ -28,9 +28,6 @@ type Config struct {
 	ReconnectMax time.Duration // backoff cap
 	// SyncWorkers bounds the parallelism of the reconcile Synchronize starts.
 	SyncWorkers int
-	// FailClosed asks the runtime (where it supports NRI failure policies)
-	// to fail a pod whose request this plugin cannot answer.
-	FailClosed bool
 }
 
 // Source feeds NRI pod events into the core. It keeps the plugin
@@ -79,6 +76,17 @@ var (
 	_ stub.RemovePodInterface   = (*nriHandler)(nil)
 )
 
+// failurePolicy is what the runtime does when the plugin does not answer:
+// keep it connected after a slow answer (it answers within its own deadline
+// anyway) and let the request proceed. Never FailRequest, even with
+// fail-closed: the runtime applies it to every request, so a plugin that
+// crashed or restarts would fail StopPodSandbox and RemovePodSandbox too,
+// and stop and remove must never fail for our sake. Runtimes before NRI
+// v0.12.4 ignore the policy.
+func failurePolicy() *api.FailurePolicy {
+	return &api.FailurePolicy{FailRequest: false, KeepConnected: true}
+}
+
 // Run connects, serves and reconnects until ctx ends. It returns nil when ctx
 // is cancelled, and an error only when the stub cannot even be built.
 func (s *Source) Run(ctx context.Context) error {
@@ -93,7 +101,7 @@ func (s *Source) Run(ctx context.Context) error {
 			// Never be disconnected for a slow answer (the plugin answers
 			// within its own deadline anyway); fail or pass the request as
 			// the failure policy says. Runtimes before NRI v0.12.4 ignore it.
-			stub.WithFailurePolicy(&api.FailurePolicy{FailRequest: s.cfg.FailClosed, KeepConnected: true}),
+			stub.WithFailurePolicy(failurePolicy()),
 		)
 		if err != nil {
 			return fmt.Errorf("nri: creating plugin stub: %w", err)

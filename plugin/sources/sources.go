@@ -38,6 +38,8 @@ type Sources struct {
 	// them pod events.
 	EventsWithNRI bool
 	Log           *logrus.Entry
+	// Chosen, when set, is told which source runs (for metrics).
+	Chosen func(source string)
 
 	chosen atomic.Pointer[string] // what Run chose, for Health
 }
@@ -60,6 +62,9 @@ func New(mode string, n *nri.Source, events *containerd.EventSource, resync *plu
 
 func (s *Sources) choose(mode string) {
 	s.chosen.Store(&mode)
+	if s.Chosen != nil {
+		s.Chosen(mode)
+	}
 }
 
 // Run runs until ctx ends.

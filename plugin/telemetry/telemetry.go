@@ -22,6 +22,7 @@ type Metrics struct {
 	repairs    *prometheus.CounterVec
 	reconnects *prometheus.CounterVec
 	reloads    *prometheus.CounterVec
+	source     *prometheus.GaugeVec
 }
 
 // New registers the metrics (the endpoint gauge comes with CountEndpoints).
@@ -48,7 +49,9 @@ func New() *Metrics {
 		Help: "Reconnections of an event source after its connection broke."}, []string{"source"})
 	m.reloads = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "nri_hcn_portmap_config_reloads_total",
 		Help: "Configuration reloads by result (applied, rejected)."}, []string{"result"})
-	for _, c := range []prometheus.Collector{m.operations, m.denials, m.hcnCalls, m.hcnErrors, m.reconciles, m.repairs, m.reconnects, m.reloads} {
+	m.source = prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "nri_hcn_portmap_event_source",
+		Help: "1 for the event source the plugin chose (nri, containerd, nri+containerd)."}, []string{"source"})
+	for _, c := range []prometheus.Collector{m.source, m.operations, m.denials, m.hcnCalls, m.hcnErrors, m.reconciles, m.repairs, m.reconnects, m.reloads} {
 		f(c)
 	}
 	return m
@@ -91,6 +94,12 @@ func (m *Metrics) HCNCall(call string, d time.Duration, err error) {
 	if err != nil {
 		m.hcnErrors.WithLabelValues(call).Inc()
 	}
+}
+
+// SourceChosen records the event source the plugin runs.
+func (m *Metrics) SourceChosen(source string) {
+	m.source.Reset()
+	m.source.WithLabelValues(source).Set(1)
 }
 
 // Reloaded counts a configuration reload.

@@ -123,15 +123,20 @@ func wantEndpoint(t *testing.T, ctx context.Context, env *harness.Env, id, netns
 	return got
 }
 
+// wantNoEndpoint waits until the sandbox has no endpoint, then checks that
+// it stays so for a while (a late create or a reconcile would show).
 func wantNoEndpoint(t *testing.T, ctx context.Context, env *harness.Env, id string) {
 	t.Helper()
-	err := harness.Eventually(ctx, 15*time.Second, func() error {
+	none := func() error {
 		if ep := endpointOf(t, ctx, env, id); ep != nil {
-			return fmt.Errorf("sandbox %s still has endpoint %+v", id, ep)
+			return fmt.Errorf("sandbox %s has endpoint %+v", id, ep)
 		}
 		return nil
-	})
-	if err != nil {
+	}
+	if err := harness.Eventually(ctx, 15*time.Second, none); err != nil {
+		t.Fatal(err)
+	}
+	if err := harness.Consistently(ctx, 300*time.Millisecond, none); err != nil {
 		t.Fatal(err)
 	}
 }

@@ -2,9 +2,6 @@ package e2e
 
 import (
 	"context"
-	"fmt"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -33,23 +30,6 @@ func startEventsEnv(t *testing.T, config string, pluginArgs ...string) (*harness
 
 func hostPort(proto runtimeapi.Protocol, container, host int32, ip string) *runtimeapi.PortMapping {
 	return &runtimeapi.PortMapping{Protocol: proto, ContainerPort: container, HostPort: host, HostIp: ip}
-}
-
-func pluginLogContains(env *harness.Env, s string) bool {
-	b, _ := os.ReadFile(filepath.Join(env.Dir, "plugin.log"))
-	return strings.Contains(string(b), s)
-}
-
-func waitLog(t *testing.T, ctx context.Context, env *harness.Env, s string) {
-	t.Helper()
-	if err := harness.Eventually(ctx, 15*time.Second, func() error {
-		if !pluginLogContains(env, s) {
-			return fmt.Errorf("plugin log does not contain %q", s)
-		}
-		return nil
-	}); err != nil {
-		t.Fatal(err)
-	}
 }
 
 func TestContainerdEventSource(t *testing.T) {
@@ -90,7 +70,9 @@ func TestContainerdEventSource(t *testing.T) {
 		wantEndpoint(t, ctx, env, both.ID, bothNS, []hcn.PortMappingPolicy{tcp(8182, 80, "", 1)})
 	})
 	t.Run("conflicting sources: error, no endpoint", func(t *testing.T) {
-		waitLog(t, ctx, env, "annotation hcn.nri.io/port-mappings and Kubernetes hostPort disagree")
+		if err := env.WaitMetric(ctx, `nri_hcn_portmap_operations_total{kind="event-start",result="invalid"}`, 1, 20*time.Second); err != nil {
+			t.Fatal(err)
+		}
 		if ep := endpointOf(t, ctx, env, clash.ID); ep != nil {
 			t.Fatalf("conflicting pod got %+v", ep)
 		}
@@ -127,6 +109,8 @@ func TestContainerdEventSource(t *testing.T) {
 		wantNoEndpoint(t, ctx, env, both.ID)
 	})
 	t.Run("stop before start is seen", func(t *testing.T) {
+		const starts = `nri_hcn_portmap_operations_total{kind="event-start"`
+		before := harness.Sum(scrape(t, env), starts)
 		late := pod("late", "8184:80")
 		guid, err := env.CreateSandbox(ctx, late)
 		if err != nil {
@@ -143,7 +127,9 @@ func TestContainerdEventSource(t *testing.T) {
 		if err := env.PublishStart(ctx, late.ID); err != nil {
 			t.Fatal(err)
 		}
-		waitLog(t, ctx, env, "sandbox stopped before its endpoint could be attached")
+		if err := env.WaitMetric(ctx, starts, before+1, 20*time.Second); err != nil { // the late start was handled
+			t.Fatal(err)
+		}
 		// and one whose container is already gone when its start is handled
 		gone := pod("gone", "8185:80")
 		if _, err := env.CreateSandbox(ctx, gone); err != nil {
@@ -214,7 +200,12 @@ func TestEventsLostWhilePluginDownAreRepaired(t *testing.T) {
 	}
 	wantNoEndpoint(t, ctx, env, stopped.ID)
 	wantEndpoint(t, ctx, env, started.ID, startedNS, []hcn.PortMappingPolicy{tcp(8282, 80, "", 1)})
-	waitLog(t, ctx, env, "resync done")
+	// both repairs were the post-subscribe resync's, not an event's
+	m := scrape(t, env)
+	if m[`nri_hcn_portmap_reconcile_repairs_total{action="created"}`] != 1 || m[`nri_hcn_portmap_reconcile_repairs_total{action="deleted"}`] != 1 {
+		t.Fatalf("resync repairs: %v created, %v deleted; want 1 and 1", m[`nri_hcn_portmap_reconcile_repairs_total{action="created"}`],
+			m[`nri_hcn_portmap_reconcile_repairs_total{action="deleted"}`])
+	}
 }
 
 func TestContainerdRestartUnderPlugin(t *testing.T) {
@@ -266,7 +257,9 @@ func TestContainerdRestartUnderPlugin(t *testing.T) {
 
 func TestAutoPicksContainerdWithoutNRISocket(t *testing.T) {
 	env, ctx := startEventsEnv(t, eventsConfig, "--source", "auto", "--nri-socket", "/nonexistent/nri.sock")
-	waitLog(t, ctx, env, `reason="no NRI socket" source=containerd`)
+	if m := scrape(t, env); m[`nri_hcn_portmap_event_source{source="containerd"}`] != 1 || m[`nri_hcn_portmap_event_source{source="nri"}`] != 0 {
+		t.Fatalf("event source chosen: %v", m)
+	}
 	p := pod("auto", "8481:80")
 	guid, err := env.CreateSandbox(ctx, p)
 	if err != nil {
@@ -294,7 +287,9 @@ func TestPeriodicResyncRepairs(t *testing.T) {
 		t.Fatal(err)
 	}
 	wantNoEndpoint(t, ctx, env, p.ID)
-	waitLog(t, ctx, env, `reason=periodic`)
+	if n := scrape(t, env)[`nri_hcn_portmap_reconcile_runs_total{trigger="periodic"}`]; n < 1 {
+		t.Fatalf("periodic resyncs: %v", n)
+	}
 }
 
 func TestNRISourceUsesCRIHostPorts(t *testing.T) {

@@ -1,14 +1,12 @@
 package e2e
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
 	"os"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -20,27 +18,11 @@ import (
 // scrape returns the metric samples (name{labels} -> value) of /metrics.
 func scrape(t *testing.T, env *harness.Env) map[string]float64 {
 	t.Helper()
-	res, err := http.Get("http://" + env.AdminAddr + "/metrics")
+	m, err := env.Metrics()
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer res.Body.Close()
-	out := map[string]float64{}
-	sc := bufio.NewScanner(res.Body)
-	sc.Buffer(make([]byte, 1<<20), 1<<20)
-	for sc.Scan() {
-		line := sc.Text()
-		if strings.HasPrefix(line, "#") || !strings.HasPrefix(line, "nri_hcn_portmap_") {
-			continue
-		}
-		i := strings.LastIndexByte(line, ' ')
-		v, err := strconv.ParseFloat(line[i+1:], 64)
-		if err != nil {
-			t.Fatalf("metric line %q", line)
-		}
-		out[line[:i]] = v
-	}
-	return out
+	return m
 }
 
 func health(t *testing.T, env *harness.Env) (int, map[string]string) {

@@ -174,6 +174,25 @@ func waitFor(ctx context.Context, d time.Duration, f func() error) error {
 	}
 }
 
+// Consistently polls f for d and fails on the first error: "nothing
+// happens" must hold over a window, not on one look.
+func Consistently(ctx context.Context, d time.Duration, f func() error) error {
+	end := time.Now().Add(d)
+	for {
+		if err := f(); err != nil {
+			return err
+		}
+		if time.Now().After(end) {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+}
+
 // Eventually polls f until it returns nil or d passes.
 func Eventually(ctx context.Context, d time.Duration, f func() error) error {
 	return waitFor(ctx, d, f)

@@ -7,10 +7,8 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"os"
 	"os/exec"
 	"path/filepath"
-	"strings"
 	"time"
 
 	"github.com/nri-hcn-portmap/nri-hcn-portmap/plugin/status"
@@ -51,49 +49,28 @@ func (e *Env) StartNRIPlugin(ctx context.Context, name, bin string, args ...stri
 }
 
 // StartPluginEvents starts the plugin with the containerd event source and
-// waits until it reports its subscription live.
+// waits until its subscription is live and the resync that follows it is
+// over.
 func (e *Env) StartPluginEvents(ctx context.Context, extraArgs ...string) error {
-	logPath := filepath.Join(e.Dir, "plugin.log")
-	before := 0
-	if b, err := os.ReadFile(logPath); err == nil {
-		before = bytes.Count(b, []byte(subscribedLine))
-	}
 	args := append(e.PluginArgs("run"), append([]string{"--source", "containerd"}, extraArgs...)...)
-	p, err := start("plugin", logPath, e.PluginBin, args...)
+	p, err := start("plugin", filepath.Join(e.Dir, "plugin.log"), e.PluginBin, args...)
 	if err != nil {
 		return err
 	}
 	e.Plugin = p
-	return e.WaitSubscribed(ctx, before+1, 20*time.Second)
+	return e.WaitSubscribed(ctx, 1, 20*time.Second)
 }
 
-const subscribedLine = "subscribed to containerd events"
+// SubscribedResyncs is the metric counting the resyncs that follow each
+// live subscription of the plugin process.
+const SubscribedResyncs = `nri_hcn_portmap_reconcile_runs_total{trigger="subscribed"}`
 
-// WaitSubscribed waits until the plugin log reports its n-th live
-// subscription to containerd events and the resync that follows it.
+// WaitSubscribed waits until the running plugin process has subscribed to
+// containerd's events n times and finished the resync that follows each,
+// so that what a test does next is seen through events only. It reads the
+// plugin's metrics, not its log.
 func (e *Env) WaitSubscribed(ctx context.Context, n int, d time.Duration) error {
-	err := waitFor(ctx, d, func() error {
-		b, _ := os.ReadFile(filepath.Join(e.Dir, "plugin.log"))
-		// the resync that follows each subscription must be over too, so
-		// that what a test does next is seen through events only
-		resyncs := 0
-		for _, line := range strings.Split(string(b), "\n") {
-			if strings.Contains(line, "resync") && strings.Contains(line, "reason=subscribed") && strings.Contains(line, "done") {
-				resyncs++
-			}
-		}
-		if got := bytes.Count(b, []byte(subscribedLine)); got < n || resyncs < n {
-			if !e.Plugin.Running() {
-				return fmt.Errorf("plugin exited: %v", e.Plugin.err)
-			}
-			return fmt.Errorf("plugin subscribed %d times and resynced %d times, want %d", got, resyncs, n)
-		}
-		return nil
-	})
-	if err != nil {
-		return fmt.Errorf("%w\n%s", err, e.Plugin.Tail(30))
-	}
-	return nil
+	return e.WaitMetric(ctx, SubscribedResyncs, float64(n), d)
 }
 
 // PluginArgs are the arguments of a plugin command against this
