@@ -93,7 +93,7 @@ func TestStopWinsOverAReconcileThatStartedBefore(t *testing.T) {
 	if _, err := f.core.Ensure(ctx, p); err != nil {
 		t.Fatal(err)
 	}
-	snapshot := []Pod{p} // what Synchronize listed
+	snapshot := []Pod{p}                             // what Synchronize listed
 	if _, err := f.core.Remove(ctx, p); err != nil { // the stop
 		t.Fatal(err)
 	}
