@@ -124,6 +124,8 @@ type HCN struct {
 	DualStack        bool     `toml:"dual_stack"`
 	OutboundNAT      bool     `toml:"outbound_nat"`
 	CallTimeout      Duration `toml:"call_timeout"`
+	// MaxConcurrentCalls caps the HNS calls in flight.
+	MaxConcurrentCalls int `toml:"max_concurrent_calls"`
 	// RetryMax caps the backoff between retries of transient HNS failures.
 	RetryMax Duration `toml:"retry_max"`
 }
@@ -178,7 +180,7 @@ func Default() Config {
 			ReconnectMax: Duration{30 * time.Second}},
 		Containerd: Containerd{Address: DefaultContainerdAddress(), Namespace: "k8s.io"},
 		HCN: HCN{Backend: BackendWindows, Network: "nat", NetworkType: "NAT", LocalRoutedVIP: true,
-			CallTimeout: Duration{10 * time.Second}, RetryMax: Duration{10 * time.Second}},
+			CallTimeout: Duration{10 * time.Second}, RetryMax: Duration{10 * time.Second}, MaxConcurrentCalls: 4},
 		Admin: Admin{Listen: "127.0.0.1:9466"},
 		Log:   Log{Level: "info", Format: "text", MaxSizeMB: 10, MaxFiles: 5},
 	}
@@ -351,6 +353,9 @@ func (c *Config) validate(source string, origin map[string]string, goos string) 
 	}
 	if c.HCN.CallTimeout.Duration <= 0 {
 		bad("hcn.call_timeout", c.HCN.CallTimeout.Duration, "must be positive")
+	}
+	if n := c.HCN.MaxConcurrentCalls; n < 1 || n > 64 {
+		bad("hcn.max_concurrent_calls", n, "must be 1 to 64")
 	}
 	if c.HCN.RetryMax.Duration <= 0 {
 		bad("hcn.retry_max", c.HCN.RetryMax.Duration, "must be positive")

@@ -65,6 +65,7 @@ local_routed_vip = false
 dual_stack = true
 outbound_nat = true
 call_timeout = "3s"
+max_concurrent_calls = 2
 retry_max = "2s"
 
 [admin]
@@ -93,7 +94,7 @@ max_files = 2
 		Containerd: Containerd{Address: "/run/containerd/containerd.sock", Namespace: "k8s.io"},
 		HCN: HCN{Backend: "simulated", SimulatorAddress: "unix:///tmp/sim.sock", Network: "pods", CreateNetwork: true,
 			NetworkType: "L2Bridge", Subnet: "10.244.0.0/24", Gateway: "10.244.0.1", Adapter: "Ethernet",
-			DualStack: true, OutboundNAT: true, CallTimeout: Duration{3 * time.Second}, RetryMax: Duration{2 * time.Second}},
+			DualStack: true, OutboundNAT: true, CallTimeout: Duration{3 * time.Second}, MaxConcurrentCalls: 2, RetryMax: Duration{2 * time.Second}},
 		Admin: Admin{Listen: "127.0.0.1:9999"},
 		Log:   Log{Level: "debug", Format: "json", File: `C:\ProgramData\nri-hcn-portmap\log.txt`, MaxSizeMB: 20, MaxFiles: 2},
 	}
@@ -192,6 +193,7 @@ func TestValidate(t *testing.T) {
 		{"admin disabled", func(c *Config) { c.Admin.Listen = "" }, ""},
 		{"log size", func(c *Config) { c.Log.MaxSizeMB = 0 }, `log.max_size_mb = "0"`},
 		{"empty containerd address", func(c *Config) { c.Containerd.Address = "" }, `containerd.address = ""`},
+		{"no HNS call slots", func(c *Config) { c.HCN.MaxConcurrentCalls = 0 }, `hcn.max_concurrent_calls = "0": must be 1 to 64`},
 		{"no mappings allowed", func(c *Config) { c.Plugin.MaxMappingsPerPod = 0 }, `plugin.max_mappings_per_pod = "0": must be 1 to 1024`},
 		{"too many mappings allowed", func(c *Config) { c.Plugin.MaxMappingsPerPod = 1025 }, `plugin.max_mappings_per_pod = "1025": must be 1 to 1024`},
 		{"mappings cap at its bound", func(c *Config) { c.Plugin.MaxMappingsPerPod = 1024 }, ""},

@@ -24,6 +24,9 @@ var (
 	ErrInvalid = errors.New("invalid request")
 	// ErrUnavailable: the backend cannot be reached or does not exist here.
 	ErrUnavailable = errors.New("hcn backend unavailable")
+	// ErrTimeout: the plugin gave up waiting for HNS (the call may still
+	// take effect later, as HNS finishes what it started).
+	ErrTimeout = errors.New("gave up waiting for HNS")
 )
 
 // Steps of the endpoint lifecycle, as named in errors.

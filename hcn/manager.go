@@ -334,7 +334,7 @@ func (m *Manager) Owned(ctx context.Context) ([]Endpoint, error) {
 // Health reports whether HNS answers for the configured network: it must
 // exist, unless the manager creates it with the first endpoint.
 func (m *Manager) Health(ctx context.Context) error {
-	_, err := m.svc.GetNetworkByName(ctx, m.cfg.Network.Name)
+	_, err := m.svc.GetNetworkByName(Unobserved(ctx), m.cfg.Network.Name)
 	if errors.Is(err, ErrNotFound) && m.cfg.CreateNetwork {
 		return nil // reachable; the network comes with the first endpoint
 	}

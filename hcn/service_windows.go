@@ -12,18 +12,21 @@ import (
 )
 
 // WindowsService is the Service over the real HNS, through hcsshim's hcn
-// package. It holds no state. Every call is bounded by its context.
-type WindowsService struct{}
+// package. Every call is bounded by its context and takes a slot of the
+// limiter until HNS answers.
+type WindowsService struct{ lim *Limiter }
 
 var _ Service = WindowsService{}
 
 // NewWindowsService checks that HNS speaks the v2 API and returns the
-// adapter.
-func NewWindowsService() (Service, error) {
-	if err := hcsshim.V2ApiSupported(); err != nil {
+// adapter; lim caps its HNS calls in flight (nil: no cap).
+func NewWindowsService(lim *Limiter) (Service, error) {
+	if _, err := callBounded(context.Background(), lim, "V2ApiSupported", func() (struct{}, error) {
+		return struct{}{}, hcsshim.V2ApiSupported()
+	}); err != nil {
 		return nil, fmt.Errorf("HNS v2 API not supported on this host (needs HNS 9.2+): %w: %w", ErrUnavailable, err)
 	}
-	return WindowsService{}, nil
+	return WindowsService{lim: lim}, nil
 }
 
 // mapErr maps hcsshim/HNS errors onto the typed errors of this package,
@@ -53,8 +56,8 @@ func mapErr(err error) error {
 	return err
 }
 
-func hnsCall[T any](ctx context.Context, what string, fn func() (T, error)) (T, error) {
-	v, err := callBounded(ctx, what, fn)
+func hnsCall[T any](ctx context.Context, lim *Limiter, what string, fn func() (T, error)) (T, error) {
+	v, err := callBounded(ctx, lim, what, fn)
 	return v, mapErr(err)
 }
 
@@ -113,8 +116,8 @@ func endpointPolicies(spec EndpointSpec) ([]hcsshim.EndpointPolicy, error) {
 }
 
 // GetNetworkByName implements Service.
-func (WindowsService) GetNetworkByName(ctx context.Context, name string) (*Network, error) {
-	return hnsCall(ctx, "GetNetworkByName", func() (*Network, error) {
+func (w WindowsService) GetNetworkByName(ctx context.Context, name string) (*Network, error) {
+	return hnsCall(ctx, w.lim, "GetNetworkByName", func() (*Network, error) {
 		n, err := hcsshim.GetNetworkByName(name)
 		if err != nil {
 			return nil, err
@@ -124,7 +127,7 @@ func (WindowsService) GetNetworkByName(ctx context.Context, name string) (*Netwo
 }
 
 // CreateNetwork implements Service.
-func (WindowsService) CreateNetwork(ctx context.Context, spec NetworkSpec) (*Network, error) {
+func (w WindowsService) CreateNetwork(ctx context.Context, spec NetworkSpec) (*Network, error) {
 	n := &hcsshim.HostComputeNetwork{Name: spec.Name, Type: hcsshim.NetworkType(spec.Type), SchemaVersion: hcsshim.V2SchemaVersion()}
 	if spec.Subnet != "" {
 		s := hcsshim.Subnet{IpAddressPrefix: spec.Subnet}
@@ -140,7 +143,7 @@ func (WindowsService) CreateNetwork(ctx context.Context, spec NetworkSpec) (*Net
 		}
 		n.Policies = []hcsshim.NetworkPolicy{{Type: hcsshim.NetAdapterName, Settings: raw}}
 	}
-	return hnsCall(ctx, "CreateNetwork", func() (*Network, error) {
+	return hnsCall(ctx, w.lim, "CreateNetwork", func() (*Network, error) {
 		created, err := n.Create()
 		if err != nil {
 			return nil, err
@@ -150,7 +153,7 @@ func (WindowsService) CreateNetwork(ctx context.Context, spec NetworkSpec) (*Net
 }
 
 // CreateEndpoint implements Service.
-func (WindowsService) CreateEndpoint(ctx context.Context, spec EndpointSpec) (*Endpoint, error) {
+func (w WindowsService) CreateEndpoint(ctx context.Context, spec EndpointSpec) (*Endpoint, error) {
 	if spec.Namespace != "" {
 		return nil, fmt.Errorf("endpoint %q: namespace must be attached after creation: %w", spec.Name, ErrInvalid)
 	}
@@ -160,7 +163,7 @@ func (WindowsService) CreateEndpoint(ctx context.Context, spec EndpointSpec) (*E
 	}
 	ep := &hcsshim.HostComputeEndpoint{Name: spec.Name, HostComputeNetwork: spec.NetworkID, Policies: policies,
 		SchemaVersion: hcsshim.V2SchemaVersion()}
-	return hnsCall(ctx, "CreateEndpoint", func() (*Endpoint, error) {
+	return hnsCall(ctx, w.lim, "CreateEndpoint", func() (*Endpoint, error) {
 		created, err := ep.Create()
 		if err != nil {
 			return nil, err
@@ -191,52 +194,59 @@ func listEndpoints(filter map[string]string) ([]Endpoint, error) {
 }
 
 // ListEndpointsByName implements Service.
-func (WindowsService) ListEndpointsByName(ctx context.Context, name string) ([]Endpoint, error) {
-	return hnsCall(ctx, "ListEndpointsByName", func() ([]Endpoint, error) {
+func (w WindowsService) ListEndpointsByName(ctx context.Context, name string) ([]Endpoint, error) {
+	return hnsCall(ctx, w.lim, "ListEndpointsByName", func() ([]Endpoint, error) {
 		return listEndpoints(map[string]string{"Name": name})
 	})
 }
 
 // ListEndpoints implements Service.
-func (WindowsService) ListEndpoints(ctx context.Context) ([]Endpoint, error) {
-	return hnsCall(ctx, "ListEndpoints", func() ([]Endpoint, error) { return listEndpoints(nil) })
+func (w WindowsService) ListEndpoints(ctx context.Context) ([]Endpoint, error) {
+	return hnsCall(ctx, w.lim, "ListEndpoints", func() ([]Endpoint, error) { return listEndpoints(nil) })
 }
 
 // DeleteEndpoint implements Service.
-func (WindowsService) DeleteEndpoint(ctx context.Context, id string) error {
-	_, err := hnsCall(ctx, "DeleteEndpoint", func() (struct{}, error) {
+func (w WindowsService) DeleteEndpoint(ctx context.Context, id string) error {
+	_, err := hnsCall(ctx, w.lim, "DeleteEndpoint", func() (struct{}, error) {
 		return struct{}{}, (&hcsshim.HostComputeEndpoint{Id: id}).Delete()
 	})
 	return err
 }
 
 // AddNamespaceEndpoint implements Service.
-func (WindowsService) AddNamespaceEndpoint(ctx context.Context, namespaceID, endpointID string) error {
-	_, err := hnsCall(ctx, "AddNamespaceEndpoint", func() (struct{}, error) {
+func (w WindowsService) AddNamespaceEndpoint(ctx context.Context, namespaceID, endpointID string) error {
+	_, err := hnsCall(ctx, w.lim, "AddNamespaceEndpoint", func() (struct{}, error) {
 		return struct{}{}, hcsshim.AddNamespaceEndpoint(namespaceID, endpointID)
 	})
 	return err
 }
 
 // RemoveNamespaceEndpoint implements Service.
-func (WindowsService) RemoveNamespaceEndpoint(ctx context.Context, namespaceID, endpointID string) error {
-	_, err := hnsCall(ctx, "RemoveNamespaceEndpoint", func() (struct{}, error) {
+func (w WindowsService) RemoveNamespaceEndpoint(ctx context.Context, namespaceID, endpointID string) error {
+	_, err := hnsCall(ctx, w.lim, "RemoveNamespaceEndpoint", func() (struct{}, error) {
 		return struct{}{}, hcsshim.RemoveNamespaceEndpoint(namespaceID, endpointID)
 	})
 	return err
 }
 
 // GetNamespace implements Service.
-func (WindowsService) GetNamespace(ctx context.Context, id string) (*Namespace, error) {
-	return hnsCall(ctx, "GetNamespace", func() (*Namespace, error) {
+func (w WindowsService) GetNamespace(ctx context.Context, id string) (*Namespace, error) {
+	return hnsCall(ctx, w.lim, "GetNamespace", func() (*Namespace, error) {
+		// one HNS query: the endpoints are the namespace's resources
 		ns, err := hcsshim.GetNamespaceByID(id)
 		if err != nil {
 			return nil, err
 		}
 		out := &Namespace{ID: ns.Id}
-		ids, err := hcsshim.GetNamespaceEndpointIds(id)
-		if err == nil {
-			out.Endpoints = ids
+		for _, r := range ns.Resources {
+			if r.Type != "Endpoint" {
+				continue
+			}
+			var ep hcsshim.NamespaceResourceEndpoint
+			if err := json.Unmarshal(r.Data, &ep); err != nil {
+				return nil, fmt.Errorf("namespace %s: endpoint resource %s: %w", id, r.Data, err)
+			}
+			out.Endpoints = append(out.Endpoints, ep.Id)
 		}
 		return out, nil
 	})

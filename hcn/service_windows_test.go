@@ -19,7 +19,7 @@ var bg = context.Background()
 
 func newWin(t *testing.T) Service {
 	t.Helper()
-	svc, err := NewWindowsService()
+	svc, err := NewWindowsService(NewLimiter(4))
 	if err != nil {
 		t.Fatalf("NewWindowsService: %v", err)
 	}

@@ -2,6 +2,7 @@ package hcn
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 )
@@ -17,18 +18,17 @@ type wrapped struct {
 }
 
 // Bounded wraps a Service so that every call gives up after timeout (or
-// when its context ends, if sooner). Every Service honours its context (the
-// Windows adapter runs each HNS call in a goroutine with a buffered result
-// channel, so a call given up on leaks nothing); what such a call creates
-// late is an endpoint of ours by name, which the next Ensure or the
-// reconciler removes.
+// when its context ends, if sooner) with an error wrapping ErrTimeout. Every
+// Service honours its context (the Windows adapter runs each HNS call in a
+// goroutine, see callBounded); what a call given up on creates late is an
+// endpoint of ours by name, which the next Ensure or the reconciler removes.
 func Bounded(svc Service, timeout time.Duration) Service {
 	return &wrapped{svc: svc, around: func(ctx context.Context, call string, do func(context.Context) error) error {
 		ctx, cancel := context.WithTimeout(ctx, timeout)
 		defer cancel()
 		err := do(ctx)
-		if err != nil && ctx.Err() != nil {
-			return fmt.Errorf("%s: gave up waiting for HNS: %w", call, err)
+		if err != nil && ctx.Err() != nil && !errors.Is(err, ErrTimeout) {
+			return fmt.Errorf("%s: %w: %w", call, ErrTimeout, err)
 		}
 		return err
 	}}
@@ -37,10 +37,22 @@ func Bounded(svc Service, timeout time.Duration) Service {
 // ObserveFunc receives the duration and outcome of one HNS call.
 type ObserveFunc func(call string, d time.Duration, err error)
 
+// unobservedKey marks a context whose calls Instrumented does not report.
+type unobservedKey struct{}
+
+// Unobserved returns a context whose HNS calls are not reported to the
+// metrics: health probes, which would skew the latency of the real work.
+func Unobserved(ctx context.Context) context.Context {
+	return context.WithValue(ctx, unobservedKey{}, true)
+}
+
 // Instrumented reports every call of svc to observe (metrics), keeping this
 // package free of any metrics library.
 func Instrumented(svc Service, observe ObserveFunc) Service {
 	return &wrapped{svc: svc, around: func(ctx context.Context, call string, do func(context.Context) error) error {
+		if ctx.Value(unobservedKey{}) != nil {
+			return do(ctx)
+		}
 		start := time.Now()
 		err := do(ctx)
 		observe(call, time.Since(start), err)

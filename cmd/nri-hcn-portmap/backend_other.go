@@ -8,13 +8,19 @@ import (
 	"github.com/nri-hcn-portmap/nri-hcn-portmap/hcn/hcnsim"
 )
 
-// newService is the HCN backend the configuration names: HNS (only on
-// Windows; elsewhere an error that says so) or the simulator.
+// newService is the HCN backend the configuration names, at most
+// hcn.max_concurrent_calls calls at a time: HNS (only on Windows; elsewhere
+// an error that says so) or the simulator.
 func newService(cfg config.HCN) (hcn.Service, error) {
+	lim := hcn.NewLimiter(cfg.MaxConcurrentCalls)
 	switch cfg.Backend {
 	case config.BackendSimulated:
-		return hcnsim.NewClient(cfg.SimulatorAddress)
+		sim, err := hcnsim.NewClient(cfg.SimulatorAddress)
+		if err != nil {
+			return nil, err
+		}
+		return hcn.Limited(sim, lim), nil
 	default:
-		return hcn.NewWindowsService()
+		return hcn.NewWindowsService(lim)
 	}
 }

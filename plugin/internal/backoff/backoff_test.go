@@ -31,3 +31,14 @@ func TestBackoffDoublesToTheCapAndResets(t *testing.T) {
 		t.Fatal("Wait on a done context must return false at once")
 	}
 }
+
+func TestJitterSpreadsAroundTheDelay(t *testing.T) {
+	for _, tt := range []struct {
+		r    float64
+		want time.Duration
+	}{{0, 800 * time.Millisecond}, {0.5, time.Second}, {0.999, 1199600 * time.Microsecond}} {
+		if got := jittered(time.Second, tt.r); got != tt.want {
+			t.Errorf("jittered(1s, %v) = %v, want %v", tt.r, got, tt.want)
+		}
+	}
+}
