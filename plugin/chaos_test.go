@@ -77,7 +77,7 @@ func TestRandomFaultsConverge(t *testing.T) {
 					listed = append(listed, p)
 				}
 			}
-			sum, err := f.core.Reconcile(ctx, listed, 4)
+			sum, err := f.core.Reconcile(ctx, listed)
 			if err != nil || sum.Failed != 0 {
 				t.Fatalf("reconcile: %+v, %v", sum, err)
 			}

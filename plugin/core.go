@@ -30,6 +30,9 @@ type Options struct {
 	RetryMin, RetryMax time.Duration
 	// Observer is told what happens (metrics); nil: nobody.
 	Observer Observer
+	// Workers bounds the sandboxes worked on at once (default 8); HNS
+	// calls in flight are capped separately (hcn.Limiter).
+	Workers int
 }
 
 // Core holds the logic shared by every event source. It is safe for
@@ -42,13 +45,14 @@ type Core struct {
 	log     *logrus.Entry
 	locks   keyLock
 	ports   *portIndex
-	pending pendingOps
+	wq      workQueue
 	stopped stopSet
 	policy  atomic.Pointer[admission.Policy] // replaced by a config reload
 
-	bg     context.Context // lifetime of background work
-	stop   context.CancelFunc
-	bgWork sync.WaitGroup
+	bg        context.Context // lifetime of background work
+	stop      context.CancelFunc
+	bgWork    sync.WaitGroup
+	closeOnce sync.Once
 }
 
 // NewCore wires a core.
@@ -71,9 +75,13 @@ func NewCore(mgr *hcn.Manager, store SandboxStore, opt Options, log *logrus.Entr
 	if opt.Limits.MaxBytes <= 0 {
 		opt.Limits.MaxBytes = request.DefaultMaxBytes
 	}
+	if opt.Workers <= 0 {
+		opt.Workers = 8
+	}
 	bg, stop := context.WithCancel(context.Background())
 	c := &Core{mgr: mgr, store: store, opt: opt, log: log, ports: newPortIndex(), bg: bg, stop: stop}
 	c.policy.Store(opt.Admission)
+	c.startQueue(opt.Workers)
 	return c
 }
 
@@ -84,11 +92,25 @@ func (c *Core) SetAdmission(p *admission.Policy) { c.policy.Store(p) }
 // Observer returns the core's observer.
 func (c *Core) Observer() Observer { return c.opt.Observer }
 
-// Close stops background work (retries of fail-open starts) and waits for
-// it; work in progress finishes its current HCN call or rolls back.
+// Close stops taking work and waits for what runs: the work queue's
+// current attempts (each finishes its HCN calls, or rolls back) and the
+// background work started with Go. Queued work that has not started is
+// left to the next start's reconcile.
 func (c *Core) Close() {
-	c.stop()
-	c.bgWork.Wait()
+	c.closeOnce.Do(func() {
+		c.stop()
+		c.shutdownQueue()
+		c.bgWork.Wait()
+	})
+}
+
+// Go runs fn in the background until the core closes; Close waits for it.
+func (c *Core) Go(fn func(ctx context.Context)) {
+	c.bgWork.Add(1)
+	go func() {
+		defer c.bgWork.Done()
+		fn(c.bg)
+	}()
 }
 
 // Manager returns the HCN manager.

@@ -120,7 +120,7 @@ func TestReconcileAllFindsSandboxesFromContainerd(t *testing.T) {
 	f.store.sbs["a"].Metadata = criMeta("7070:70", "")
 	f.sandbox("b", "")
 	f.store.sbs["b"].Metadata = criMeta("", "") // no request
-	sum, err := f.core.ReconcileAll(ctx, 4)
+	sum, err := f.core.ReconcileAll(ctx)
 	if err != nil || sum.Created != 1 || sum.Failed != 0 {
 		t.Fatalf("ReconcileAll = %+v, %v", sum, err)
 	}
@@ -129,7 +129,7 @@ func TestReconcileAllFindsSandboxesFromContainerd(t *testing.T) {
 	}
 	// the annotation is gone from the record (an edited pod): the endpoint goes
 	f.store.sbs["a"].Metadata = criMeta("", "")
-	if sum, err := f.core.ReconcileAll(ctx, 4); err != nil || sum.Deleted != 1 {
+	if sum, err := f.core.ReconcileAll(ctx); err != nil || sum.Deleted != 1 {
 		t.Fatalf("ReconcileAll = %+v, %v", sum, err)
 	}
 }

@@ -202,7 +202,7 @@ func TestReconcile(t *testing.T) {
 	// h: listed with a bad annotation: reported, nothing created
 	h := f.sandbox("h", "nope")
 
-	sum, err := f.core.Reconcile(ctx, []Pod{a, b, e, g, h}, 3)
+	sum, err := f.core.Reconcile(ctx, []Pod{a, b, e, g, h})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -234,14 +234,14 @@ func TestReconcileSurvivesHCNFaults(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	sum, err := f.core.Reconcile(ctx, pods, 2)
+	sum, err := f.core.Reconcile(ctx, pods)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if sum.Failed != 2 || sum.Created != 2 {
 		t.Fatalf("first pass %+v, want 2 failed, 2 created", sum)
 	}
-	sum, err = f.core.Reconcile(ctx, pods, 2)
+	sum, err = f.core.Reconcile(ctx, pods)
 	if err != nil || sum.Failed != 0 || sum.Created != 2 || sum.Unchanged != 2 {
 		t.Fatalf("second pass %+v, %v; want the two failures repaired", sum, err)
 	}

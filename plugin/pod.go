@@ -24,6 +24,9 @@ type Pod struct {
 	// the pod start's fast path and carried through retries.
 	parsed    bool
 	annotated []hcn.PortMapping
+	// mayBeContainer: a stop from a task event, whose ID may name an
+	// application container rather than a sandbox.
+	mayBeContainer bool
 }
 
 func (p Pod) String() string {

@@ -61,8 +61,8 @@ func (s *Summary) add(r Change, err error) {
 // live pods with mappings get their endpoint, stopped or vanished pods lose
 // theirs, and endpoints whose sandbox is gone are deleted. Endpoints of
 // sandboxes not in pods are treated as partial pods (their request is read
-// from containerd). Work runs on up to workers goroutines.
-func (c *Core) Reconcile(ctx context.Context, pods []Pod, workers int) (Summary, error) {
+// from containerd).
+func (c *Core) Reconcile(ctx context.Context, pods []Pod) (Summary, error) {
 	owned, err := c.mgr.Owned(ctx)
 	if err != nil {
 		return Summary{}, err
@@ -92,34 +92,38 @@ func (c *Core) Reconcile(ctx context.Context, pods []Pod, workers int) (Summary,
 			jobs = append(jobs, Pod{ID: id, Partial: true})
 		}
 	}
-	workers = max(1, min(workers, len(jobs)))
+	// Through the work queue: a sandbox with a start or stop pending keeps
+	// it (reconcile is the weakest request), and the first attempt's result
+	// is counted here while retries go on in the queue.
 	var (
 		mu  sync.Mutex
 		sum Summary
 		wg  sync.WaitGroup
-		ch  = make(chan Pod)
 	)
-	for range workers {
-		wg.Go(func() {
-			for p := range ch {
-				r, err := c.reconcileOne(ctx, p)
-				mu.Lock()
-				sum.add(r, err)
-				mu.Unlock()
-			}
-		})
-	}
+	wg.Add(len(jobs))
 	for _, p := range jobs {
-		ch <- p
+		c.submit(workReconcile, p, &waiter{first: true, done: func(r Change, err error) {
+			mu.Lock()
+			sum.add(r, err)
+			mu.Unlock()
+			wg.Done()
+		}})
 	}
-	close(ch)
-	wg.Wait()
+	done := make(chan struct{})
+	go func() { wg.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-ctx.Done():
+		return Summary{}, ctx.Err()
+	}
+	mu.Lock()
+	defer mu.Unlock()
 	return sum, nil
 }
 
 // ReconcileAll reconciles every sandbox containerd knows and every endpoint
 // of ours: the periodic resync and the repair after missed events.
-func (c *Core) ReconcileAll(ctx context.Context, workers int) (Summary, error) {
+func (c *Core) ReconcileAll(ctx context.Context) (Summary, error) {
 	ids, err := c.store.ListSandboxes(ctx)
 	if err != nil {
 		return Summary{}, err
@@ -128,7 +132,7 @@ func (c *Core) ReconcileAll(ctx context.Context, workers int) (Summary, error) {
 	for _, id := range ids {
 		pods = append(pods, Pod{ID: id, Partial: true})
 	}
-	return c.Reconcile(ctx, pods, workers)
+	return c.Reconcile(ctx, pods)
 }
 
 func (c *Core) reconcileOne(ctx context.Context, p Pod) (Change, error) {

@@ -32,7 +32,7 @@ func TestReconcileForgetsWhatOnlyWeBelievedIn(t *testing.T) {
 	f.store.mu.Lock()
 	delete(f.store.sbs, "a") // gone, and nobody told us
 	f.store.mu.Unlock()
-	if _, err := f.core.ReconcileAll(ctx, 4); err != nil {
+	if _, err := f.core.ReconcileAll(ctx); err != nil {
 		t.Fatal(err)
 	}
 	if n := f.core.ports.size(); n != 0 {
@@ -100,7 +100,7 @@ func TestStopWinsOverAReconcileThatStartedBefore(t *testing.T) {
 	f.store.mu.Lock()
 	f.store.tasks["p"] = TaskUnknown // task deleted, namespace not yet
 	f.store.mu.Unlock()
-	if _, err := f.core.Reconcile(ctx, snapshot, 2); err != nil {
+	if _, err := f.core.Reconcile(ctx, snapshot); err != nil {
 		t.Fatal(err)
 	}
 	if eps := f.endpoints("p"); len(eps) != 0 {
@@ -113,7 +113,7 @@ func TestStopWinsOverAReconcileThatStartedBefore(t *testing.T) {
 	f.store.mu.Lock()
 	delete(f.store.sbs, "p")
 	f.store.mu.Unlock()
-	if _, err := f.core.ReconcileAll(ctx, 2); err != nil {
+	if _, err := f.core.ReconcileAll(ctx); err != nil {
 		t.Fatal(err)
 	}
 	if ids := f.core.stopped.ids(); len(ids) != 0 {
@@ -135,7 +135,7 @@ func TestAbandonedStartDoesNotTryAgain(t *testing.T) {
 	if err := f.core.StartPod(ctx, p); !errors.Is(err, ErrDeadline) {
 		t.Fatalf("StartPod = %v, want ErrDeadline", err)
 	}
-	eventually(t, "the abandoned start ended", func() bool { return f.core.pending.size() == 0 })
+	eventually(t, "the abandoned start ended", func() bool { return !f.core.queued("p") })
 	if n := f.sim.Calls()[hcnsim.OpCreateEndpoint]; n != 1 {
 		t.Fatalf("CreateEndpoint called %d times, want 1 (no attempt after giving up)", n)
 	}
@@ -159,7 +159,7 @@ func TestReconcileReattachesWhatWasDetachedBehindOurBack(t *testing.T) {
 	if err := f.sim.RemoveNamespaceEndpoint(ctx, ep.Namespace, ep.ID); err != nil {
 		t.Fatal(err)
 	}
-	sum, err := f.core.Reconcile(ctx, []Pod{p}, 2) // as Synchronize does
+	sum, err := f.core.Reconcile(ctx, []Pod{p}) // as Synchronize does
 	if err != nil || sum.Created != 1 {
 		t.Fatalf("ReconcileAll = %+v, %v; want one repair", sum, err)
 	}

@@ -12,21 +12,22 @@ import (
 type Resyncer struct {
 	core     *Core
 	interval time.Duration
-	workers  int
 	timeout  time.Duration
 	log      *logrus.Entry
+	kick     chan string // a requested resync and its reason; one waits at most
 }
 
 // NewResyncer returns a resyncer; interval 0 disables the periodic runs.
 func NewResyncer(core *Core, interval time.Duration, log *logrus.Entry) *Resyncer {
-	return &Resyncer{core: core, interval: interval, workers: 8, timeout: 5 * time.Minute, log: log.WithField("source", "resync")}
+	return &Resyncer{core: core, interval: interval, timeout: 5 * time.Minute, log: log.WithField("source", "resync"),
+		kick: make(chan string, 1)}
 }
 
 // Once runs one full reconcile and logs its summary line.
 func (r *Resyncer) Once(ctx context.Context, reason string) (Summary, error) {
 	ctx, cancel := context.WithTimeout(ctx, r.timeout)
 	defer cancel()
-	sum, err := r.core.ReconcileAll(ctx, r.workers)
+	sum, err := r.core.ReconcileAll(ctx)
 	log := r.log.WithField("reason", reason)
 	if err != nil {
 		log.WithError(err).Error("resync failed")
@@ -37,19 +38,32 @@ func (r *Resyncer) Once(ctx context.Context, reason string) (Summary, error) {
 	return sum, nil
 }
 
-// Run resyncs every interval until ctx ends; it returns at once when the
-// interval is 0.
-func (r *Resyncer) Run(ctx context.Context) {
-	if r.interval <= 0 {
-		return
+// Trigger asks for a resync (after missed events). Requests are merged:
+// one made while a resync runs makes exactly one more run afterwards, however
+// many arrive, so a flapping containerd cannot stack full reconciles.
+func (r *Resyncer) Trigger(reason string) {
+	select {
+	case r.kick <- reason:
+	default: // one is pending already
 	}
-	t := time.NewTicker(r.interval)
-	defer t.Stop()
+}
+
+// Run resyncs when triggered and every interval (0: only when triggered),
+// one at a time, until ctx ends.
+func (r *Resyncer) Run(ctx context.Context) {
+	var tick <-chan time.Time
+	if r.interval > 0 {
+		t := time.NewTicker(r.interval)
+		defer t.Stop()
+		tick = t.C
+	}
 	for {
 		select {
 		case <-ctx.Done():
 			return
-		case <-t.C:
+		case reason := <-r.kick:
+			_, _ = r.Once(ctx, reason)
+		case <-tick:
 			_, _ = r.Once(ctx, "periodic")
 		}
 	}

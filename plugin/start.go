@@ -4,12 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sync/atomic"
-	"time"
 
 	"github.com/nri-hcn-portmap/nri-hcn-portmap/hcn"
 	"github.com/nri-hcn-portmap/nri-hcn-portmap/plugin/admission"
-	"github.com/nri-hcn-portmap/nri-hcn-portmap/plugin/internal/backoff"
 	"github.com/sirupsen/logrus"
 )
 
@@ -149,46 +146,27 @@ func (c *Core) reclaim(ctx context.Context, err error) bool {
 	return true
 }
 
-// op states, for the race between the deadline and completion.
-const (
-	opRunning int32 = iota
-	opDone
-	opAbandoned
-)
-
 // StartPod is the runtime's RunPodSandbox: it gives the pod its endpoint
 // without holding the runtime up for longer than the deadline. Work that
 // needs no HCN answer (parsing, admission, conflicts) fails the pod at once.
-// When HCN is slower than the deadline: fail-open returns nil and keeps
-// working (retrying transient failures until the endpoint exists or the pod
-// is gone); fail-closed returns ErrDeadline and rolls back whatever the work
-// still creates.
+// When HCN is slower than the deadline: fail-open returns nil and the work
+// goes on (retrying transient failures until the endpoint exists or the pod
+// is gone); fail-closed returns ErrDeadline and the start is replaced by a
+// stop, which rolls back whatever the work created.
 func (c *Core) StartPod(ctx context.Context, p Pod) error {
 	// Decided without I/O (no mapping, or a bad annotation): answer at once,
-	// with no background work, while the runtime holds its node-wide lock.
+	// with no queued work, while the runtime holds its node-wide lock.
 	p, ok, err := c.fastPath(p)
 	if !ok {
 		c.opt.Observer.Operation("start", Classify(err))
 		return err
 	}
-	bg, cancel := context.WithCancel(c.bg)
-	op := c.pending.set(p.ID, cancel)
-	var state atomic.Int32
-	done := make(chan error, 1)
-	c.bgWork.Add(1)
-	go func() {
-		defer c.bgWork.Done()
-		defer c.pending.done(p.ID, op)
-		done <- c.retryStart(bg, p, &state)
-	}()
-	timer := time.NewTimer(c.opt.Deadline)
-	defer timer.Stop()
-	select {
-	case err := <-done:
+	dctx, cancel := context.WithTimeout(ctx, c.opt.Deadline)
+	defer cancel()
+	_, err, answered := c.await(dctx, workStart, p, false)
+	if answered {
 		c.opt.Observer.Operation("start", Classify(err))
 		return err
-	case <-timer.C:
-	case <-ctx.Done():
 	}
 	c.opt.Observer.Operation("start", ClassDeadline)
 	log := c.PodLog(p).WithField("deadline", c.opt.Deadline.String())
@@ -196,67 +174,25 @@ func (c *Core) StartPod(ctx context.Context, p Pod) error {
 		log.Warn("HCN is slower than the deadline: the pod proceeds, its endpoint is completed in the background (fail-open)")
 		return nil
 	}
-	if !state.CompareAndSwap(opRunning, opAbandoned) {
-		return <-done // it finished just now
-	}
+	// the runtime is told the pod failed: leave nothing behind
+	c.stopped.add(p.ID)
+	c.submit(workStop, p, nil)
 	log.Warn("HCN is slower than the deadline: the pod fails, its endpoint is rolled back (fail-closed)")
 	return fmt.Errorf("pod %s: %w (%s, failure_policy fail-closed); what was started is rolled back", p, ErrDeadline, c.opt.Deadline)
 }
 
-// retryStart ensures the pod's endpoint, retrying transient failures
-// with capped exponential backoff while the pod is live. state, when not
-// nil, is shared with a StartPod that may abandon the work: then whatever
-// exists is removed instead.
-func (c *Core) retryStart(ctx context.Context, p Pod, state *atomic.Int32) error {
-	retry := backoff.New(c.opt.RetryMin, c.opt.RetryMax)
-	for attempt := 1; ; attempt++ {
-		if attempt > 1 && state != nil && state.Load() == opAbandoned {
-			// given up on during the backoff (fail-closed): another try
-			// would only create what must be rolled back
-			return ErrDeadline
-		}
-		// A cancelled ctx (shutdown, or a stop of this pod) ends the
-		// retries, never an attempt halfway: an HNS call given up on would
-		// leave what it creates late behind. Each call is bounded anyway.
-		err := c.attempt(context.WithoutCancel(ctx), p, state)
-		if err == nil || !transient(err) || ctx.Err() != nil {
-			return err
-		}
-		if state != nil && state.Load() == opAbandoned {
-			return err // attempt has rolled back
-		}
-		c.PodLog(p).WithError(err).WithFields(logrus.Fields{"attempt": attempt, "retry_in": retry.Next().String()}).
-			Warn("transient HCN failure; retrying")
-		if !retry.Wait(ctx) {
-			return err
-		}
-		if !c.stillLive(ctx, p.ID) {
-			c.PodLog(p).Info("sandbox gone while retrying; giving up")
-			return nil
-		}
-	}
+// Started asks for the endpoint of a pod whose start was seen outside the
+// runtime's request path (a containerd event): report, when set, is told
+// the final result (after retries of transient failures).
+func (c *Core) Started(p Pod, report func(error)) {
+	c.submit(workStart, p, reporter(report))
 }
 
-// attempt is one try, under the pod's lock.
-func (c *Core) attempt(ctx context.Context, p Pod, state *atomic.Int32) error {
-	unlock := c.locks.lock(p.ID)
-	defer unlock()
-	_, err := c.resolveAndApply(ctx, p)
-	if state == nil {
-		return err
-	}
-	if err == nil && state.CompareAndSwap(opRunning, opDone) {
+func reporter(report func(error)) *waiter {
+	if report == nil {
 		return nil
 	}
-	if state.Load() == opAbandoned {
-		// the runtime was told the pod failed: leave nothing behind
-		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
-		defer cancel()
-		if _, rerr := c.removeLocked(rctx, p); rerr != nil {
-			c.PodLog(p).WithError(rerr).Error("rolling back an abandoned start failed; the resync will remove it")
-		}
-	}
-	return err
+	return &waiter{done: func(_ Change, err error) { report(err) }}
 }
 
 func (c *Core) stillLive(ctx context.Context, id string) bool {
@@ -271,9 +207,9 @@ func (c *Core) stillLive(ctx context.Context, id string) bool {
 	return live || err != nil
 }
 
-// EnsureRetrying is Ensure with retries of transient failures, for sources
-// that are not bound by a runtime deadline (containerd events).
+// EnsureRetrying gives the pod its endpoint, retrying transient failures,
+// and waits for the final result until ctx ends.
 func (c *Core) EnsureRetrying(ctx context.Context, p Pod) error {
-	c.pending.cancel(p.ID)
-	return c.retryStart(ctx, p, nil)
+	_, err, _ := c.await(ctx, workStart, p, false)
+	return err
 }

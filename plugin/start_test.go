@@ -48,7 +48,7 @@ func TestStartPodSlowHCN(t *testing.T) {
 				t.Fatalf("fail-closed StartPod: %v, want ErrDeadline", err)
 			}
 			// the work still running finishes and is rolled back
-			eventually(t, "the abandoned start finished", func() bool { return f.core.pending.size() == 0 })
+			eventually(t, "the abandoned start finished", func() bool { return !f.core.queued("slow") })
 			f.core.Close()
 			if eps := f.endpoints("slow"); len(eps) != 0 {
 				t.Fatalf("fail-closed left %+v", eps)
@@ -115,11 +115,11 @@ func TestStopPodCancelsRetryingStart(t *testing.T) {
 	if err := f.core.StartPod(ctx, p); err != nil {
 		t.Fatal(err)
 	}
-	if f.core.pending.size() != 1 {
+	if !f.core.queued("doomed") {
 		t.Fatal("no start retrying in the background")
 	}
 	f.core.StopPod(ctx, p)
-	eventually(t, "the retrying start was cancelled", func() bool { return f.core.pending.size() == 0 })
+	eventually(t, "the retrying start was cancelled", func() bool { return !f.core.queued("doomed") })
 	f.core.Close()
 	if eps := f.endpoints("doomed"); len(eps) != 0 {
 		t.Fatalf("endpoints %+v", eps)

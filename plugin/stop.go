@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"sync"
-	"time"
 )
 
 // Remove deletes the sandbox's endpoints: the sandbox stopped. It needs only
@@ -72,32 +71,43 @@ func (c *Core) removeLocked(ctx context.Context, p Pod) (Change, error) {
 	return Removed, nil
 }
 
-// StopPod is the runtime's StopPodSandbox/RemovePodSandbox: it cancels a
-// start still retrying and removes the endpoint, waiting at most the
-// deadline. Removal trouble never fails the runtime's request: what is left
-// is retried by the resync.
+// StopPod is the runtime's StopPodSandbox/RemovePodSandbox: the pod's
+// pending start, if any, is replaced by the removal, and StopPod waits for
+// it at most the deadline. Removal trouble never fails the runtime's
+// request: transient failures are retried, and the resync removes what is
+// left.
 func (c *Core) StopPod(ctx context.Context, p Pod) {
-	c.pending.cancel(p.ID)
-	done := make(chan error, 1)
-	c.bgWork.Add(1)
-	go func() {
-		defer c.bgWork.Done()
-		rctx, cancel := context.WithTimeout(context.WithoutCancel(c.bg), time.Minute)
-		defer cancel()
-		_, err := c.Remove(rctx, p)
+	dctx, cancel := context.WithTimeout(ctx, c.opt.Deadline)
+	defer cancel()
+	_, err, answered := c.await(dctx, workStop, p, false)
+	switch {
+	case answered:
+		c.opt.Observer.Operation("stop", Classify(err))
 		if err != nil {
 			c.PodLog(p).WithError(err).Error("endpoint not removed; the resync will retry")
 		}
-		done <- err
-	}()
-	timer := time.NewTimer(c.opt.Deadline)
-	defer timer.Stop()
-	select {
-	case err := <-done:
-		c.opt.Observer.Operation("stop", Classify(err))
-	case <-timer.C:
+	case ctx.Err() == nil:
 		c.opt.Observer.Operation("stop", ClassDeadline)
 		c.PodLog(p).Warn("HCN is slower than the deadline: the endpoint is removed in the background")
-	case <-ctx.Done():
 	}
+}
+
+// Stopped asks for the removal of a pod whose stop was seen outside the
+// runtime's request path (a containerd event); report, when set, is told
+// the final result. With mayBeContainer, the ID may name an application
+// container (a task event): then nothing is done if containerd still tells
+// it is not a sandbox.
+func (c *Core) Stopped(p Pod, mayBeContainer bool, report func(error)) {
+	p.mayBeContainer = mayBeContainer
+	c.submit(workStop, p, reporter(report))
+}
+
+// stopNow is one attempt of a stop.
+func (c *Core) stopNow(ctx context.Context, p Pod) (Change, error) {
+	if p.mayBeContainer {
+		if sb, err := c.store.Sandbox(ctx, p.ID); err == nil && !sb.IsSandbox {
+			return NoChange, ErrNotSandbox
+		}
+	}
+	return c.Remove(ctx, p)
 }

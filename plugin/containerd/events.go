@@ -39,10 +39,8 @@ type EventSource struct {
 	store   *Store
 	resync  *plugin.Resyncer
 	log     *logrus.Entry
-	opTime  time.Duration
 	backMin time.Duration
 	backMax time.Duration
-	queue   serialQueue
 	live    atomic.Bool // the subscription is live
 }
 
@@ -52,12 +50,11 @@ func (s *EventSource) Live() bool { return s.live.Load() }
 // NewEventSource returns a containerd event source.
 func NewEventSource(core *plugin.Core, store *Store, resync *plugin.Resyncer, reconnectMax time.Duration, log *logrus.Entry) *EventSource {
 	return &EventSource{core: core, store: store, resync: resync, log: log.WithField("source", "containerd"),
-		opTime: time.Minute, backMin: 500 * time.Millisecond, backMax: max(reconnectMax, 500*time.Millisecond)}
+		backMin: 500 * time.Millisecond, backMax: max(reconnectMax, 500*time.Millisecond)}
 }
 
 // Run subscribes and handles events until ctx ends.
 func (s *EventSource) Run(ctx context.Context) error {
-	defer s.queue.wait()
 	retry := backoff.New(s.backMin, s.backMax)
 	for {
 		err := s.subscribe(ctx, retry.Reset)
@@ -122,16 +119,20 @@ func (s *EventSource) subscribe(ctx context.Context, healthy func()) error {
 					s.live.Store(true)
 					healthy()
 					s.log.WithField("namespace", ns).Info("subscribed to containerd events")
-					go func() { _, _ = s.resync.Once(ctx, "subscribed") }()
+					s.resync.Trigger("subscribed") // events were missed before now
 				}
 				continue
 			}
-			s.handle(ctx, env.Topic, env.Event)
+			s.handle(env.Topic, env.Event)
 		}
 	}
 }
 
-func (s *EventSource) handle(ctx context.Context, topic string, payload typeurl.Any) {
+// handle hands an event to the core's work queue at once: the queue keeps
+// the order that matters per sandbox (a stop replaces a start not yet done,
+// and nothing starts a stopped sandbox again) and bounds the work, so an
+// event storm costs no more than one pending request per sandbox.
+func (s *EventSource) handle(topic string, payload typeurl.Any) {
 	if payload == nil {
 		return
 	}
@@ -142,62 +143,58 @@ func (s *EventSource) handle(ctx context.Context, topic string, payload typeurl.
 	}
 	switch e := ev.(type) {
 	case *apievents.TaskStart:
-		s.queue.submit(e.ContainerID, func() { s.started(ctx, e.ContainerID) })
+		s.started(e.ContainerID)
 	case *apievents.TaskExit:
 		if e.ID == "" || e.ID == e.ContainerID { // the init process, not an exec
-			s.queue.submit(e.ContainerID, func() { s.stopped(ctx, topic, e.ContainerID, true) })
+			s.stopped(topic, e.ContainerID, true)
 		}
 	case *apievents.TaskDelete:
 		if e.ID == "" || e.ID == e.ContainerID {
-			s.queue.submit(e.ContainerID, func() { s.stopped(ctx, topic, e.ContainerID, true) })
+			s.stopped(topic, e.ContainerID, true)
 		}
 	case *apievents.ContainerDelete:
-		s.queue.submit(e.ID, func() { s.stopped(ctx, topic, e.ID, false) })
+		s.stopped(topic, e.ID, false)
 	}
 }
 
-// started ensures the endpoint of a sandbox whose task started.
-func (s *EventSource) started(ctx context.Context, id string) {
-	ctx, cancel := context.WithTimeout(ctx, s.opTime)
-	defer cancel()
+// started asks for the endpoint of a sandbox whose task started. The core
+// reads the container once, and tells an application container from a
+// sandbox.
+func (s *EventSource) started(id string) {
 	log := s.log.WithField("sandbox", id)
-	// The core reads the container once, and tells an application
-	// container from a sandbox.
-	err := s.core.EnsureRetrying(ctx, plugin.Pod{ID: id, Partial: true})
-	if errors.Is(err, plugin.ErrNotSandbox) {
-		return
-	}
-	s.core.Observer().Operation("event-start", plugin.Classify(err))
-	switch {
-	case err == nil:
-	case errors.Is(err, plugin.ErrSandboxNotFound):
-		log.Debug("container gone before its start was handled")
-	case hcn.NamespaceGone(err):
-		log.WithError(err).Info("sandbox stopped before its endpoint could be attached; nothing left behind")
-	case errors.Is(err, plugin.ErrInvalidPod), errors.Is(err, admission.ErrDenied), errors.Is(err, plugin.ErrPortConflict):
-		log.WithError(err).Error("port mappings rejected")
-	default:
-		log.WithError(err).Error("task start: endpoint not built; the resync will retry")
-	}
-}
-
-// stopped removes the endpoint of a sandbox whose task exited or was
-// deleted, or whose container was deleted.
-func (s *EventSource) stopped(ctx context.Context, topic, id string, mayCheck bool) {
-	ctx, cancel := context.WithTimeout(ctx, s.opTime)
-	defer cancel()
-	log := s.log.WithFields(logrus.Fields{"sandbox": id, "topic": topic})
-	if mayCheck {
-		// Skip application containers when containerd can still tell.
-		if sb, err := s.store.Sandbox(ctx, id); err == nil && !sb.IsSandbox {
+	s.core.Started(plugin.Pod{ID: id, Partial: true}, func(err error) {
+		if errors.Is(err, plugin.ErrNotSandbox) {
 			return
 		}
-	}
-	_, err := s.core.Remove(ctx, plugin.Pod{ID: id})
-	s.core.Observer().Operation("event-stop", plugin.Classify(err))
-	if err != nil {
-		log.WithError(err).Error("endpoint not removed; the resync will retry")
-	}
+		s.core.Observer().Operation("event-start", plugin.Classify(err))
+		switch {
+		case err == nil:
+		case errors.Is(err, plugin.ErrSandboxNotFound):
+			log.Debug("container gone before its start was handled")
+		case hcn.NamespaceGone(err):
+			log.WithError(err).Info("sandbox stopped before its endpoint could be attached; nothing left behind")
+		case errors.Is(err, plugin.ErrInvalidPod), errors.Is(err, admission.ErrDenied), errors.Is(err, plugin.ErrPortConflict):
+			log.WithError(err).Error("port mappings rejected")
+		default:
+			log.WithError(err).Error("task start: endpoint not built; the resync will retry")
+		}
+	})
+}
+
+// stopped asks for the removal of the endpoint of a sandbox whose task
+// exited or was deleted (mayBeContainer: the ID may name an application
+// container), or whose container was deleted.
+func (s *EventSource) stopped(topic, id string, mayBeContainer bool) {
+	log := s.log.WithFields(logrus.Fields{"sandbox": id, "topic": topic})
+	s.core.Stopped(plugin.Pod{ID: id}, mayBeContainer, func(err error) {
+		if errors.Is(err, plugin.ErrNotSandbox) {
+			return
+		}
+		s.core.Observer().Operation("event-stop", plugin.Classify(err))
+		if err != nil {
+			log.WithError(err).Error("endpoint not removed; the resync will retry")
+		}
+	})
 }
 
 func closedOr(err error) string {

@@ -26,8 +26,6 @@ type Config struct {
 	PluginIndex  string
 	ReconnectMin time.Duration // first backoff step (default 500ms)
 	ReconnectMax time.Duration // backoff cap
-	// SyncWorkers bounds the parallelism of the reconcile Synchronize starts.
-	SyncWorkers int
 }
 
 // Source feeds NRI pod events into the core. It keeps the plugin
@@ -53,9 +51,6 @@ func NewSource(core *plugin.Core, cfg Config, log *logrus.Entry) *Source {
 	if cfg.ReconnectMax < cfg.ReconnectMin {
 		cfg.ReconnectMax = cfg.ReconnectMin
 	}
-	if cfg.SyncWorkers <= 0 {
-		cfg.SyncWorkers = 8
-	}
 	return &Source{core: core, cfg: cfg, log: log.WithField("source", "nri"), registered: make(chan struct{})}
 }
 
@@ -65,8 +60,6 @@ func (s *Source) Registered() <-chan struct{} { return s.registered }
 // nriHandler is the stub plugin: one per connection.
 type nriHandler struct {
 	src *Source
-	// bg runs reconciles started by Synchronize; it ends with the source.
-	bg context.Context
 }
 
 var (
@@ -92,7 +85,7 @@ func failurePolicy() *api.FailurePolicy {
 func (s *Source) Run(ctx context.Context) error {
 	retry := backoff.New(s.cfg.ReconnectMin, s.cfg.ReconnectMax)
 	for {
-		h := &nriHandler{src: s, bg: ctx}
+		h := &nriHandler{src: s}
 		st, err := stub.New(h,
 			stub.WithPluginName(s.cfg.PluginName),
 			stub.WithPluginIdx(s.cfg.PluginIndex),
@@ -169,15 +162,16 @@ func (h *nriHandler) Synchronize(_ context.Context, pods []*api.PodSandbox, _ []
 	}
 	log := h.src.log.WithField("pods", len(ps))
 	log.Info("synchronizing with the runtime")
-	go func() {
-		sum, err := h.src.core.Reconcile(h.bg, ps, h.src.cfg.SyncWorkers)
+	core := h.src.core
+	core.Go(func(ctx context.Context) { // joined when the core closes
+		sum, err := core.Reconcile(ctx, ps)
 		if err != nil {
 			log.WithError(err).Error("synchronize: reconcile failed")
 			return
 		}
 		sum.Log(log, "synchronize")
-		h.src.core.Observer().Reconciled("synchronize", sum.Created, sum.Deleted, sum.Unchanged, sum.Failed)
-	}()
+		core.Observer().Reconciled("synchronize", sum.Created, sum.Deleted, sum.Unchanged, sum.Failed)
+	})
 	return nil, nil
 }
 
