@@ -8,6 +8,7 @@ package containerd
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"sync"
 	"time"
@@ -59,7 +60,11 @@ type Store struct {
 
 	mu     sync.Mutex
 	client *client.Client
+	closed bool
 }
+
+// ErrClosed: the store was closed; it does not connect again.
+var ErrClosed = errors.New("containerd store closed")
 
 var _ plugin.SandboxStore = (*Store)(nil)
 
@@ -73,6 +78,9 @@ func NewStore(address, namespace string) *Store {
 func (s *Store) Client() (*client.Client, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if s.closed {
+		return nil, ErrClosed
+	}
 	if s.client != nil {
 		return s.client, nil
 	}
@@ -97,10 +105,11 @@ func (s *Store) Ping(ctx context.Context) error {
 // Namespace is the containerd namespace read.
 func (s *Store) Namespace() string { return s.namespace }
 
-// Close closes the client.
+// Close closes the client; the store does not connect again.
 func (s *Store) Close() error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	s.closed = true
 	if s.client == nil {
 		return nil
 	}

@@ -19,6 +19,9 @@ type Writer struct {
 	mu   sync.Mutex
 	f    *os.File
 	size int64
+	// nextTry: after a failed rotation, the size at which to try again
+	// (0: rotate at maxBytes)
+	nextTry int64
 }
 
 // Open opens (or creates) the log file.
@@ -54,9 +57,23 @@ func (w *Writer) open() error {
 func (w *Writer) Write(p []byte) (int, error) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	if w.size > 0 && w.size+int64(len(p)) > w.maxBytes {
+	if w.size > 0 && w.size+int64(len(p)) > max(w.maxBytes, w.nextTry) {
 		if err := w.rotate(); err != nil {
-			return 0, err
+			// A reader without delete sharing (an antivirus scanner, a
+			// tail) can make the rename fail on Windows: keep logging to
+			// the current file, say so in it, and try again after another
+			// tenth of the cap.
+			if w.f == nil {
+				if oerr := w.open(); oerr != nil {
+					return 0, fmt.Errorf("%w (and reopening: %w)", err, oerr)
+				}
+			}
+			w.nextTry = w.size + max(w.maxBytes/10, 1)
+			msg := fmt.Sprintf("log file %s: rotation failed, still writing here: %v\n", w.path, err)
+			n, _ := w.f.Write([]byte(msg))
+			w.size += int64(n)
+		} else {
+			w.nextTry = 0
 		}
 	}
 	n, err := w.f.Write(p)
@@ -65,7 +82,9 @@ func (w *Writer) Write(p []byte) (int, error) {
 }
 
 func (w *Writer) rotate() error {
-	if err := w.f.Close(); err != nil {
+	err := w.f.Close()
+	w.f = nil
+	if err != nil {
 		return err
 	}
 	if w.keep == 0 {
@@ -88,5 +107,8 @@ func (w *Writer) rotate() error {
 func (w *Writer) Close() error {
 	w.mu.Lock()
 	defer w.mu.Unlock()
+	if w.f == nil {
+		return nil
+	}
 	return w.f.Close()
 }

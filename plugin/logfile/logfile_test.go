@@ -58,3 +58,49 @@ func TestRotation(t *testing.T) {
 		})
 	}
 }
+
+// Regression (load and faults, 6): when the rename of a rotation failed
+// (on Windows: any reader without delete sharing), the writer kept a closed
+// file and every later write failed: the log died for good.
+func TestFailedRotationKeepsLogging(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "log.txt")
+	// log.txt.1 is a non-empty directory: renaming onto it fails
+	if err := os.MkdirAll(filepath.Join(path+".1", "busy"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	w, err := Open(path, 100, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	for i := range 10 {
+		if _, err := fmt.Fprintf(w, "line %02d %s\n", i, strings.Repeat("x", 30)); err != nil {
+			t.Fatalf("write %d: %v", i, err)
+		}
+	}
+	cur, _ := os.ReadFile(path)
+	for i := range 10 {
+		if !strings.Contains(string(cur), fmt.Sprintf("line %02d", i)) {
+			t.Fatalf("line %d lost; file holds %q", i, cur)
+		}
+	}
+	if !strings.Contains(string(cur), "rotation failed, still writing here") {
+		t.Errorf("the failure is not said in the log: %q", cur)
+	}
+	// once the obstacle is gone, rotation works again
+	if err := os.RemoveAll(path + ".1"); err != nil {
+		t.Fatal(err)
+	}
+	for i := 10; i < 20; i++ {
+		if _, err := fmt.Fprintf(w, "line %02d %s\n", i, strings.Repeat("x", 30)); err != nil {
+			t.Fatalf("write %d: %v", i, err)
+		}
+	}
+	if st, err := os.Stat(path + ".1"); err != nil || st.IsDir() {
+		t.Fatalf("no rotated file after the obstacle went: %v", err)
+	}
+	if st, _ := os.Stat(path); st.Size() > 100 {
+		t.Errorf("current file is %d bytes, over the cap again", st.Size())
+	}
+}

@@ -95,12 +95,22 @@ func (s State) String() string {
 // rolls back in-flight HCN work before returning.
 type RunFunc func(ctx context.Context) error
 
+// ProgressEvery is how often a stopping service tells the SCM it is still
+// making progress (each StopPending report is the next checkpoint): the SCM
+// gives up on a service whose checkpoint does not move within its wait hint.
+const ProgressEvery = 2 * time.Second
+
 // Handle drives run from SCM requests: it reports StartPending, Running;
-// on Stop or Shutdown StopPending, waits for run to finish its in-flight
-// work, and Stopped. ParamChange calls reload. It returns the exit code the
-// SCM sees: non-zero when run failed on its own, so the recovery actions
-// restart the service.
+// on Stop or Shutdown (and pre-shutdown) StopPending, repeated every
+// ProgressEvery while run finishes its in-flight work, and Stopped.
+// ParamChange calls reload. It returns the exit code the SCM sees: non-zero
+// when run failed on its own, so the recovery actions restart the service.
 func Handle(requests <-chan Request, report func(State), run RunFunc, reload func()) uint32 {
+	return HandleWith(requests, report, run, reload, ProgressEvery)
+}
+
+// HandleWith is Handle with the interval of the stop progress reports.
+func HandleWith(requests <-chan Request, report func(State), run RunFunc, reload func(), every time.Duration) uint32 {
 	report(StartPending)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -125,7 +135,7 @@ func Handle(requests <-chan Request, report func(State), run RunFunc, reload fun
 				state = StopPending
 				report(state)
 				cancel()
-				err := <-done
+				err := waitReporting(done, every, func() { report(StopPending) })
 				report(Stopped)
 				if err != nil && !errors.Is(err, context.Canceled) {
 					return 1
@@ -136,6 +146,20 @@ func Handle(requests <-chan Request, report func(State), run RunFunc, reload fun
 			// run ended without being asked to: a failure for the SCM
 			report(Stopped)
 			return 1
+		}
+	}
+}
+
+// waitReporting waits for run's result, calling progress every interval.
+func waitReporting(done <-chan error, every time.Duration, progress func()) error {
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		select {
+		case err := <-done:
+			return err
+		case <-t.C:
+			progress()
 		}
 	}
 }

@@ -117,3 +117,37 @@ func TestHandleReportsFailureForRecovery(t *testing.T) {
 		t.Fatal("a failed stop must exit non-zero")
 	}
 }
+
+// Regression (load and faults, 7): a stop reported StopPending once, with
+// no progress, while it could wait a minute on removals; the SCM gives up
+// on a service whose checkpoint does not move.
+func TestHandleReportsStopProgress(t *testing.T) {
+	reqs := make(chan Request)
+	var rec recorder
+	stopping := func() int {
+		n := 0
+		for _, s := range rec.got() {
+			if s == StopPending {
+				n++
+			}
+		}
+		return n
+	}
+	run := func(ctx context.Context) error {
+		<-ctx.Done()
+		for stopping() < 4 { // in-flight work that takes a while
+			time.Sleep(time.Millisecond)
+		}
+		return ctx.Err()
+	}
+	codeC := make(chan uint32)
+	go func() { codeC <- HandleWith(reqs, rec.report, run, nil, time.Millisecond) }()
+	reqs <- Stop
+	if code := <-codeC; code != 0 {
+		t.Fatalf("code %d", code)
+	}
+	got := rec.got()
+	if got[len(got)-1] != Stopped || stopping() < 4 {
+		t.Fatalf("states %v: want repeated StopPending, then Stopped", got)
+	}
+}

@@ -26,7 +26,9 @@ type handler struct {
 }
 
 func (h *handler) Execute(_ []string, r <-chan svc.ChangeRequest, s chan<- svc.Status) (bool, uint32) {
-	const accepts = svc.AcceptStop | svc.AcceptShutdown | svc.AcceptParamChange
+	// Pre-shutdown: at system shutdown the SCM waits for us (with progress
+	// reports) instead of the few seconds a plain shutdown notice allows.
+	const accepts = svc.AcceptStop | svc.AcceptShutdown | svc.AcceptPreShutdown | svc.AcceptParamChange
 	requests := make(chan Request)
 	var current svc.Status
 	report := func(st State) {
@@ -36,7 +38,13 @@ func (h *handler) Execute(_ []string, r <-chan svc.ChangeRequest, s chan<- svc.S
 		case Running:
 			current = svc.Status{State: svc.Running, Accepts: accepts}
 		case StopPending:
-			current = svc.Status{State: svc.StopPending, WaitHint: 30000}
+			// each report is progress: the next checkpoint, with a wait
+			// hint well above the interval between reports
+			cp := uint32(1)
+			if current.State == svc.StopPending {
+				cp = current.CheckPoint + 1
+			}
+			current = svc.Status{State: svc.StopPending, CheckPoint: cp, WaitHint: uint32(3 * ProgressEvery / time.Millisecond)}
 		case Stopped:
 			current = svc.Status{State: svc.Stopped}
 		}
@@ -51,7 +59,7 @@ func (h *handler) Execute(_ []string, r <-chan svc.ChangeRequest, s chan<- svc.S
 			case svc.Stop:
 				requests <- Stop
 				return
-			case svc.Shutdown:
+			case svc.Shutdown, svc.PreShutdown:
 				requests <- Shutdown
 				return
 			case svc.ParamChange:
