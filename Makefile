@@ -36,14 +36,18 @@ $(CONTAINERD):
 
 # Everything: vet (Linux and Windows), unit tests with the race detector,
 # end-to-end tests against a real containerd. Needs root for containerd.
-test: vet containerd
-	$(GO) test -race -count=1 ./...
+# Each package has a short -timeout, so a leaked lock fails in minutes, not
+# after go test's default ten.
+UNIT_TIMEOUT ?= 2m
+E2E_TIMEOUT  ?= 8m
+test: vet containerd unit
+	$(GO) test -race -count=1 -timeout $(E2E_TIMEOUT) ./test/...
 
 unit:
-	$(GO) test -race -count=1 $$($(GO) list ./... | grep -v /test/)
+	$(GO) test -race -count=1 -timeout $(UNIT_TIMEOUT) $$($(GO) list ./... | grep -v /test/)
 
 e2e: containerd
-	$(GO) test -count=1 -v ./test/e2e/
+	$(GO) test -count=1 -timeout $(E2E_TIMEOUT) -v ./test/e2e/
 
 demo: containerd
 	$(GO) run ./test/demo

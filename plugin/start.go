@@ -21,6 +21,9 @@ func transient(err error) bool {
 	if err == nil {
 		return false
 	}
+	if errors.Is(err, errHolderBusy) {
+		return true
+	}
 	for _, final := range []error{ErrInvalidPod, admission.ErrDenied, ErrPortConflict, ErrSandboxNotFound, ErrNotSandbox} {
 		if errors.Is(err, final) {
 			return false
@@ -89,8 +92,14 @@ func (c *Core) apply(ctx context.Context, r *resolved) (Change, error) {
 		name = r.pod.Namespace + "/" + r.pod.Name
 	}
 	undo, err := c.ports.reserve(r.pod.ID, name, policies)
-	if err != nil && c.reclaim(ctx, err) {
-		undo, err = c.ports.reserve(r.pod.ID, name, policies)
+	if err != nil {
+		switch c.reclaim(ctx, err) {
+		case reclaimed:
+			undo, err = c.ports.reserve(r.pod.ID, name, policies)
+		case holderBusy:
+			// the holder's own start or stop runs now: try again after it
+			return NoChange, fmt.Errorf("pod %s: %w: %w", r.pod, errHolderBusy, err)
+		}
 	}
 	if err != nil {
 		c.describeHolder(ctx, err)
@@ -110,19 +119,31 @@ func (c *Core) apply(ctx context.Context, r *resolved) (Change, error) {
 	return Built, nil
 }
 
+// errHolderBusy: a conflict whose holder is being started or stopped right
+// now; retrying decides it (a stop frees the port).
+var errHolderBusy = errors.New("the pod holding the host port is being started or stopped")
+
+type reclaimResult int
+
+const (
+	holderLive reclaimResult = iota // a real conflict
+	reclaimed                       // the holder was gone: its ports are free now
+	holderBusy                      // the holder's work runs now: undecided
+)
+
 // reclaim frees the host ports of a conflict's holder when the holder is no
 // longer running (an orphan left by a pod that stopped while the plugin was
 // down, not yet removed by the reconcile): its endpoint is removed at once,
-// so the new pod need not wait for the resync. A holder that is busy (its
-// own start or stop in progress) or that cannot be judged is left alone.
-func (c *Core) reclaim(ctx context.Context, err error) bool {
+// so the new pod need not wait for the resync. A holder whose own work runs
+// now is left to it.
+func (c *Core) reclaim(ctx context.Context, err error) reclaimResult {
 	var ce *ConflictError
 	if !errors.As(err, &ce) {
-		return false
+		return holderLive
 	}
 	unlock, ok := c.locks.tryLock(ce.HolderID)
 	if !ok {
-		return false
+		return holderBusy
 	}
 	defer unlock()
 	holder := Pod{ID: ce.HolderID}
@@ -131,19 +152,19 @@ func (c *Core) reclaim(ctx context.Context, err error) bool {
 		switch {
 		case errors.Is(serr, ErrSandboxNotFound):
 		case serr != nil:
-			return false
+			return holderLive
 		default:
 			if live, lerr := c.live(ctx, sb); lerr != nil || live {
-				return false
+				return holderLive
 			}
 		}
 	}
 	if _, rerr := c.removeLocked(ctx, holder); rerr != nil {
 		c.PodLog(holder).WithError(rerr).Warn("could not free the host ports of a sandbox that is gone")
-		return false
+		return holderLive
 	}
 	c.PodLog(holder).Info("freed the host ports of a sandbox that is gone, for a new pod")
-	return true
+	return reclaimed
 }
 
 // StartPod is the runtime's RunPodSandbox: it gives the pod its endpoint

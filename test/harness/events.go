@@ -15,8 +15,13 @@ import (
 // Publish sends an event into containerd's k8s.io namespace, as containerd
 // itself does when a task starts or stops.
 func (e *Env) Publish(ctx context.Context, topic string, ev any) error {
-	if err := e.Ctr.EventService().Publish(namespaces.WithNamespace(ctx, K8s), topic, ev); err != nil {
-		return fmt.Errorf("publishing %s: %w", topic, err)
+	return e.PublishIn(ctx, K8s, topic, ev)
+}
+
+// PublishIn sends an event into the given containerd namespace.
+func (e *Env) PublishIn(ctx context.Context, namespace, topic string, ev any) error {
+	if err := e.Ctr.EventService().Publish(namespaces.WithNamespace(ctx, namespace), topic, ev); err != nil {
+		return fmt.Errorf("publishing %s in %s: %w", topic, namespace, err)
 	}
 	return nil
 }

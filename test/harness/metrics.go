@@ -13,7 +13,8 @@ import (
 	"time"
 )
 
-// Metrics returns the plugin's metric samples (name{labels} -> value).
+// Metrics returns the plugin's metric samples (name{labels} -> value): its
+// own, and go_goroutines.
 func (e *Env) Metrics() (map[string]float64, error) {
 	res, err := http.Get("http://" + e.AdminAddr + "/metrics")
 	if err != nil {
@@ -25,7 +26,7 @@ func (e *Env) Metrics() (map[string]float64, error) {
 	sc.Buffer(make([]byte, 1<<20), 1<<20)
 	for sc.Scan() {
 		line := sc.Text()
-		if strings.HasPrefix(line, "#") || !strings.HasPrefix(line, "nri_hcn_portmap_") {
+		if strings.HasPrefix(line, "#") || !(strings.HasPrefix(line, "nri_hcn_portmap_") || strings.HasPrefix(line, "go_goroutines")) {
 			continue
 		}
 		i := strings.LastIndexByte(line, ' ')
