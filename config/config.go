@@ -180,7 +180,7 @@ func Default() Config {
 			ReconnectMax: Duration{30 * time.Second}},
 		Containerd: Containerd{Address: DefaultContainerdAddress(), Namespace: "k8s.io"},
 		HCN: HCN{Backend: BackendWindows, Network: "nat", NetworkType: "NAT", LocalRoutedVIP: true,
-			CallTimeout: Duration{10 * time.Second}, RetryMax: Duration{10 * time.Second}, MaxConcurrentCalls: 4},
+			CallTimeout: Duration{10 * time.Second}, RetryMax: Duration{10 * time.Second}, MaxConcurrentCalls: 12},
 		Admin: Admin{Listen: "127.0.0.1:9466"},
 		Log:   Log{Level: "info", Format: "text", MaxSizeMB: 10, MaxFiles: 5},
 	}

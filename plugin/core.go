@@ -30,8 +30,9 @@ type Options struct {
 	RetryMin, RetryMax time.Duration
 	// Observer is told what happens (metrics); nil: nobody.
 	Observer Observer
-	// Workers bounds the sandboxes worked on at once (default 8); HNS
-	// calls in flight are capped separately (hcn.Limiter).
+	// Workers bounds the sandboxes worked on at once (default 16, above
+	// the default cap of HNS calls in flight, hcn.Limiter, so that the cap
+	// and not the workers bounds the work).
 	Workers int
 }
 
@@ -76,7 +77,7 @@ func NewCore(mgr *hcn.Manager, store SandboxStore, opt Options, log *logrus.Entr
 		opt.Limits.MaxBytes = request.DefaultMaxBytes
 	}
 	if opt.Workers <= 0 {
-		opt.Workers = 8
+		opt.Workers = 16
 	}
 	bg, stop := context.WithCancel(context.Background())
 	c := &Core{mgr: mgr, store: store, opt: opt, log: log, ports: newPortIndex(), bg: bg, stop: stop}

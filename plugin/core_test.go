@@ -25,6 +25,8 @@ type memStore struct {
 	tasks map[string]TaskState
 	// onSandbox, when set, runs on every Sandbox lookup (outside the lock).
 	onSandbox func(id string)
+	// onList, when set, runs on every ListSandboxes (outside the lock).
+	onList func()
 }
 
 func (s *memStore) Sandbox(_ context.Context, id string) (*SandboxInfo, error) {
@@ -42,6 +44,9 @@ func (s *memStore) Sandbox(_ context.Context, id string) (*SandboxInfo, error) {
 }
 
 func (s *memStore) ListSandboxes(context.Context) ([]string, error) {
+	if s.onList != nil {
+		s.onList()
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	var ids []string

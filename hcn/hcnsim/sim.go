@@ -76,6 +76,8 @@ type Sim struct {
 	opLatency  map[string]time.Duration // per operation, over latency
 	calls      map[string]int
 	late       sync.WaitGroup // calls completing after their caller gave up
+	serial     sync.Mutex     // held through a whole call when serialized
+	serialized bool
 }
 
 var _ hcn.Service = (*Sim)(nil)
@@ -96,6 +98,7 @@ func (s *Sim) Reset() {
 	s.namespaces = map[string]map[string]bool{}
 	s.faults = nil
 	s.latency = 0
+	s.serialized = false
 	s.opLatency = map[string]time.Duration{}
 	s.calls = map[string]int{}
 }
@@ -107,6 +110,14 @@ func newGUID() string { return strings.ToUpper(uuid.NewString()) }
 func (s *Sim) SetLatency(d time.Duration) {
 	s.mu.Lock()
 	s.latency = d
+	s.mu.Unlock()
+}
+
+// SetSerialized makes calls run one at a time, latency included: a burst
+// queues inside "HNS", as it does on a real node.
+func (s *Sim) SetSerialized(on bool) {
+	s.mu.Lock()
+	s.serialized = on
 	s.mu.Unlock()
 }
 
@@ -227,6 +238,20 @@ func cloneEP(ep *hcn.Endpoint) hcn.Endpoint {
 func run[T any](ctx context.Context, s *Sim, op string, body func() (T, error)) (T, error) {
 	var zero T
 	s.mu.Lock()
+	serialized := s.serialized
+	s.mu.Unlock()
+	release := func() {}
+	if serialized { // one call at a time, counted once it runs
+		s.serial.Lock()
+		release = s.serial.Unlock
+	}
+	handedOff := false // a late call releases the slot when it is done
+	defer func() {
+		if !handedOff {
+			release()
+		}
+	}()
+	s.mu.Lock()
 	s.calls[op]++
 	d := s.latency
 	if od, ok := s.opLatency[op]; ok {
@@ -239,8 +264,10 @@ func run[T any](ctx context.Context, s *Sim, op string, body func() (T, error)) 
 		case <-t.C:
 		case <-ctx.Done():
 			s.late.Add(1)
+			handedOff = true
 			go func() { // HNS finishes what it was asked, late
 				defer s.late.Done()
+				defer release()
 				<-t.C
 				s.mu.Lock()
 				defer s.mu.Unlock()

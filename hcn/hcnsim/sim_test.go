@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+	"time"
 
 	"github.com/nri-hcn-portmap/nri-hcn-portmap/hcn"
 )
@@ -228,5 +229,21 @@ func TestHandlerRejectsBadJSON(t *testing.T) {
 	var body struct{ Error *wireError }
 	if err := jsonDecode(res, &body); err != nil || body.Error == nil || body.Error.Kind != "invalid" {
 		t.Errorf("bad JSON answered %+v, %v; want kind invalid", body.Error, err)
+	}
+}
+
+func TestSerializedRunsOneCallAtATime(t *testing.T) {
+	s := New()
+	s.SetSerialized(true)
+	s.SetOpLatency(OpListEndpoints, 50*time.Millisecond)
+	order := make(chan string, 2)
+	go func() { _, _ = s.ListEndpoints(context.Background()); order <- "slow" }()
+	for s.Calls()[OpListEndpoints] == 0 {
+		time.Sleep(time.Millisecond)
+	}
+	_, _ = s.GetNamespace(context.Background(), "x") // no latency of its own: waits for the slow call
+	order <- "fast"
+	if first := <-order; first != "slow" {
+		t.Fatalf("the second call finished first: HNS ran them in parallel")
 	}
 }

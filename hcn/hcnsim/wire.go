@@ -30,6 +30,7 @@ type request struct {
 	Endpoint    *hcn.EndpointSpec `json:"endpoint,omitempty"`
 	Fault       *Fault            `json:"fault,omitempty"`
 	LatencyMS   int64             `json:"latencyMS,omitempty"`
+	Serialized  bool              `json:"serialized,omitempty"`
 }
 
 type wireError struct {
@@ -120,6 +121,10 @@ func Handler(s *Sim) http.Handler {
 	})
 	handle("sim/SetLatency", func(_ context.Context, r request) (response, error) {
 		s.SetLatency(time.Duration(r.LatencyMS) * time.Millisecond)
+		return response{}, nil
+	})
+	handle("sim/SetSerialized", func(_ context.Context, r request) (response, error) {
+		s.SetSerialized(r.Serialized)
 		return response{}, nil
 	})
 	handle("sim/State", func(_ context.Context, _ request) (response, error) {
@@ -323,6 +328,13 @@ func (c *Client) InjectFault(ctx context.Context, f Fault) error {
 // SetLatency sets the simulator's per-call latency.
 func (c *Client) SetLatency(ctx context.Context, d time.Duration) error {
 	_, err := c.call(ctx, "sim/SetLatency", request{LatencyMS: d.Milliseconds()})
+	return err
+}
+
+// SetSerialized makes the simulator run one call at a time, latency
+// included, as HNS does for much of its work.
+func (c *Client) SetSerialized(ctx context.Context, on bool) error {
+	_, err := c.call(ctx, "sim/SetSerialized", request{Serialized: on})
 	return err
 }
 

@@ -12,11 +12,15 @@ import (
 // These benchmarks need root and containerd (`make containerd`), like the
 // end-to-end tests. `make bench` runs the full suite and writes the report.
 
-func newEnv(b *testing.B) (*harness.Env, context.Context) {
+func newEnv(b *testing.B, config ...string) (*harness.Env, context.Context) {
 	b.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	b.Cleanup(cancel)
-	env, err := harness.Start(ctx, harness.Options{Config: Config})
+	cfg := Config
+	if len(config) > 0 {
+		cfg = config[0]
+	}
+	env, err := harness.Start(ctx, harness.Options{Config: cfg})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -96,5 +100,68 @@ func BenchmarkAnnotation(b *testing.B) {
 			b.Run(fmt.Sprintf("%s/%dKiB/parse-unlimited", form, size>>10), ParseUnlimited(v))
 			b.Run(fmt.Sprintf("%s/%dKiB/start-decision", form, size>>10), StartDecision(c, v))
 		}
+	}
+}
+
+// BenchmarkEventPath: /tasks/start published -> endpoint attached, the path
+// stock containerd on Windows uses, with HNS at 0 and 50 ms per call.
+func BenchmarkEventPath(b *testing.B) {
+	for _, latency := range []time.Duration{0, 50 * time.Millisecond} {
+		b.Run(fmt.Sprintf("hns=%s", latency), func(b *testing.B) {
+			env, ctx := newEnv(b, EventConfig)
+			if err := env.StartPluginEvents(ctx); err != nil {
+				b.Fatal(err)
+			}
+			if err := env.SimClient.SetLatency(ctx, latency); err != nil {
+				b.Fatal(err)
+			}
+			var total []time.Duration
+			for b.Loop() {
+				b.StopTimer()
+				d, err := EventLatency(ctx, env, fmt.Sprintf("ev%d", len(total)), 1, 21000+len(total))
+				b.StartTimer()
+				if err != nil {
+					b.Fatal(err)
+				}
+				total = append(total, d...)
+			}
+			p := Summarize(total)
+			b.ReportMetric(0, "ns/op")
+			b.ReportMetric(float64(p.P50.Microseconds()), "p50-µs")
+			b.ReportMetric(float64(p.P99.Microseconds()), "p99-µs")
+		})
+	}
+}
+
+// BenchmarkEventChurn: pods started and stopped through containerd events,
+// 50 at a time, every HNS call taking 50 ms, at two caps of HNS calls in
+// flight, with HNS answering in parallel or one call at a time. Run with
+// -benchtime 1x.
+func BenchmarkEventChurn(b *testing.B) {
+	for _, tt := range []struct {
+		cap        int
+		serialized bool
+		pods       int
+	}{{4, false, 1000}, {12, false, 1000}, {12, true, 100}, {64, true, 100}} {
+		b.Run(fmt.Sprintf("cap=%d/serialized=%v", tt.cap, tt.serialized), func(b *testing.B) {
+			for b.Loop() {
+				b.StopTimer()
+				env, ctx := newEnv(b, EventConfigCap(tt.cap))
+				if err := env.StartPluginEvents(ctx); err != nil {
+					b.Fatal(err)
+				}
+				b.StartTimer()
+				res, err := EventChurn(ctx, env, tt.pods, 50, 40000, 50*time.Millisecond, tt.serialized)
+				if err != nil {
+					b.Fatal(err)
+				}
+				b.ReportMetric(0, "ns/op")
+				b.ReportMetric(res.PodsPerSecond, "pods/s")
+				b.ReportMetric(float64(res.StartLatency.P50.Milliseconds()), "start-p50-ms")
+				b.ReportMetric(float64(res.StartLatency.P99.Milliseconds()), "start-p99-ms")
+				b.ReportMetric(res.PeakGoroutines, "peak-goroutines")
+				b.ReportMetric(float64(res.Leaked), "leaked")
+			}
+		})
 	}
 }

@@ -46,7 +46,14 @@ type results struct {
 	atScalePods        int
 	churn              bench.ChurnResult
 	annotations        []bench.AnnotationCost
+	events             []eventLatency
+	eventChurn         []bench.EventChurnResult
 	machine, goVersion string
+}
+
+type eventLatency struct {
+	hns time.Duration
+	p   bench.Percentiles
 }
 
 func run(out, png string, rounds, churnPods int) error {
@@ -110,6 +117,50 @@ func run(out, png string, rounds, churnPods int) error {
 		return err
 	}
 	env.Close()
+
+	for _, hns := range []time.Duration{0, 50 * time.Millisecond} {
+		n := 300
+		if hns > 0 {
+			n = 100
+		}
+		step(fmt.Sprintf("event path: /tasks/start to endpoint attached, HNS %s per call", hns))
+		env, err := harness.Start(ctx, harness.Options{PluginBin: pluginBin, Config: bench.EventConfig})
+		if err != nil {
+			return err
+		}
+		if err := env.StartPluginEvents(ctx); err == nil {
+			err = env.SimClient.SetLatency(ctx, hns)
+		}
+		var d []time.Duration
+		if err == nil {
+			d, err = bench.EventLatency(ctx, env, fmt.Sprintf("ev%d", hns.Milliseconds()), n, 21000)
+		}
+		env.Close()
+		if err != nil {
+			return err
+		}
+		r.events = append(r.events, eventLatency{hns, bench.Summarize(d)})
+	}
+	for _, c := range []struct {
+		cap, pods  int
+		serialized bool
+	}{{4, churnPods, false}, {12, churnPods, false}, {12, 100, true}, {64, 100, true}} {
+		step(fmt.Sprintf("event churn: %d pods, 50 at a time, HNS 50 ms per call (serialized %v), cap %d", c.pods, c.serialized, c.cap))
+		env, err := harness.Start(ctx, harness.Options{PluginBin: pluginBin, Config: bench.EventConfigCap(c.cap)})
+		if err != nil {
+			return err
+		}
+		res, err := bench.EventChurnResult{}, env.StartPluginEvents(ctx)
+		if err == nil {
+			res, err = bench.EventChurn(ctx, env, c.pods, 50, 40000, 50*time.Millisecond, c.serialized)
+		}
+		env.Close()
+		if err != nil {
+			return err
+		}
+		res.Concurrency = c.cap // reported as the cap
+		r.eventChurn = append(r.eventChurn, res)
+	}
 
 	for _, n := range []int{100, 1000, 5000} {
 		step(fmt.Sprintf("Synchronize with %d pods", n))
@@ -178,7 +229,8 @@ func render(r results, png string, took time.Duration) string {
 	fmt.Fprintf(&b, "| do-nothing NRI plugin (baseline) | %d | %s | %s | %s |\n", r.nop.N, ms(r.nop.P50), ms(r.nop.P90), ms(r.nop.P99))
 	fmt.Fprintf(&b, "| nri-hcn-portmap (one mapping; containerd lookup + create + attach) | %d | %s | %s | %s |\n", r.plugin.N, ms(r.plugin.P50), ms(r.plugin.P90), ms(r.plugin.P99))
 	fmt.Fprintf(&b, "| ratio | | %s | %s | %s |\n\n", ratio(r.plugin.P50, r.nop.P50), ratio(r.plugin.P90, r.nop.P90), ratio(r.plugin.P99, r.nop.P99))
-	fmt.Fprintf(&b, "Targets: p50 under 2 ms (%s), p99 under 10 ms (%s).\n\n", mark(r.plugin.P50 < 2*time.Millisecond), mark(r.plugin.P99 < 10*time.Millisecond))
+	fmt.Fprintf(&b, "Targets: p50 under 2 ms (%s), p99 under 10 ms (%s); p50 within 3x of the do-nothing plugin (%s), p99 within 4x (%s).\n\n",
+		mark(r.plugin.P50 < 2*time.Millisecond), mark(r.plugin.P99 < 10*time.Millisecond), mark(r.plugin.P50 <= 3*r.nop.P50), mark(r.plugin.P99 <= 4*r.nop.P99))
 	fmt.Fprintf(&b, "With %d endpoints already on the node: p50 %s, p90 %s, p99 %s (%s of the empty-node p50): the per-pod work does not grow with the pod count.\n\n",
 		r.atScalePods, ms(r.atScale.P50), ms(r.atScale.P90), ms(r.atScale.P99), ratio(r.atScale.P50, r.plugin.P50))
 	fmt.Fprintf(&b, "## Synchronize\n\n")
@@ -198,6 +250,24 @@ func render(r results, png string, took time.Duration) string {
 	fmt.Fprintf(&b, "%d sandboxes started and stopped, %d at a time, every HNS call taking %s: %s, **%.1f pods/s**; NRI requests timed out: **%d**; endpoints left afterwards: %d.\n",
 		c.Pods, c.Concurrency, c.HNSLatency, c.Elapsed.Round(time.Millisecond), c.PodsPerSecond, c.Timeouts, c.Leaked)
 	fmt.Fprintf(&b, "The NRI runtime side handles one request at a time (one lock for the node), so throughput is bounded by the HNS calls a start (create, attach) and a stop (detach, delete) need: about 4 x %s per pod.\n\n", c.HNSLatency)
+	fmt.Fprintf(&b, "## The event path (stock containerd on Windows)\n\n")
+	fmt.Fprintf(&b, "From `/tasks/start` published to the endpoint attached in HCN, one pod at a time (a start costs two HNS calls, create and attach; the first pod also finds or creates the network):\n\n")
+	fmt.Fprintf(&b, "| HNS per call | pods | p50 | p90 | p99 | p99 less HNS time (4 calls at most) |\n|---|---|---|---|---|---|\n")
+	for _, e := range r.events {
+		fmt.Fprintf(&b, "| %s | %d | %s | %s | %s | %s |\n", e.hns, e.p.N, ms(e.p.P50), ms(e.p.P90), ms(e.p.P99), ms(e.p.P99-4*e.hns))
+	}
+	fmt.Fprintf(&b, "\nTarget: p99 under 10 ms plus HNS time (%s).\n\n", mark(len(r.events) > 0 && r.events[len(r.events)-1].p.P99-4*r.events[len(r.events)-1].hns < 10*time.Millisecond && r.events[0].p.P99 < 10*time.Millisecond))
+	fmt.Fprintf(&b, "Churn through events: pods started and stopped 50 at a time, every HNS call taking 50 ms, at a cap of HNS calls in flight (`hcn.max_concurrent_calls`); HNS answering in parallel, or one call at a time as it does for much of its work:\n\n")
+	fmt.Fprintf(&b, "| cap | HNS | pods | pods/s | x NRI path (%.1f pods/s) | start p50 | start p99 | peak goroutines | peak RSS | endpoints left |\n|---|---|---|---|---|---|---|---|---|---|\n", r.churn.PodsPerSecond)
+	for _, c := range r.eventChurn {
+		mode := "parallel"
+		if c.Serialized {
+			mode = "serialized"
+		}
+		fmt.Fprintf(&b, "| %d | %s | %d | %.1f | %.1fx | %s | %s | %.0f | %s | %d |\n", c.Concurrency, mode, c.Pods, c.PodsPerSecond,
+			c.PodsPerSecond/max(r.churn.PodsPerSecond, 0.001), ms(c.StartLatency.P50), ms(c.StartLatency.P99), c.PeakGoroutines, mib(c.PeakRSS), c.Leaked)
+	}
+	fmt.Fprintf(&b, "\nThe default cap, 12, is the smallest measured that reaches 10x the NRI path with a parallel HNS; with a serialized HNS throughput is HNS's own whatever the cap, and the cap keeps the calls waiting in the plugin (where a call's time limit is spent before it is sent, so it has no late effect) instead of inside HNS. Goroutines peak with the cap and the workers, not with the pods.\n\n")
 	fmt.Fprintf(&b, "## What a pod author controls: the annotation\n\n")
 	fmt.Fprintf(&b, "Every NRI request of the node waits behind one lock, so the cost of a pod's annotation is the node's. The parser is linear (time per KiB stays flat as the size grows 256-fold); with the default limits (%d mappings, %d KiB) a pod start is decided in microseconds whatever the size, since the size and the entry count are checked before any entry is parsed.\n\n",
 		request.DefaultMaxMappings, request.DefaultMaxBytes>>10)

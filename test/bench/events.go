@@ -1,0 +1,240 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/nri-hcn-portmap/nri-hcn-portmap/test/harness"
+)
+
+// EventConfig runs the plugin on containerd events (the path stock
+// containerd on Windows uses) with no periodic resync.
+const EventConfig = `[plugin]
+source = "containerd"
+resync_interval = "0s"
+` + harness.NetworkConfig
+
+// EventConfigCap is EventConfig with n HNS calls in flight at most.
+func EventConfigCap(n int) string {
+	return strings.Replace(EventConfig, "[hcn]\n", fmt.Sprintf("[hcn]\nmax_concurrent_calls = %d\n", n), 1)
+}
+
+// watcher polls the simulator (its control API, which has no modelled
+// latency) until the sandboxes' endpoints are attached (want true) or
+// deleted (want false), and tells when each one got there.
+type watcher struct {
+	env  *harness.Env
+	mu   sync.Mutex
+	want map[string]bool // endpoint name -> attached wanted
+	done map[string]chan time.Time
+}
+
+func newWatcher(env *harness.Env) *watcher {
+	return &watcher{env: env, want: map[string]bool{}, done: map[string]chan time.Time{}}
+}
+
+// expect registers a sandbox; the channel gets the time it got there.
+func (w *watcher) expect(id string, attached bool) <-chan time.Time {
+	ch := make(chan time.Time, 1)
+	w.mu.Lock()
+	w.want["nri-hcn-portmap-"+id], w.done["nri-hcn-portmap-"+id] = attached, ch
+	w.mu.Unlock()
+	return ch
+}
+
+func (w *watcher) run(ctx context.Context, every time.Duration) {
+	for ctx.Err() == nil {
+		st, _, err := w.env.SimClient.State(ctx)
+		if err == nil {
+			now := time.Now()
+			attached, exists := map[string]bool{}, map[string]bool{}
+			for _, ep := range st.Endpoints {
+				exists[ep.Name] = true
+				if ep.Namespace != "" {
+					attached[ep.Name] = true
+				}
+			}
+			w.mu.Lock()
+			for name, want := range w.want {
+				if (want && attached[name]) || (!want && !exists[name]) {
+					w.done[name] <- now
+					delete(w.want, name)
+					delete(w.done, name)
+				}
+			}
+			w.mu.Unlock()
+		}
+		time.Sleep(every)
+	}
+}
+
+// EventLatency times n pods, one at a time, from /tasks/start published to
+// the endpoint attached in HCN; each pod is then stopped, untimed.
+func EventLatency(ctx context.Context, env *harness.Env, prefix string, n, firstPort int) ([]time.Duration, error) {
+	wctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	w := newWatcher(env)
+	go w.run(wctx, 200*time.Microsecond)
+	out := make([]time.Duration, 0, n)
+	for i := range n {
+		p := Pod(prefix, i, firstPort+i%20000)
+		guid, err := env.CreateSandbox(ctx, p)
+		if err != nil {
+			return nil, err
+		}
+		up := w.expect(p.ID, true)
+		start := time.Now()
+		if err := env.PublishStart(ctx, p.ID); err != nil {
+			return nil, err
+		}
+		select {
+		case at := <-up:
+			out = append(out, at.Sub(start))
+		case <-time.After(30 * time.Second):
+			return nil, fmt.Errorf("pod %s: endpoint not attached within 30s", p.Name)
+		}
+		if err := stopViaEvents(ctx, env, p.ID, guid); err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
+}
+
+// stopViaEvents stops a sandbox as containerd does on Windows: task exit,
+// namespace gone, container deleted.
+func stopViaEvents(ctx context.Context, env *harness.Env, id, guid string) error {
+	if err := env.PublishExit(ctx, id); err != nil {
+		return err
+	}
+	if err := env.SimClient.DeleteNamespace(ctx, guid); err != nil {
+		return err
+	}
+	if err := env.DeleteSandbox(ctx, id); err != nil {
+		return err
+	}
+	return env.PublishContainerDelete(ctx, id)
+}
+
+// EventChurnResult is one churn through containerd events.
+type EventChurnResult struct {
+	Pods, Concurrency int
+	HNSLatency        time.Duration
+	Serialized        bool // HNS modelled as doing one call at a time
+	Elapsed           time.Duration
+	PodsPerSecond     float64
+	StartLatency      Percentiles // start published -> endpoint attached
+	PeakGoroutines    float64
+	PeakRSS           int64
+	Leaked            int
+}
+
+// EventChurn starts and stops n pods through containerd events, concurrency
+// at a time, every HNS call taking latency (one at a time when serialized).
+func EventChurn(ctx context.Context, env *harness.Env, n, concurrency, firstPort int, latency time.Duration, serialized bool) (EventChurnResult, error) {
+	res := EventChurnResult{Pods: n, Concurrency: concurrency, HNSLatency: latency, Serialized: serialized}
+	if err := env.SimClient.SetLatency(ctx, latency); err != nil {
+		return res, err
+	}
+	if err := env.SimClient.SetSerialized(ctx, serialized); err != nil {
+		return res, err
+	}
+	defer func() {
+		_ = env.SimClient.SetLatency(context.WithoutCancel(ctx), 0)
+		_ = env.SimClient.SetSerialized(context.WithoutCancel(ctx), false)
+	}()
+	wctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	w := newWatcher(env)
+	go w.run(wctx, 2*time.Millisecond)
+	peak := make(chan struct{})
+	go func() { // the plugin's goroutines at their peak
+		defer close(peak)
+		for wctx.Err() == nil {
+			if m, err := env.Metrics(); err == nil && m["go_goroutines"] > res.PeakGoroutines {
+				res.PeakGoroutines = m["go_goroutines"]
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	}()
+	var (
+		wg       sync.WaitGroup
+		mu       sync.Mutex
+		firstErr error
+		starts   []time.Duration
+	)
+	fail := func(err error) {
+		mu.Lock()
+		defer mu.Unlock()
+		if firstErr == nil {
+			firstErr = err
+		}
+	}
+	jobs := make(chan int)
+	begin := time.Now()
+	for range concurrency {
+		wg.Go(func() {
+			for i := range jobs {
+				p := Pod("evchurn", i, firstPort+i)
+				guid, err := env.CreateSandbox(ctx, p)
+				if err != nil {
+					fail(err)
+					continue
+				}
+				up := w.expect(p.ID, true)
+				t0 := time.Now()
+				if err := env.PublishStart(ctx, p.ID); err != nil {
+					fail(err)
+					continue
+				}
+				select {
+				case at := <-up:
+					mu.Lock()
+					starts = append(starts, at.Sub(t0))
+					mu.Unlock()
+				case <-time.After(2 * time.Minute):
+					fail(fmt.Errorf("pod %s: not attached within 2 minutes", p.Name))
+					continue
+				}
+				gone := w.expect(p.ID, false)
+				if err := stopViaEvents(ctx, env, p.ID, guid); err != nil {
+					fail(err)
+					continue
+				}
+				select {
+				case <-gone:
+				case <-time.After(2 * time.Minute):
+					fail(fmt.Errorf("pod %s: endpoint not removed within 2 minutes", p.Name))
+				}
+			}
+		})
+	}
+	for i := range n {
+		jobs <- i
+	}
+	close(jobs)
+	wg.Wait()
+	res.Elapsed = time.Since(begin)
+	res.PodsPerSecond = float64(n) / res.Elapsed.Seconds()
+	res.StartLatency = Summarize(starts)
+	if m, err := ReadMemory(env.Plugin.PID()); err == nil {
+		res.PeakRSS = m.Peak
+	}
+	cancel()
+	<-peak
+	if firstErr != nil {
+		return res, firstErr
+	}
+	st, _, err := env.SimClient.State(ctx)
+	if err != nil {
+		return res, err
+	}
+	for _, ep := range st.Endpoints {
+		if strings.HasPrefix(ep.Name, "nri-hcn-portmap-") {
+			res.Leaked++
+		}
+	}
+	return res, nil
+}
