@@ -267,7 +267,7 @@ func render(r results, png string, took time.Duration) string {
 		fmt.Fprintf(&b, "| %d | %s | %d | %.1f | %.1fx | %s | %s | %.0f | %s | %d |\n", c.Concurrency, mode, c.Pods, c.PodsPerSecond,
 			c.PodsPerSecond/max(r.churn.PodsPerSecond, 0.001), ms(c.StartLatency.P50), ms(c.StartLatency.P99), c.PeakGoroutines, mib(c.PeakRSS), c.Leaked)
 	}
-	fmt.Fprintf(&b, "\nThe default cap, 12, is the smallest measured that reaches 10x the NRI path with a parallel HNS; with a serialized HNS throughput is HNS's own whatever the cap, and the cap keeps the calls waiting in the plugin (where a call's time limit is spent before it is sent, so it has no late effect) instead of inside HNS. Goroutines peak with the cap and the workers, not with the pods.\n\n")
+	fmt.Fprintf(&b, "\nThe default cap, 12, is the one of the caps measured (4, 12) that reaches 10x the NRI path with a parallel HNS; with a serialized HNS throughput is HNS's own whatever the cap, and the cap keeps the calls waiting in the plugin (where a call's time limit is spent before it is sent, so it has no late effect) instead of inside HNS. Goroutines peak with the cap and the workers, not with the pods.\n\n")
 	fmt.Fprintf(&b, "## What a pod author controls: the annotation\n\n")
 	fmt.Fprintf(&b, "Every NRI request of the node waits behind one lock, so the cost of a pod's annotation is the node's. The parser is linear (time per KiB stays flat as the size grows 256-fold); with the default limits (%d mappings, %d KiB) a pod start is decided in microseconds whatever the size, since the size and the entry count are checked before any entry is parsed.\n\n",
 		request.DefaultMaxMappings, request.DefaultMaxBytes>>10)
