@@ -10,6 +10,7 @@ import (
 	"net"
 	"net/netip"
 	"os"
+	"regexp"
 	"runtime"
 	"slices"
 	"strconv"
@@ -220,12 +221,47 @@ func Decode(path string, data []byte, cfg *Config) error {
 	case errors.As(err, &derr):
 		row, _ := derr.Position()
 		key := strings.Join(derr.Key(), ".")
+		if m := typeMismatch.FindStringSubmatch(derr.Error()); m != nil && key != "" {
+			// a value of the wrong type: say which, in TOML's words, and
+			// show the line as written
+			return &Error{Path: path, Msg: fmt.Sprintf("%s:%d: %s: a TOML %s where %s is expected", path, row,
+				strings.TrimSpace(lineOf(data, row)), m[1], tomlKind(m[2])), Err: ErrSyntax}
+		}
 		if key != "" {
 			key = " key " + strconv.Quote(key) + ":"
 		}
 		return &Error{Path: path, Msg: fmt.Sprintf("%s:%d:%s %s", path, row, key, derr.Error()), Err: ErrSyntax}
 	}
 	return &Error{Path: path, Msg: fmt.Sprintf("%s: %v", path, err), Err: err}
+}
+
+// typeMismatch matches go-toml's "cannot decode TOML integer into struct
+// field X of type string".
+var typeMismatch = regexp.MustCompile(`cannot decode TOML (\w+) into .* of type (\S+)$`)
+
+// tomlKind names a Go field type the way a configuration file writes it.
+func tomlKind(goType string) string {
+	switch goType {
+	case "string":
+		return `a string (in quotes, e.g. "50")`
+	case "int":
+		return "a whole number"
+	case "bool":
+		return "true or false"
+	case "[]string":
+		return `a list of strings (e.g. ["a", "b"])`
+	case "config.Duration":
+		return `a duration string (e.g. "30s")`
+	}
+	return "a " + goType
+}
+
+func lineOf(data []byte, n int) string {
+	lines := strings.Split(string(data), "\n")
+	if n < 1 || n > len(lines) {
+		return ""
+	}
+	return lines[n-1]
 }
 
 // Errors of this package, for errors.Is.
@@ -293,7 +329,11 @@ func (c *Config) validate(source string, origin map[string]string, goos string) 
 	}
 	if _, err := admission.Compile(c.Admission); err != nil {
 		for _, e := range unjoin(err) {
-			errs = append(errs, fmt.Sprintf("%s: %s", source, e))
+			from := source
+			if key, _, ok := strings.Cut(e.Error(), " = "); ok && origin[key] != "" {
+				from = origin[key]
+			}
+			errs = append(errs, fmt.Sprintf("%s: %s", from, e))
 		}
 	}
 	if c.NRI.Socket == "" {

@@ -3,6 +3,7 @@ package config
 import (
 	"flag"
 	"fmt"
+	"os"
 )
 
 // Flags are the command-line overrides of the configuration file.
@@ -59,6 +60,13 @@ func (f *Flags) Resolve() (Config, error) {
 		source = f.configPath
 	}
 	origin := map[string]string{}
+	if f.configPath != "" && loadErr == nil {
+		if data, err := os.ReadFile(f.configPath); err == nil {
+			for key, line := range keyLines(data) { // errors name the file's line
+				origin[key] = fmt.Sprintf("%s:%d", f.configPath, line)
+			}
+		}
+	}
 	f.fs.Visit(func(fl *flag.Flag) {
 		for _, k := range flagKeys {
 			if k.flag == fl.Name {

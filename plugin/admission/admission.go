@@ -174,8 +174,13 @@ func parseRange(s string) (portRange, error) {
 	}
 	l, err1 := strconv.Atoi(strings.TrimSpace(lo))
 	h, err2 := strconv.Atoi(strings.TrimSpace(hi))
-	if err1 != nil || err2 != nil || l < 1 || h > 65535 || l > h {
+	switch {
+	case err1 != nil || err2 != nil:
 		return pr, errors.New("want PORT or LOW-HIGH within 1-65535, optionally /tcp or /udp")
+	case l < 1 || h > 65535:
+		return pr, errors.New("ports must be within 1-65535")
+	case l > h:
+		return pr, fmt.Errorf("the low port %d is above the high port %d", l, h)
 	}
 	pr.lo, pr.hi = uint16(l), uint16(h)
 	return pr, nil
