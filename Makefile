@@ -9,7 +9,7 @@ export CONTAINERD_BIN := $(CONTAINERD)
 VERSION            ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 LDFLAGS            := -X main.version=$(VERSION)
 
-.PHONY: all build build-windows vet test unit e2e demo containerd clean fuzz bench test-windows
+.PHONY: all build build-windows vet test unit e2e demo containerd helm manifests clean fuzz bench test-windows
 
 all: build build-windows
 
@@ -28,6 +28,25 @@ vet:
 	GOOS=windows GOARCH=amd64 $(GO) vet ./...
 	cd test/bench && $(GO) mod tidy -diff && $(GO) vet ./...
 
+# helm, for rendering the chart in tests and into deploy/kustomize (about
+# three minutes the first time).
+HELM_VERSION ?= v3.22.0
+HELM         := $(GOBIN)/helm
+export HELM_BIN := $(HELM)
+helm: $(HELM)
+$(HELM):
+	$(GO) install helm.sh/helm/v3/cmd/helm@$(HELM_VERSION)
+
+# The kustomize manifests are rendered from the Helm chart, the one source
+# (test/deploy fails when they drift): make manifests after changing it.
+KUBE_VERSION ?= 1.30.0
+manifests: $(HELM)
+	$(HELM) template nri-hcn-portmap deploy/helm/nri-hcn-portmap --namespace nri-hcn-portmap \
+		--kube-version $(KUBE_VERSION) > deploy/kustomize/base/nri-hcn-portmap.yaml
+	$(HELM) template nri-hcn-portmap-cleanup deploy/helm/nri-hcn-portmap --namespace nri-hcn-portmap \
+		--kube-version $(KUBE_VERSION) --set daemonset.enabled=false --set cleanup.enabled=true \
+		> deploy/kustomize/cleanup/nri-hcn-portmap-cleanup.yaml
+
 # containerd for the end-to-end tests and the demo, built from source with
 # the Go toolchain (about two minutes the first time).
 containerd: $(CONTAINERD)
@@ -40,7 +59,7 @@ $(CONTAINERD):
 # after go test's default ten.
 UNIT_TIMEOUT ?= 2m
 E2E_TIMEOUT  ?= 8m
-test: vet containerd unit
+test: vet containerd helm unit
 	$(GO) test -race -count=1 -timeout $(E2E_TIMEOUT) ./test/...
 
 unit:
@@ -56,11 +75,15 @@ clean:
 	rm -rf bin
 
 # Fuzz the parsers of untrusted input for FUZZTIME each (not part of `make test`).
-FUZZTIME ?= 30s
+# Minimizing a new input is bounded (FUZZMINIMIZE), so the time goes to
+# fuzzing rather than to shrinking inputs.
+FUZZTIME     ?= 30s
+FUZZMINIMIZE ?= 2s
+FUZZ          = $(GO) test -run '^$$' -fuzztime $(FUZZTIME) -fuzzminimizetime $(FUZZMINIMIZE)
 fuzz:
-	$(GO) test -run '^$$' -fuzz '^FuzzParsePortMappings$$' -fuzztime $(FUZZTIME) ./plugin/request/
-	$(GO) test -run '^$$' -fuzz '^FuzzDecodeCRIMetadata$$' -fuzztime $(FUZZTIME) ./plugin/request/
-	$(GO) test -run '^$$' -fuzz '^FuzzDecode$$' -fuzztime $(FUZZTIME) ./config/
+	$(FUZZ) -fuzz '^FuzzParsePortMappings$$' ./plugin/request/
+	$(FUZZ) -fuzz '^FuzzDecodeCRIMetadata$$' ./plugin/request/
+	$(FUZZ) -fuzz '^FuzzDecode$$' ./config/
 
 # Benchmarks (needs root and containerd, like the e2e tests): writes
 # test/bench/results/BENCHMARKS.md and bench.png.

@@ -4,6 +4,7 @@ import (
 	"flag"
 	"fmt"
 	"os"
+	"slices"
 )
 
 // Flags are the command-line overrides of the configuration file.
@@ -34,11 +35,19 @@ var flagKeys = []flagKey{
 	{"log-file", "log.file", "write the log to this file, rotated, instead of stderr", func(c *Config) *string { return &c.Log.File }},
 }
 
-// RegisterFlags adds --config and the override flags to fs.
-func RegisterFlags(fs *flag.FlagSet) *Flags {
+// RegisterFlags adds --config and every override flag to fs.
+func RegisterFlags(fs *flag.FlagSet) *Flags { return RegisterFlagsFor(fs) }
+
+// RegisterFlagsFor adds --config and the override flags of the given
+// config keys (every one when none is given): a command offers only the
+// flags it uses.
+func RegisterFlagsFor(fs *flag.FlagSet, keys ...string) *Flags {
 	f := &Flags{fs: fs, values: map[string]*string{}}
 	fs.StringVar(&f.configPath, "config", "", "configuration file (TOML); defaults apply when omitted")
 	for _, k := range flagKeys {
+		if len(keys) > 0 && !slices.Contains(keys, k.key) {
+			continue
+		}
 		f.values[k.flag] = fs.String(k.flag, "", k.usage+" (overrides "+k.key+")")
 	}
 	return f

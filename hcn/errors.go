@@ -49,6 +49,9 @@ type StepError struct {
 }
 
 func (e *StepError) Error() string {
+	if e.Object == "" {
+		return fmt.Sprintf("hcn: %s: %v", e.Step, e.Err)
+	}
 	return fmt.Sprintf("hcn: %s %s: %v", e.Step, e.Object, e.Err)
 }
 

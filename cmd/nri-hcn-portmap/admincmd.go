@@ -1,6 +1,7 @@
 package main
 
 import (
+	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -11,18 +12,25 @@ import (
 	"github.com/nri-hcn-portmap/nri-hcn-portmap/config"
 )
 
-// adminCmd asks the running plugin's admin endpoint.
+// adminCmd asks the running plugin's admin endpoint: health (/healthz, or
+// /livez with --live) or reload (POST /reload). The configuration file only
+// says where the plugin answers (admin.listen); the plugin re-reads its own.
 func adminCmd(what string, args []string, stdout, stderr io.Writer) error {
-	cfg, _, err := parse(what, args, stderr, nil)
-	if errors.Is(err, flag.ErrHelp) {
-		return err
+	var live bool
+	cfg, _, cfgErr := parse(what, args, stderr, func(fs *flag.FlagSet) {
+		fs.Lookup("config").Usage = "the plugin's configuration file: only its admin.listen is read here, to find the running plugin (which re-reads its own file)"
+		if what == "health" {
+			fs.BoolVar(&live, "live", false, "liveness only (/livez): the process serves and its loops run; HNS and containerd are not asked")
+		}
+	}, "admin.listen")
+	if errors.Is(cfgErr, flag.ErrHelp) || errors.As(cfgErr, new(usageError)) {
+		return cfgErr
 	}
-	if err != nil {
+	if cfgErr != nil {
 		// A file the running plugin would reject must not keep us from
 		// asking it: it answers for itself (a reload is then rejected
-		// there, and counted). The address comes from the flag, the file or
-		// the default.
-		fmt.Fprintln(stderr, "nri-hcn-portmap: warning:", err)
+		// there, and counted). The address comes from the flag, the file
+		// or the default; the local error is told only if that fails.
 		if cfg.Admin.Listen == "" {
 			cfg.Admin.Listen = config.Default().Admin.Listen
 		}
@@ -32,19 +40,39 @@ func adminCmd(what string, args []string, stdout, stderr io.Writer) error {
 	}
 	url := "http://" + cfg.Admin.Listen
 	client := &http.Client{Timeout: 10 * time.Second}
-	var res *http.Response
-	if what == "health" {
-		res, err = client.Get(url + "/healthz")
-	} else {
+	var (
+		res *http.Response
+		err error
+	)
+	switch {
+	case what == "reload":
 		res, err = client.Post(url+"/reload", "application/json", nil)
+	case live:
+		res, err = client.Get(url + "/livez")
+	default:
+		res, err = client.Get(url + "/healthz")
 	}
 	if err != nil {
-		return fmt.Errorf("%s: the plugin's admin endpoint %s: %w", what, cfg.Admin.Listen, err)
+		if cfgErr != nil {
+			return fmt.Errorf("%s: no plugin answers at %s (the address of the defaults: %w)", what, cfg.Admin.Listen, cfgErr)
+		}
+		return fmt.Errorf("%s: no plugin answers at %s: %w", what, cfg.Admin.Listen, err)
 	}
 	defer res.Body.Close()
-	_, _ = io.Copy(stdout, res.Body)
-	if res.StatusCode != http.StatusOK {
-		return fmt.Errorf("%s: %s", what, res.Status)
+	if what == "health" {
+		_, _ = io.Copy(stdout, res.Body)
+		if res.StatusCode != http.StatusOK {
+			return fmt.Errorf("health: %s", res.Status)
+		}
+		return nil
 	}
+	var answer struct{ Result, Message, Error string }
+	if err := json.NewDecoder(res.Body).Decode(&answer); err != nil {
+		return fmt.Errorf("reload: %s, and an answer that is not JSON: %w", res.Status, err)
+	}
+	if res.StatusCode != http.StatusOK {
+		return fmt.Errorf("reload rejected by the plugin (%s); the configuration in force stays: %s", res.Status, answer.Error)
+	}
+	fmt.Fprintln(stdout, "reloaded:", answer.Message)
 	return nil
 }

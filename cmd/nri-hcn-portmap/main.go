@@ -28,7 +28,7 @@ Usage:
                                        register or remove the Windows service
 %s  nri-hcn-portmap version
 
-Run "nri-hcn-portmap run -h" for the flags.
+Run "nri-hcn-portmap COMMAND -h" for a command's flags.
 `
 
 // usage lists the subcommands of this build (the simulator is not part of
@@ -41,7 +41,10 @@ func main() {
 
 func mainArgs(args []string, stdout, stderr io.Writer) int {
 	cmd := "run"
-	if len(args) > 0 && len(args[0]) > 0 && args[0][0] != '-' {
+	switch {
+	case len(args) > 0 && (args[0] == "-h" || args[0] == "-help" || args[0] == "--help"):
+		cmd = "help"
+	case len(args) > 0 && len(args[0]) > 0 && args[0][0] != '-':
 		cmd, args = args[0], args[1:]
 	}
 	var err error
@@ -70,6 +73,9 @@ func mainArgs(args []string, stdout, stderr io.Writer) int {
 	}
 	if errors.Is(err, flag.ErrHelp) {
 		return 0
+	}
+	if errors.As(err, new(usageError)) {
+		return 2
 	}
 	if err != nil {
 		fmt.Fprintln(stderr, "nri-hcn-portmap:", err)

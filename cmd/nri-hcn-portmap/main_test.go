@@ -48,3 +48,66 @@ func TestUsageListsTheCommandsOfThisBuild(t *testing.T) {
 		t.Errorf("simulator on Windows: exit %d, %q", code, stderr.String())
 	}
 }
+
+// Each message a new user meets, with its exact text.
+func TestCommandLineMessages(t *testing.T) {
+	free := "127.0.0.1:1" // nothing listens there
+	tests := []struct {
+		name       string
+		args       []string
+		code       int
+		stdout     string // exact, or a prefix when it ends in "..."
+		stderr     string
+		onlyLinux  bool
+		notWindows bool
+	}{
+		{name: "help flag", args: []string{"-h"}, stdout: usage()},
+		{name: "help command", args: []string{"help"}, stdout: usage()},
+		{name: "service help", args: []string{"service", "-h"}, stdout: serviceUsage},
+		{name: "service without a subcommand", args: []string{"service"}, code: 1,
+			stderr: serviceUsage + "nri-hcn-portmap: service: want install or uninstall\n"},
+		{name: "service typo", args: []string{"service", "instal"}, code: 1,
+			stderr: "nri-hcn-portmap: service: unknown subcommand \"instal\" (want install or uninstall)\n"},
+		{name: "unknown command", args: []string{"stauts"}, code: 2, stderr: "unknown command \"stauts\"\n\n" + usage()},
+		{name: "run on Linux with the defaults says how to use the simulator, once", args: []string{"run", "--admin-listen", ""}, code: 1, onlyLinux: true,
+			stderr: "nri-hcn-portmap: hcn backend \"windows\": the windows HCN backend is not available on linux (HNS exists only on Windows); " +
+				"to run against the HNS simulator, start it (nri-hcn-portmap simulator --listen unix:///tmp/hcnsim.sock) and pass " +
+				"--hcn-backend simulated --hcn-simulator unix:///tmp/hcnsim.sock: hcn backend unavailable\n"},
+		{name: "simulator without --listen", args: []string{"simulator"}, code: 1, notWindows: true,
+			stderr: "nri-hcn-portmap: simulator: --listen is required: unix:///path or tcp://127.0.0.1:port\n"},
+		{name: "health with no plugin running", args: []string{"health", "--admin-listen", free}, code: 1,
+			stderr: "nri-hcn-portmap: health: no plugin answers at " + free + ": ..."},
+		{name: "reload with no plugin running", args: []string{"reload", "--admin-listen", free}, code: 1,
+			stderr: "nri-hcn-portmap: reload: no plugin answers at " + free + ": ..."},
+		{name: "health takes only its flags", args: []string{"health", "--hcn-backend", "simulated"}, code: 2,
+			stderr: "flag provided but not defined: -hcn-backend\n..."},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if (tt.onlyLinux && runtime.GOOS != "linux") || (tt.notWindows && runtime.GOOS == "windows") {
+				return // a message of another OS's build; not counted as a pass here
+			}
+			var stdout, stderr bytes.Buffer
+			code := mainArgs(tt.args, &stdout, &stderr)
+			if code != tt.code {
+				t.Errorf("exit %d, want %d (stderr %q)", code, tt.code, stderr.String())
+			}
+			match(t, "stdout", stdout.String(), tt.stdout)
+			match(t, "stderr", stderr.String(), tt.stderr)
+		})
+	}
+}
+
+// match compares exactly, or by prefix when want ends in "...".
+func match(t *testing.T, what, got, want string) {
+	t.Helper()
+	if prefix, ok := strings.CutSuffix(want, "..."); ok {
+		if !strings.HasPrefix(got, prefix) {
+			t.Errorf("%s = %q\nwant it to start with %q", what, got, prefix)
+		}
+		return
+	}
+	if got != want {
+		t.Errorf("%s = %q\nwant %q", what, got, want)
+	}
+}

@@ -51,7 +51,9 @@ func runCmd(args []string, stderr io.Writer) error {
 	}
 	app, err := build(cfg, flags, log)
 	if err != nil {
-		log.WithError(err).Error("nri-hcn-portmap cannot start")
+		if cfg.Log.File != "" { // stderr gets it from main, once
+			log.WithError(err).Error("nri-hcn-portmap cannot start")
+		}
 		return err
 	}
 	if isService {
@@ -122,6 +124,7 @@ func build(cfg config.Config, flags *config.Flags, log *logrus.Entry) (*app, err
 			{Name: "containerd", Check: a.store.Ping},
 			{Name: "hcn", Check: mgr.Health},
 		},
+		Live:    []admin.HealthCheck{{Name: "event sources", Check: a.srcs.Running}},
 		Metrics: a.metrics.Handler(),
 		Reload:  a.reload,
 		Log:     log,

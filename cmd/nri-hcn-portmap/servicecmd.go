@@ -12,11 +12,21 @@ import (
 	"github.com/nri-hcn-portmap/nri-hcn-portmap/config"
 )
 
+const serviceUsage = `Usage:
+  nri-hcn-portmap service install [--config PATH]   register the Windows service; PATH (absolute) is the
+                                                    configuration it runs with, the defaults without it
+  nri-hcn-portmap service uninstall                 remove the service (then run cleanup to delete its endpoints)
+`
+
 func serviceCmd(args []string, stdout, stderr io.Writer) error {
 	if len(args) == 0 {
+		fmt.Fprint(stderr, serviceUsage)
 		return errors.New("service: want install or uninstall")
 	}
 	switch args[0] {
+	case "-h", "-help", "--help", "help":
+		fmt.Fprint(stdout, serviceUsage)
+		return nil
 	case "install":
 		fs := flag.NewFlagSet("service install", flag.ContinueOnError)
 		fs.SetOutput(stderr)

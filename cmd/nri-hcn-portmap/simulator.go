@@ -31,6 +31,9 @@ func simulatorCmd(args []string, stderr io.Writer) error {
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
+	if *listen == "" {
+		return errors.New("simulator: --listen is required: unix:///path or tcp://127.0.0.1:port")
+	}
 	l, err := hcnsim.Listen(*listen)
 	if err != nil {
 		return err

@@ -5,6 +5,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"time"
 
 	"github.com/nri-hcn-portmap/nri-hcn-portmap/plugin"
 	"github.com/nri-hcn-portmap/nri-hcn-portmap/plugin/containerd"
@@ -32,9 +33,11 @@ func statusCmd(args []string, stdout, stderr io.Writer) error {
 	store := containerd.NewStore(cfg.Containerd.Address, cfg.Containerd.Namespace)
 	defer store.Close()
 	var sbs plugin.SandboxStore = store
-	if _, err := store.Client(); err != nil {
-		fmt.Fprintln(stderr, "nri-hcn-portmap: containerd unreachable, pod names not shown:", err)
+	pctx, pcancel := context.WithTimeout(ctx, 2*time.Second)
+	if err := store.Ping(pctx); err != nil {
+		fmt.Fprintf(stderr, "nri-hcn-portmap: warning: containerd does not answer at %s; pod names and orphans are not shown\n", cfg.Containerd.Address)
 		sbs = nil
 	}
+	pcancel()
 	return status.Write(stdout, status.Entries(ctx, mgr, sbs, eps), format)
 }

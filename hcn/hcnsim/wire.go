@@ -220,7 +220,10 @@ func (c *Client) call(ctx context.Context, op string, r request) (*response, err
 		return nil, fmt.Errorf("hcn simulator %s: decoding answer: %w", op, err)
 	}
 	if resp.Error != nil {
-		return nil, fmt.Errorf("%s: %w", resp.Error.Message, errorFor(resp.Error.Kind))
+		// the message ends with the typed error's own text, which %w adds
+		// back: say it once
+		kind := errorFor(resp.Error.Kind)
+		return nil, fmt.Errorf("%s: %w", strings.TrimSuffix(resp.Error.Message, ": "+kind.Error()), kind)
 	}
 	return &resp, nil
 }

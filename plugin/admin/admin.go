@@ -26,7 +26,11 @@ type ReloadFunc func() (string, error)
 
 // Admin serves /healthz, /metrics and POST /reload for operators.
 type Admin struct {
-	Checks  []HealthCheck
+	Checks []HealthCheck // /healthz: readiness, everything the plugin needs
+	// Live are the checks of /livez: the process serves and its loops
+	// run. They ask neither HNS nor containerd, so a node whose network is
+	// missing or whose containerd restarts is not-ready, not restarted.
+	Live    []HealthCheck
 	Metrics http.Handler
 	Reload  ReloadFunc
 	Log     *logrus.Entry
@@ -39,8 +43,13 @@ type HealthReport struct {
 	Checks map[string]string `json:"checks"` // name -> ok or the reason
 }
 
-// Health runs every check in parallel.
-func (a *Admin) Health(ctx context.Context) HealthReport {
+// Health runs every check of /healthz in parallel.
+func (a *Admin) Health(ctx context.Context) HealthReport { return a.run(ctx, a.Checks) }
+
+// Liveness runs the checks of /livez.
+func (a *Admin) Liveness(ctx context.Context) HealthReport { return a.run(ctx, a.Live) }
+
+func (a *Admin) run(ctx context.Context, checks []HealthCheck) HealthReport {
 	timeout := a.Timeout
 	if timeout <= 0 {
 		timeout = 2 * time.Second
@@ -48,7 +57,7 @@ func (a *Admin) Health(ctx context.Context) HealthReport {
 	rep := HealthReport{Status: "ok", Checks: map[string]string{}}
 	var mu sync.Mutex
 	var wg sync.WaitGroup
-	for _, c := range a.Checks {
+	for _, c := range checks {
 		wg.Go(func() {
 			cctx, cancel := context.WithTimeout(ctx, timeout)
 			defer cancel()
@@ -70,6 +79,14 @@ func (a *Admin) Health(ctx context.Context) HealthReport {
 // Handler routes the admin endpoints.
 func (a *Admin) Handler() http.Handler {
 	mux := http.NewServeMux()
+	mux.HandleFunc("GET /livez", func(w http.ResponseWriter, r *http.Request) {
+		rep := a.Liveness(r.Context())
+		code := http.StatusOK
+		if rep.Status != "ok" {
+			code = http.StatusServiceUnavailable
+		}
+		writeJSON(w, code, rep)
+	})
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
 		rep := a.Health(r.Context())
 		code := http.StatusOK

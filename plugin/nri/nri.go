@@ -206,6 +206,10 @@ type nriLogger struct{ e *logrus.Entry }
 var _ nrilog.Logger = nriLogger{}
 
 func (l nriLogger) Debugf(_ context.Context, f string, a ...any) { l.e.Debug(fmt.Sprintf(f, a...)) }
-func (l nriLogger) Infof(_ context.Context, f string, a ...any)  { l.e.Info(fmt.Sprintf(f, a...)) }
+
+// Infof: the NRI stub's own progress lines ("Created plugin ...", on every
+// reconnect attempt) read like success next to a failure; they are debug
+// detail here, the source logs what matters.
+func (l nriLogger) Infof(_ context.Context, f string, a ...any)  { l.e.Debug(fmt.Sprintf(f, a...)) }
 func (l nriLogger) Warnf(_ context.Context, f string, a ...any)  { l.e.Warn(fmt.Sprintf(f, a...)) }
 func (l nriLogger) Errorf(_ context.Context, f string, a ...any) { l.e.Error(fmt.Sprintf(f, a...)) }

@@ -41,7 +41,17 @@ type Sources struct {
 	// Chosen, when set, is told which source runs (for metrics).
 	Chosen func(source string)
 
-	chosen atomic.Pointer[string] // what Run chose, for Health
+	chosen  atomic.Pointer[string] // what Run chose, for Health
+	running atomic.Bool            // Run has started and not returned
+}
+
+// Running reports whether the sources' loops run (for liveness): Run has
+// started and not returned.
+func (s *Sources) Running(context.Context) error {
+	if !s.running.Load() {
+		return errors.New("the event sources are not running")
+	}
+	return nil
 }
 
 // RegistrationWait is how long auto mode waits, by default, for NRI to
@@ -69,6 +79,8 @@ func (s *Sources) choose(mode string) {
 
 // Run runs until ctx ends.
 func (s *Sources) Run(ctx context.Context) error {
+	s.running.Store(true)
+	defer s.running.Store(false)
 	var wg sync.WaitGroup
 	defer wg.Wait()
 	if s.Resync != nil {

@@ -4,11 +4,13 @@
 package status
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 	"text/tabwriter"
 
@@ -61,6 +63,10 @@ func Entries(ctx context.Context, mgr *hcn.Manager, store plugin.SandboxStore, e
 		}
 		out = append(out, e)
 	}
+	// by namespace and pod, then sandbox: the same order every run
+	slices.SortFunc(out, func(a, b Entry) int {
+		return cmp.Or(cmp.Compare(a.Namespace, b.Namespace), cmp.Compare(a.Pod, b.Pod), cmp.Compare(a.Sandbox, b.Sandbox), cmp.Compare(a.Endpoint, b.Endpoint))
+	})
 	return out
 }
 

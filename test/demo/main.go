@@ -39,7 +39,11 @@ func run() error {
 		return err
 	}
 	defer env.Close()
-	fmt.Println("== starting nri-hcn-portmap (its log:", env.Dir+"/plugin.log)")
+	if os.Getenv("KEEP_E2E_DIR") != "" {
+		fmt.Println("== starting nri-hcn-portmap (its log, kept after the demo:", env.Dir+"/plugin.log)")
+	} else {
+		fmt.Println("== starting nri-hcn-portmap (its log is removed with the demo's temp dir; KEEP_E2E_DIR=1 keeps it)")
+	}
 	if err := env.StartPlugin(ctx); err != nil {
 		return err
 	}

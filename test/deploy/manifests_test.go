@@ -1,11 +1,15 @@
-// Package deploy checks the Kubernetes manifests under deploy/: no cluster
-// runs here, so they are decoded strictly into the Kubernetes API types and
-// the fields that matter are checked, including that the ConfigMap holds a
-// configuration the plugin accepts.
+// Package deploy checks the deployment manifests: the Helm chart under
+// deploy/helm is rendered with a real helm for default and non-default
+// values, every object is decoded strictly into the Kubernetes API types and
+// the fields that matter are checked (the ConfigMap holds a configuration
+// the plugin accepts, the probes find the plugin through it), and the
+// kustomize manifests must be exactly what the chart renders.
 package deploy
 
 import (
+	"bytes"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -18,61 +22,207 @@ import (
 	"github.com/nri-hcn-portmap/nri-hcn-portmap/config"
 )
 
-const base = "../../deploy/kustomize/base"
+const (
+	chart       = "../../deploy/helm/nri-hcn-portmap"
+	kustomize   = "../../deploy/kustomize"
+	kubeVersion = "1.30.0"
+	appVersion  = "0.1.0" // Chart.yaml
+)
 
-func decode(t *testing.T, file string, v any) {
+// helmBin is the helm that `make helm` installs ($HELM_BIN), or one on PATH.
+// Without it the test fails: the chart is the source of every manifest.
+func helmBin(t *testing.T) string {
 	t.Helper()
-	b, err := os.ReadFile(filepath.Join(base, file))
-	if err != nil {
-		t.Fatal(err)
+	if p := os.Getenv("HELM_BIN"); p != "" {
+		if _, err := os.Stat(p); err == nil {
+			return p
+		}
 	}
-	if err := yaml.UnmarshalStrict(b, v); err != nil {
-		t.Fatalf("%s: %v", file, err)
+	if p, err := exec.LookPath("helm"); err == nil {
+		return p
+	}
+	if out, err := exec.Command("go", "env", "GOPATH").Output(); err == nil {
+		if p := filepath.Join(strings.TrimSpace(string(out)), "bin", "helm"); fileExists(p) {
+			return p
+		}
+	}
+	t.Fatal("no helm: run `make helm` (go install helm.sh/helm/v3/cmd/helm)")
+	return ""
+}
+
+func fileExists(p string) bool { _, err := os.Stat(p); return err == nil }
+
+// render runs helm template as `make manifests` does.
+func render(t *testing.T, release string, set ...string) []byte {
+	t.Helper()
+	args := []string{"template", release, chart, "--namespace", "nri-hcn-portmap", "--kube-version", kubeVersion}
+	for _, s := range set {
+		args = append(args, "--set", s)
+	}
+	var stderr bytes.Buffer
+	cmd := exec.Command(helmBin(t), args...)
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("helm %v: %v\n%s", args, err, stderr.String())
+	}
+	return out
+}
+
+// objects decodes a rendered stream strictly, by kind.
+type objects struct {
+	namespaces []corev1.Namespace
+	configMaps []corev1.ConfigMap
+	daemonSets []appsv1.DaemonSet
+}
+
+func decodeAll(t *testing.T, stream []byte) objects {
+	t.Helper()
+	var o objects
+	for _, doc := range strings.Split(string(stream), "\n---\n") {
+		var head struct{ Kind string }
+		if err := yaml.Unmarshal([]byte(doc), &head); err != nil {
+			t.Fatalf("%v in\n%s", err, doc)
+		}
+		strict := func(v any) {
+			if err := yaml.UnmarshalStrict([]byte(doc), v); err != nil {
+				t.Fatalf("%s: %v", head.Kind, err)
+			}
+		}
+		switch head.Kind {
+		case "":
+		case "Namespace":
+			var ns corev1.Namespace
+			strict(&ns)
+			o.namespaces = append(o.namespaces, ns)
+		case "ConfigMap":
+			var cm corev1.ConfigMap
+			strict(&cm)
+			o.configMaps = append(o.configMaps, cm)
+		case "DaemonSet":
+			var ds appsv1.DaemonSet
+			strict(&ds)
+			o.daemonSets = append(o.daemonSets, ds)
+		default:
+			t.Fatalf("unexpected kind %s", head.Kind)
+		}
+	}
+	return o
+}
+
+// The kustomize manifests are the chart's rendering, byte for byte.
+func TestKustomizeManifestsAreRenderedFromTheChart(t *testing.T) {
+	for _, tt := range []struct {
+		file, release string
+		set           []string
+	}{
+		{"base/nri-hcn-portmap.yaml", "nri-hcn-portmap", nil},
+		{"cleanup/nri-hcn-portmap-cleanup.yaml", "nri-hcn-portmap-cleanup", []string{"daemonset.enabled=false", "cleanup.enabled=true"}},
+	} {
+		got, err := os.ReadFile(filepath.Join(kustomize, tt.file))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if want := render(t, tt.release, tt.set...); !bytes.Equal(got, want) {
+			t.Errorf("deploy/kustomize/%s differs from the chart's rendering: run `make manifests`", tt.file)
+		}
+	}
+	for _, dir := range []string{"base", "cleanup"} {
+		var k struct {
+			Kind      string   `json:"kind"`
+			Resources []string `json:"resources"`
+			Images    []struct {
+				Name, NewTag string
+			} `json:"images"`
+		}
+		b, err := os.ReadFile(filepath.Join(kustomize, dir, "kustomization.yaml"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := yaml.Unmarshal(b, &k); err != nil {
+			t.Fatal(err)
+		}
+		if k.Kind != "Kustomization" || len(k.Resources) != 1 || !fileExists(filepath.Join(kustomize, dir, k.Resources[0])) {
+			t.Errorf("%s/kustomization.yaml: %+v", dir, k)
+		}
+		if len(k.Images) != 1 || k.Images[0].Name != "nri-hcn-portmap" || k.Images[0].NewTag != appVersion {
+			t.Errorf("%s images %+v: want nri-hcn-portmap at the chart's appVersion, overridable", dir, k.Images)
+		}
 	}
 }
 
-func TestKustomizationListsEveryManifest(t *testing.T) {
-	var k struct {
-		APIVersion string   `json:"apiVersion"`
-		Kind       string   `json:"kind"`
-		Namespace  string   `json:"namespace"`
-		Resources  []string `json:"resources"`
-		Images     []struct {
-			Name    string `json:"name"`
-			NewTag  string `json:"newTag"`
-			NewName string `json:"newName"`
-		} `json:"images"`
+func TestChartDefaults(t *testing.T) {
+	o := decodeAll(t, render(t, "nri-hcn-portmap"))
+	if len(o.namespaces) != 1 || o.namespaces[0].Name != "nri-hcn-portmap" ||
+		o.namespaces[0].Labels["pod-security.kubernetes.io/enforce"] != "privileged" {
+		t.Errorf("namespaces %+v: HostProcess pods need the privileged level", o.namespaces)
 	}
-	decode(t, "kustomization.yaml", &k)
-	if k.Kind != "Kustomization" || k.Namespace != "nri-hcn-portmap" {
-		t.Errorf("kustomization: %+v", k)
+	cfg := configOf(t, o)
+	if cfg.HCN.Backend != config.BackendWindows || cfg.Containerd.Address != `\\.\pipe\containerd-containerd` || cfg.HCN.Network != "nat" {
+		t.Errorf("backend %q, containerd %q, network %q: want the Windows defaults", cfg.HCN.Backend, cfg.Containerd.Address, cfg.HCN.Network)
 	}
-	entries, err := os.ReadDir(base)
-	if err != nil {
-		t.Fatal(err)
+	if cfg.Log.File != "" || !strings.HasPrefix(cfg.Admin.Listen, "127.0.0.1:") {
+		t.Errorf("log.file %q, admin.listen %q: logs to stdout, admin on loopback", cfg.Log.File, cfg.Admin.Listen)
 	}
-	for _, e := range entries {
-		if e.Name() != "kustomization.yaml" && strings.HasSuffix(e.Name(), ".yaml") && !slices.Contains(k.Resources, e.Name()) {
-			t.Errorf("%s is not listed in kustomization.yaml", e.Name())
-		}
+	if len(o.daemonSets) != 1 {
+		t.Fatalf("%d DaemonSets, want the plugin's", len(o.daemonSets))
 	}
-	for _, r := range k.Resources {
-		if _, err := os.Stat(filepath.Join(base, r)); err != nil {
-			t.Errorf("resource %s: %v", r, err)
-		}
-	}
-	if len(k.Images) != 1 || k.Images[0].Name != "nri-hcn-portmap" {
-		t.Errorf("images: %+v, want the nri-hcn-portmap image to be overridable", k.Images)
-	}
+	checkPluginDaemonSet(t, o.daemonSets[0], "nri-hcn-portmap:"+appVersion)
 }
 
-func TestDaemonSet(t *testing.T) {
-	var ds appsv1.DaemonSet
-	decode(t, "daemonset.yaml", &ds)
+func TestChartValues(t *testing.T) {
+	o := decodeAll(t, render(t, "nri-hcn-portmap", "image.repository=registry.example/nri-hcn-portmap", "image.tag=v9.9.9",
+		"config.network=l2bridge-net", "config.logLevel=debug", "config.admission.namespaces={ingress,kube-system}",
+		"config.admission.hostPortRanges={80,443,30000-32767}", "namespace.create=false"))
+	if len(o.namespaces) != 0 {
+		t.Error("namespace.create=false still renders a namespace")
+	}
+	cfg := configOf(t, o)
+	if cfg.HCN.Network != "l2bridge-net" || cfg.Log.Level != "debug" ||
+		!slices.Equal(cfg.Admission.Namespaces, []string{"ingress", "kube-system"}) ||
+		!slices.Equal(cfg.Admission.HostPortRanges, []string{"80", "443", "30000-32767"}) {
+		t.Errorf("config %+v does not carry the values", cfg)
+	}
+	checkPluginDaemonSet(t, o.daemonSets[0], "registry.example/nri-hcn-portmap:v9.9.9")
+}
+
+func TestChartCleanup(t *testing.T) {
+	o := decodeAll(t, render(t, "nri-hcn-portmap-cleanup", "daemonset.enabled=false", "cleanup.enabled=true"))
+	if len(o.daemonSets) != 1 || o.daemonSets[0].Name != "nri-hcn-portmap-cleanup" {
+		t.Fatalf("DaemonSets %d: want the cleanup one only", len(o.daemonSets))
+	}
+	configOf(t, o) // it runs with the same, valid, configuration
+	ds := o.daemonSets[0]
+	checkHostProcess(t, ds)
+	c := ds.Spec.Template.Spec.Containers[0]
+	if !strings.Contains(strings.Join(c.Args, " "), "nri-hcn-portmap.exe cleanup --config etc/nri-hcn-portmap/config.toml") {
+		t.Errorf("cleanup container runs %v %v", c.Command, c.Args)
+	}
+	checkConfigMounted(t, ds, "etc/nri-hcn-portmap/config.toml")
+}
+
+func configOf(t *testing.T, o objects) config.Config {
+	t.Helper()
+	if len(o.configMaps) != 1 {
+		t.Fatalf("%d ConfigMaps", len(o.configMaps))
+	}
+	body, ok := o.configMaps[0].Data["config.toml"]
+	if !ok {
+		t.Fatal("the ConfigMap has no config.toml")
+	}
+	cfg := config.Default()
+	if err := config.Decode("ConfigMap config.toml", []byte(body), &cfg); err != nil {
+		t.Fatal(err)
+	}
+	if err := cfg.Validate("ConfigMap config.toml", nil); err != nil {
+		t.Fatal(err)
+	}
+	return cfg
+}
+
+func checkHostProcess(t *testing.T, ds appsv1.DaemonSet) {
+	t.Helper()
 	spec := ds.Spec.Template.Spec
-	if ds.Kind != "DaemonSet" || ds.APIVersion != "apps/v1" {
-		t.Errorf("kind %s %s", ds.APIVersion, ds.Kind)
-	}
 	if spec.NodeSelector["kubernetes.io/os"] != "windows" {
 		t.Errorf("nodeSelector %v: must select Windows nodes", spec.NodeSelector)
 	}
@@ -86,18 +236,26 @@ func TestDaemonSet(t *testing.T) {
 	if !spec.HostNetwork {
 		t.Error("HostProcess pods must use hostNetwork")
 	}
-	if !reflectEqual(ds.Spec.Selector.MatchLabels, ds.Spec.Template.Labels) {
-		t.Errorf("selector %v does not match template labels %v", ds.Spec.Selector.MatchLabels, ds.Spec.Template.Labels)
+	if spec.AutomountServiceAccountToken == nil || *spec.AutomountServiceAccountToken {
+		t.Error("nothing calls the Kubernetes API: the service account token must not be mounted")
+	}
+	for k, v := range ds.Spec.Selector.MatchLabels {
+		if ds.Spec.Template.Labels[k] != v {
+			t.Errorf("selector %v does not match template labels %v", ds.Spec.Selector.MatchLabels, ds.Spec.Template.Labels)
+		}
 	}
 	if len(spec.Containers) != 1 {
 		t.Fatalf("%d containers", len(spec.Containers))
 	}
+}
+
+// checkConfigMounted: path (relative to the HostProcess mount point) is the
+// ConfigMap's config.toml in a mounted volume.
+func checkConfigMounted(t *testing.T, ds appsv1.DaemonSet, path string) {
+	t.Helper()
+	spec := ds.Spec.Template.Spec
 	c := spec.Containers[0]
-	if c.Image == "" || !slices.Contains(c.Command, "nri-hcn-portmap.exe") || len(c.Args) < 3 || c.Args[0] != "run" || c.Args[1] != "--config" {
-		t.Fatalf("container %s: command %v args %v", c.Name, c.Command, c.Args)
-	}
-	// the --config path is the ConfigMap's key in the mounted volume
-	cfgPath := "/" + strings.TrimPrefix(c.Args[2], "/")
+	cfgPath := "/" + strings.TrimPrefix(path, "/")
 	var mount *corev1.VolumeMount
 	for i := range c.VolumeMounts {
 		if strings.HasPrefix(cfgPath, c.VolumeMounts[i].MountPath+"/") {
@@ -105,7 +263,7 @@ func TestDaemonSet(t *testing.T) {
 		}
 	}
 	if mount == nil {
-		t.Fatalf("--config %s is in no volume mount %v", c.Args[2], c.VolumeMounts)
+		t.Fatalf("%s is in no volume mount %v", path, c.VolumeMounts)
 	}
 	var vol *corev1.Volume
 	for i := range spec.Volumes {
@@ -120,69 +278,38 @@ func TestDaemonSet(t *testing.T) {
 	if !slices.ContainsFunc(vol.ConfigMap.Items, func(k corev1.KeyToPath) bool { return k.Path == key && k.Key == "config.toml" }) {
 		t.Errorf("the ConfigMap volume does not put config.toml at %s", key)
 	}
-	// probes ask the admin address the configuration serves on
-	cfg := configMapConfig(t)
+}
+
+func checkPluginDaemonSet(t *testing.T, ds appsv1.DaemonSet, image string) {
+	t.Helper()
+	checkHostProcess(t, ds)
+	c := ds.Spec.Template.Spec.Containers[0]
+	if c.Image != image {
+		t.Errorf("image %q, want %q", c.Image, image)
+	}
+	if !slices.Contains(c.Command, "nri-hcn-portmap.exe") || len(c.Args) != 3 || c.Args[0] != "run" || c.Args[1] != "--config" {
+		t.Fatalf("container %s: command %v args %v", c.Name, c.Command, c.Args)
+	}
+	cfgPath := c.Args[2]
+	checkConfigMounted(t, ds, cfgPath)
+	// the probes find the plugin through the same file (so a changed
+	// admin.listen moves them too); liveness asks only /livez
 	for name, p := range map[string]*corev1.Probe{"liveness": c.LivenessProbe, "readiness": c.ReadinessProbe} {
-		if p == nil || p.Exec == nil || !slices.Contains(p.Exec.Command, "health") {
+		if p == nil || p.Exec == nil || len(p.Exec.Command) < 2 || p.Exec.Command[1] != "health" {
 			t.Errorf("%s probe %+v: want `nri-hcn-portmap.exe health`", name, p)
 			continue
 		}
-		if i := slices.Index(p.Exec.Command, "--admin-listen"); i < 0 || p.Exec.Command[i+1] != cfg.Admin.Listen {
-			t.Errorf("%s probe %v does not ask %s", name, p.Exec.Command, cfg.Admin.Listen)
+		if i := slices.Index(p.Exec.Command, "--config"); i < 0 || p.Exec.Command[i+1] != cfgPath {
+			t.Errorf("%s probe %v does not read %s", name, p.Exec.Command, cfgPath)
+		}
+		if slices.Contains(p.Exec.Command, "--admin-listen") {
+			t.Errorf("%s probe %v hard-codes the admin address", name, p.Exec.Command)
+		}
+		if live := slices.Contains(p.Exec.Command, "--live"); live != (name == "liveness") {
+			t.Errorf("%s probe %v: --live is for liveness only", name, p.Exec.Command)
 		}
 	}
 	if c.Resources.Limits.Memory().IsZero() {
 		t.Error("no memory limit")
 	}
-}
-
-func configMapConfig(t *testing.T) config.Config {
-	t.Helper()
-	var cm corev1.ConfigMap
-	decode(t, "configmap.yaml", &cm)
-	body, ok := cm.Data["config.toml"]
-	if !ok {
-		t.Fatal("the ConfigMap has no config.toml")
-	}
-	cfg := config.Default()
-	if err := config.Decode("configmap.yaml:config.toml", []byte(body), &cfg); err != nil {
-		t.Fatal(err)
-	}
-	if err := cfg.Validate("configmap.yaml:config.toml", nil); err != nil {
-		t.Fatal(err)
-	}
-	return cfg
-}
-
-func TestConfigMapHoldsAValidWindowsConfig(t *testing.T) {
-	cfg := configMapConfig(t)
-	if cfg.HCN.Backend != config.BackendWindows || cfg.Containerd.Address != `\\.\pipe\containerd-containerd` {
-		t.Errorf("backend %q, containerd %q: want the Windows defaults", cfg.HCN.Backend, cfg.Containerd.Address)
-	}
-	if cfg.Log.File != "" {
-		t.Error("in a pod the log goes to stdout (kubectl logs), not a file")
-	}
-	if !strings.HasPrefix(cfg.Admin.Listen, "127.0.0.1:") {
-		t.Errorf("admin.listen %q: keep it on loopback", cfg.Admin.Listen)
-	}
-}
-
-func TestNamespaceAllowsHostProcess(t *testing.T) {
-	var ns corev1.Namespace
-	decode(t, "namespace.yaml", &ns)
-	if ns.Name != "nri-hcn-portmap" || ns.Labels["pod-security.kubernetes.io/enforce"] != "privileged" {
-		t.Errorf("namespace %+v: HostProcess pods need the privileged level", ns.ObjectMeta)
-	}
-}
-
-func reflectEqual(a, b map[string]string) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for k, v := range a {
-		if b[k] != v {
-			return false
-		}
-	}
-	return true
 }

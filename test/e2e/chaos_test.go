@@ -155,7 +155,10 @@ func TestChaos(t *testing.T) {
 		t.Helper()
 		var now float64
 		err := harness.Eventually(ctx, 10*time.Second, func() error {
-			if now = goroutines(); now > baseline+15 {
+			// connections kept alive to HNS and containerd (up to the cap of
+			// 12 HNS calls, two goroutines each) and timers come and go; a
+			// leak per pod or per fault is hundreds
+			if now = goroutines(); now > baseline+50 {
 				return fmt.Errorf("%v goroutines, %v when the plugin settled", now, baseline)
 			}
 			return nil

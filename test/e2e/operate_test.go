@@ -191,7 +191,7 @@ func TestReload(t *testing.T) {
 	// a valid file: 8950-8959 are now denied, for new pods only
 	write(string(original) + "\n[admission]\ndeny = [\"8950-8959\"]\n")
 	out, _, err := env.Command(ctx, "reload")
-	if err != nil || !strings.Contains(out, `"result": "applied"`) {
+	if err != nil || out != "reloaded: admission policy applied to new pods\n" {
 		t.Fatalf("reload: %q, %v", out, err)
 	}
 	if _, err := env.RunPod(ctx, pod("reload-denied", "8951:80")); err == nil || !strings.Contains(err.Error(), `admission.deny[0] = "8950-8959"`) {
@@ -203,10 +203,16 @@ func TestReload(t *testing.T) {
 	wantEndpoint(t, ctx, env, keep.ID, keepNS, []hcn.PortMappingPolicy{tcp(8950, 80, "", 1)}) // admitted before: kept
 
 	// an invalid file is rejected and the policy in force stays
-	write(string(original) + "\n[admission]\ndeny = [\"8950-8959\"]\nhost_port_range = [\"1-65535\"]\n")
+	bad := string(original) + "\n[admission]\ndeny = [\"8950-8959\"]\nhost_port_range = [\"1-65535\"]\n"
+	write(bad)
+	badLine := strings.Count(bad[:strings.Index(bad, "host_port_range")], "\n") + 1
 	out, stderr, err := env.Command(ctx, "reload")
-	if err == nil || !strings.Contains(out, `"result": "rejected"`) || !strings.Contains(out, `unknown key \"admission.host_port_range\"`) {
-		t.Fatalf("reload of a bad file: %q %q %v", out, stderr, err)
+	// said once, on stderr: rejected by the plugin, why, and that the old
+	// configuration stays
+	wantErr := fmt.Sprintf("nri-hcn-portmap: reload rejected by the plugin (400 Bad Request); the configuration in force stays: "+
+		"config: %s:%d: unknown key \"admission.host_port_range\"\n", env.ConfigPath, badLine)
+	if err == nil || out != "" || stderr != wantErr {
+		t.Fatalf("reload of a bad file: stdout %q, stderr %q, %v\nwant stderr %q", out, stderr, err, wantErr)
 	}
 	if _, err := env.RunPod(ctx, pod("reload-still-denied", "8952:80")); err == nil || !strings.Contains(err.Error(), "8950-8959") {
 		t.Fatalf("after a rejected reload, 8952: %v", err)
@@ -248,5 +254,26 @@ func TestCleanupRemovesEveryEndpoint(t *testing.T) {
 	}
 	if len(st.Endpoints) != 0 {
 		t.Fatalf("HCN holds %+v", st.Endpoints)
+	}
+}
+
+// Liveness asks neither HNS nor containerd: a node whose HNS network is
+// missing is not ready, but the plugin is not restarted for it.
+func TestLivenessIsNotReadiness(t *testing.T) {
+	env, ctx := newEnv(t, `[hcn]
+network = "not-here"
+create_network = false
+`)
+	if err := env.StartPluginEvents(ctx); err != nil {
+		t.Fatal(err)
+	}
+	out, _, err := env.Command(ctx, "health", "--live")
+	if err != nil || !strings.Contains(out, `"status": "ok"`) || !strings.Contains(out, `"event sources": "ok"`) {
+		t.Fatalf("health --live: %q, %v", out, err)
+	}
+	out, stderr, err := env.Command(ctx, "health")
+	if err == nil || !strings.Contains(out, `"status": "unhealthy"`) || !strings.Contains(out, `network \"not-here\": not found`) ||
+		strings.Contains(out, "not found: not found") || stderr != "nri-hcn-portmap: health: 503 Service Unavailable\n" {
+		t.Fatalf("health: %q %q %v, want unhealthy for the missing network", out, stderr, err)
 	}
 }

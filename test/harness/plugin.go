@@ -76,6 +76,12 @@ func (e *Env) WaitSubscribed(ctx context.Context, n int, d time.Duration) error 
 // PluginArgs are the arguments of a plugin command against this
 // environment.
 func (e *Env) PluginArgs(cmd string) []string {
+	switch cmd {
+	case "health", "reload": // they only find the running plugin
+		return []string{cmd, "--config", e.ConfigPath, "--admin-listen", e.AdminAddr}
+	case "cleanup": // HCN only
+		return []string{cmd, "--config", e.ConfigPath, "--hcn-backend", "simulated", "--hcn-simulator", e.SimAddress}
+	}
 	return []string{cmd, "--config", e.ConfigPath, "--nri-socket", e.NRISocket, "--containerd-address", e.CtrAddress,
 		"--hcn-backend", "simulated", "--hcn-simulator", e.SimAddress, "--admin-listen", e.AdminAddr}
 }
