@@ -34,3 +34,12 @@ func TestPermanentAndNamespaceGone(t *testing.T) {
 		})
 	}
 }
+
+func TestStepErrorText(t *testing.T) {
+	if got := stepErr(StepListEndpoints, "", ErrUnavailable).Error(); got != "hcn: list endpoints: hcn backend unavailable" {
+		t.Errorf("no object: %q", got)
+	}
+	if got := stepErr(StepCreateEndpoint, "nri-hcn-portmap-x", ErrPortInUse).Error(); got != "hcn: create endpoint nri-hcn-portmap-x: host port already in use" {
+		t.Errorf("with object: %q", got)
+	}
+}

@@ -247,3 +247,17 @@ func TestSerializedRunsOneCallAtATime(t *testing.T) {
 		t.Fatalf("the second call finished first: HNS ran them in parallel")
 	}
 }
+
+// An error says its kind once, directly and over the wire ("not found",
+// not "not found: not found").
+func TestErrorTextOverTheWire(t *testing.T) {
+	for name, mk := range simulators(t) {
+		t.Run(name, func(t *testing.T) {
+			svc, _ := mk(t)
+			_, err := svc.GetNetworkByName(context.Background(), "nat")
+			if err == nil || err.Error() != `network "nat": not found` || !errors.Is(err, hcn.ErrNotFound) {
+				t.Fatalf("err = %v", err)
+			}
+		})
+	}
+}

@@ -277,3 +277,32 @@ create_network = false
 		t.Fatalf("health: %q %q %v, want unhealthy for the missing network", out, stderr, err)
 	}
 }
+
+// status without containerd: a warning that says so, the endpoints from
+// HNS all the same, in a stable order.
+func TestStatusWithoutContainerd(t *testing.T) {
+	env, ctx := startEnv(t)
+	for _, name := range []string{"zeta", "alpha"} {
+		if _, err := env.RunPod(ctx, pod(name, map[string]string{"zeta": "8961:80", "alpha": "8962:80"}[name])); err != nil {
+			t.Fatal(err)
+		}
+	}
+	out, stderr, err := env.Command(ctx, "status", "--containerd-address", "/nonexistent/containerd.sock", "-o", "json")
+	if err != nil {
+		t.Fatalf("status: %v %s", err, stderr)
+	}
+	if want := "nri-hcn-portmap: warning: containerd does not answer at /nonexistent/containerd.sock; pod names and orphans are not shown\n"; stderr != want {
+		t.Fatalf("stderr %q, want %q", stderr, want)
+	}
+	if !strings.Contains(out, sandboxID("zeta")) || !strings.Contains(out, sandboxID("alpha")) {
+		t.Fatalf("the endpoints are not listed: %s", out)
+	}
+	// with containerd: sorted by namespace and pod, whatever the GUIDs
+	entries, err := env.Status(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(entries) != 2 || entries[0].Pod != "alpha" || entries[1].Pod != "zeta" {
+		t.Fatalf("rows %+v, want alpha then zeta", entries)
+	}
+}
