@@ -27,6 +27,11 @@ func (k *keyLock) lock(key string) func() {
 	e.refs++
 	k.mu.Unlock()
 	e.mu.Lock()
+	return k.unlocker(key, e)
+}
+
+// unlocker releases e, dropping it when nobody else waits for key.
+func (k *keyLock) unlocker(key string, e *keyEntry) func() {
 	return func() {
 		e.mu.Unlock()
 		k.mu.Lock()
@@ -51,14 +56,7 @@ func (k *keyLock) tryLock(key string) (func(), bool) {
 	e.mu.Lock()
 	k.locks[key] = e
 	k.mu.Unlock()
-	return func() {
-		e.mu.Unlock()
-		k.mu.Lock()
-		if e.refs--; e.refs == 0 {
-			delete(k.locks, key)
-		}
-		k.mu.Unlock()
-	}, true
+	return k.unlocker(key, e), true
 }
 
 func (k *keyLock) size() int {
