@@ -298,8 +298,12 @@ func (c *Config) validate(source string, origin map[string]string, goos string) 
 		}
 		errs = append(errs, fmt.Sprintf("%s: %s = %q: %s", from, key, fmt.Sprint(value), why))
 	}
-	if !slices.Contains([]string{SourceNRI, SourceContainerd, SourceAuto}, c.Plugin.Source) {
+	switch {
+	case !slices.Contains([]string{SourceNRI, SourceContainerd, SourceAuto}, c.Plugin.Source):
 		bad("plugin.source", c.Plugin.Source, "must be one of nri, containerd, auto")
+	case c.Plugin.Source == SourceNRI && goos == "windows":
+		bad("plugin.source", c.Plugin.Source, "stock containerd on Windows (checked against v2.4.2) opens no NRI socket and sends "+
+			"no NRI pod events; use containerd or auto (which follow containerd's events there)")
 	}
 	if c.Plugin.ResyncInterval.Duration < 0 {
 		bad("plugin.resync_interval", c.Plugin.ResyncInterval.Duration, "must be 0 (disabled) or positive")

@@ -32,6 +32,24 @@ func TestRestartNeeded(t *testing.T) {
 	}
 }
 
+func TestNRISourceRejectedOnWindows(t *testing.T) {
+	c := Default()
+	c.Plugin.Source = SourceNRI
+	if err := c.validate("/etc/x.toml", nil, "linux"); err != nil {
+		t.Fatalf("linux: %v", err)
+	}
+	want := `config: /etc/x.toml: plugin.source = "nri": stock containerd on Windows (checked against v2.4.2) opens no NRI socket and sends no NRI pod events; use containerd or auto (which follow containerd's events there)`
+	if err := c.validate("/etc/x.toml", nil, "windows"); err == nil || err.Error() != want {
+		t.Fatalf("windows: %v\nwant %s", err, want)
+	}
+	for _, ok := range []string{SourceAuto, SourceContainerd} {
+		c.Plugin.Source = ok
+		if err := c.validate("/etc/x.toml", nil, "windows"); err != nil {
+			t.Errorf("windows, %s: %v", ok, err)
+		}
+	}
+}
+
 func TestSimulatedBackendRejectedOnWindows(t *testing.T) {
 	c := Default()
 	c.HCN.Backend, c.HCN.SimulatorAddress = BackendSimulated, "tcp://127.0.0.1:1"

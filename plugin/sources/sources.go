@@ -33,11 +33,11 @@ type Sources struct {
 	// RegistrationWait is how long auto mode waits for NRI to accept the
 	// plugin before it falls back to containerd events.
 	RegistrationWait time.Duration
-	// EventsWithNRI runs containerd events even when NRI was chosen in auto
-	// mode: on Windows stock containerd accepts NRI plugins but never sends
-	// them pod events.
-	EventsWithNRI bool
-	Log           *logrus.Entry
+	// EventsOnly makes auto mode use containerd events without trying NRI:
+	// on Windows, where stock containerd (checked against v2.4.2) opens no
+	// NRI socket and sends no NRI pod events.
+	EventsOnly bool
+	Log        *logrus.Entry
 	// Chosen, when set, is told which source runs (for metrics).
 	Chosen func(source string)
 
@@ -60,14 +60,12 @@ func (s *Sources) Running(context.Context) error {
 const RegistrationWait = 6 * time.Second
 
 // New returns the sources for mode with this OS's defaults: auto mode tries
-// NRI only when nriSocket exists, and on Windows runs containerd events
-// alongside NRI (stock containerd there accepts NRI plugins but sends them
-// no pod events).
+// NRI only when nriSocket exists, and on Windows not at all.
 func New(mode string, n *nri.Source, events *containerd.EventSource, resync *plugin.Resyncer, nriSocket string, log *logrus.Entry) *Sources {
 	return &Sources{Mode: mode, NRI: n, Events: events, Resync: resync, Log: log,
 		NRISocketExists:  func() bool { _, err := os.Stat(nriSocket); return err == nil },
 		RegistrationWait: RegistrationWait,
-		EventsWithNRI:    runtime.GOOS == "windows"}
+		EventsOnly:       runtime.GOOS == "windows"}
 }
 
 func (s *Sources) choose(mode string) {
@@ -102,6 +100,12 @@ func (s *Sources) Run(ctx context.Context) error {
 }
 
 func (s *Sources) auto(ctx context.Context) error {
+	if s.EventsOnly {
+		s.choose(config.SourceContainerd)
+		s.Log.WithFields(logrus.Fields{"source": config.SourceContainerd, "reason": "containerd sends no NRI pod events on Windows"}).
+			Info("event source chosen")
+		return s.Events.Run(ctx)
+	}
 	if s.NRISocketExists != nil && !s.NRISocketExists() {
 		s.choose(config.SourceContainerd)
 		s.Log.WithFields(logrus.Fields{"source": config.SourceContainerd, "reason": "no NRI socket"}).Info("event source chosen")
@@ -123,19 +127,9 @@ func (s *Sources) auto(ctx context.Context) error {
 	case <-ctx.Done():
 		return <-errc
 	}
-	if !s.EventsWithNRI {
-		s.choose(config.SourceNRI)
-		s.Log.WithField("source", config.SourceNRI).Info("event source chosen")
-		return <-errc
-	}
-	s.choose("nri+containerd")
-	s.Log.WithFields(logrus.Fields{"source": "nri+containerd", "reason": "containerd sends no NRI pod events on Windows"}).
-		Info("event source chosen")
-	eerr := s.Events.Run(ctx)
-	if nerr := <-errc; nerr != nil {
-		return nerr
-	}
-	return eerr
+	s.choose(config.SourceNRI)
+	s.Log.WithField("source", config.SourceNRI).Info("event source chosen")
+	return <-errc
 }
 
 // Health reports whether the chosen event source is connected.
@@ -152,13 +146,6 @@ func (s *Sources) Health(context.Context) error {
 	case config.SourceContainerd:
 		if !s.Events.Live() {
 			return errors.New("containerd event subscription is not live")
-		}
-	case "nri+containerd":
-		if !s.Events.Live() {
-			return errors.New("containerd event subscription is not live")
-		}
-		if !s.NRI.Connected() {
-			return errors.New("not registered with the NRI runtime")
 		}
 	}
 	return nil

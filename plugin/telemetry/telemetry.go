@@ -50,7 +50,7 @@ func New() *Metrics {
 	m.reloads = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "nri_hcn_portmap_config_reloads_total",
 		Help: "Configuration reloads by result (applied, rejected)."}, []string{"result"})
 	m.source = prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "nri_hcn_portmap_event_source",
-		Help: "1 for the event source the plugin chose (nri, containerd, nri+containerd)."}, []string{"source"})
+		Help: "1 for the event source the plugin chose (nri or containerd)."}, []string{"source"})
 	for _, c := range []prometheus.Collector{m.source, m.operations, m.denials, m.hcnCalls, m.hcnErrors, m.reconciles, m.repairs, m.reconnects, m.reloads} {
 		f(c)
 	}
