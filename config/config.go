@@ -94,6 +94,9 @@ type Plugin struct {
 	MaxMappingsPerPod int `toml:"max_mappings_per_pod"`
 	// MaxAnnotationBytes caps the size of the port-mappings annotation.
 	MaxAnnotationBytes int `toml:"max_annotation_bytes"`
+	// ShutdownGrace bounds how long a stopping plugin waits for HCN work
+	// in flight; the rest is left to the next start's reconcile.
+	ShutdownGrace Duration `toml:"shutdown_grace"`
 }
 
 // NRI is how the plugin registers with the runtime.
@@ -175,7 +178,7 @@ func Default() Config {
 	return Config{
 		Plugin: Plugin{Source: SourceAuto, ResyncInterval: Duration{time.Minute}, MappingSources: []string{MappingsAnnotations},
 			FailurePolicy: FailOpen, Deadline: Duration{1500 * time.Millisecond},
-			MaxMappingsPerPod: 64, MaxAnnotationBytes: 16 << 10},
+			MaxMappingsPerPod: 64, MaxAnnotationBytes: 16 << 10, ShutdownGrace: Duration{3 * time.Second}},
 		Admission: admission.DefaultRules(),
 		NRI: NRI{Socket: "/var/run/nri/nri.sock", PluginName: "hcn-portmap", PluginIndex: "50",
 			ReconnectMax: Duration{30 * time.Second}},
@@ -324,6 +327,9 @@ func (c *Config) validate(source string, origin map[string]string, goos string) 
 	}
 	if d := c.Plugin.Deadline.Duration; d <= 0 || d >= 2*time.Second {
 		bad("plugin.deadline", d, "must be positive and below NRI's 2s request timeout")
+	}
+	if d := c.Plugin.ShutdownGrace.Duration; d <= 0 || d > 5*time.Minute {
+		bad("plugin.shutdown_grace", d, "must be positive and at most 5m")
 	}
 	if n := c.Plugin.MaxMappingsPerPod; n < 1 || n > MaxMappingsLimit {
 		bad("plugin.max_mappings_per_pod", n, fmt.Sprintf("must be 1 to %d", MaxMappingsLimit))

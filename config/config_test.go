@@ -34,6 +34,7 @@ failure_policy = "fail-closed"
 deadline = "1s"
 max_mappings_per_pod = 16
 max_annotation_bytes = 4096
+shutdown_grace = "2s"
 
 [admission]
 namespaces = ["ingress", "kube-system"]
@@ -87,7 +88,7 @@ max_files = 2
 	}
 	want := Config{
 		Plugin: Plugin{Source: "containerd", ResyncInterval: Duration{30 * time.Second}, MappingSources: []string{"annotations", "cri"},
-			FailurePolicy: "fail-closed", Deadline: Duration{time.Second}, MaxMappingsPerPod: 16, MaxAnnotationBytes: 4096},
+			FailurePolicy: "fail-closed", Deadline: Duration{time.Second}, MaxMappingsPerPod: 16, MaxAnnotationBytes: 4096, ShutdownGrace: Duration{2 * time.Second}},
 		Admission: admission.Rules{Namespaces: []string{"ingress", "kube-system"}, PodSelector: "hostports=allowed",
 			HostPortRanges: []string{"80", "443", "30000-32767"}, HostIPs: []string{"10.0.0.0/24"}, Deny: []string{}},
 		NRI:        NRI{Socket: "/run/nri/nri.sock", PluginName: "portmap", PluginIndex: "10", ReconnectMax: Duration{5 * time.Second}},

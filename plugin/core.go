@@ -30,6 +30,10 @@ type Options struct {
 	RetryMin, RetryMax time.Duration
 	// Observer is told what happens (metrics); nil: nobody.
 	Observer Observer
+	// ShutdownGrace bounds how long Close waits for work in flight
+	// (default 3 s: a HostProcess pod gets about 5 s to stop); what is
+	// left is finished by the next start's reconcile.
+	ShutdownGrace time.Duration
 	// Workers bounds the sandboxes worked on at once (default 16, above
 	// the default cap of HNS calls in flight, hcn.Limiter, so that the cap
 	// and not the workers bounds the work).
@@ -79,6 +83,9 @@ func NewCore(mgr *hcn.Manager, store SandboxStore, opt Options, log *logrus.Entr
 	if opt.Workers <= 0 {
 		opt.Workers = 16
 	}
+	if opt.ShutdownGrace <= 0 {
+		opt.ShutdownGrace = 3 * time.Second
+	}
 	bg, stop := context.WithCancel(context.Background())
 	c := &Core{mgr: mgr, store: store, opt: opt, log: log, ports: newPortIndex(), bg: bg, stop: stop}
 	c.policy.Store(opt.Admission)
@@ -93,15 +100,28 @@ func (c *Core) SetAdmission(p *admission.Policy) { c.policy.Store(p) }
 // Observer returns the core's observer.
 func (c *Core) Observer() Observer { return c.opt.Observer }
 
-// Close stops taking work and waits for what runs: the work queue's
-// current attempts (each finishes its HCN calls, or rolls back) and the
-// background work started with Go. Queued work that has not started is
-// left to the next start's reconcile.
+// Close stops taking work and waits, at most ShutdownGrace, for what runs:
+// the work queue's current attempts (each finishes its HCN calls, or rolls
+// back) and the background work started with Go. What has not started, or
+// not finished by then, is left to the next start's reconcile (endpoints
+// are recognised by name).
 func (c *Core) Close() {
 	c.closeOnce.Do(func() {
 		c.stop()
-		c.shutdownQueue()
-		c.bgWork.Wait()
+		done := make(chan struct{})
+		go func() {
+			c.shutdownQueue()
+			c.bgWork.Wait()
+			close(done)
+		}()
+		t := time.NewTimer(c.opt.ShutdownGrace)
+		defer t.Stop()
+		select {
+		case <-done:
+		case <-t.C:
+			c.log.WithField("grace", c.opt.ShutdownGrace.String()).
+				Warn("HCN work still in flight at shutdown is left to the next start's reconcile")
+		}
 	})
 }
 

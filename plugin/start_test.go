@@ -206,3 +206,21 @@ func TestStartPodOverTheCap(t *testing.T) {
 		})
 	}
 }
+
+// Issue 15: a HostProcess pod gets about 5 s to stop; Close waits for work
+// in flight at most the shutdown grace, then leaves it to the next start.
+func TestCloseWaitsAtMostTheGrace(t *testing.T) {
+	f := newFixture(t)
+	f.core.opt.ShutdownGrace = 50 * time.Millisecond
+	p := f.sandbox("slow", "8080:80")
+	f.sim.SetOpLatency(hcnsim.OpCreateEndpoint, time.Hour) // HNS hangs
+	f.core.Started(p, nil)
+	eventually(t, "the create is in flight", func() bool { return f.sim.Calls()[hcnsim.OpCreateEndpoint] == 1 })
+	closed := make(chan struct{})
+	go func() { f.core.Close(); close(closed) }()
+	select {
+	case <-closed:
+	case <-time.After(time.Minute): // a guard, not a timing target: without the grace Close waits an hour
+		t.Fatal("Close waited for the hung HNS call")
+	}
+}

@@ -102,14 +102,15 @@ func build(cfg config.Config, flags *config.Flags, log *logrus.Entry) (*app, err
 	}
 	a.store = containerd.NewStore(cfg.Containerd.Address, cfg.Containerd.Namespace)
 	a.core = plugin.NewCore(mgr, a.store, plugin.Options{
-		Policy:    hcn.PolicyOptions{LocalRoutedVIP: cfg.HCN.LocalRoutedVIP, DualStack: cfg.HCN.DualStack},
-		Inputs:    plugin.Inputs{Annotations: cfg.Plugin.UsesMappings(config.MappingsAnnotations), CRI: cfg.Plugin.UsesMappings(config.MappingsCRI)},
-		Limits:    request.Limits{MaxMappings: cfg.Plugin.MaxMappingsPerPod, MaxBytes: cfg.Plugin.MaxAnnotationBytes},
-		Admission: policy.WithDualStack(cfg.HCN.DualStack),
-		Deadline:  cfg.Plugin.Deadline.Duration,
-		FailOpen:  cfg.Plugin.FailurePolicy == config.FailOpen,
-		RetryMax:  cfg.HCN.RetryMax.Duration,
-		Observer:  a.metrics,
+		Policy:        hcn.PolicyOptions{LocalRoutedVIP: cfg.HCN.LocalRoutedVIP, DualStack: cfg.HCN.DualStack},
+		Inputs:        plugin.Inputs{Annotations: cfg.Plugin.UsesMappings(config.MappingsAnnotations), CRI: cfg.Plugin.UsesMappings(config.MappingsCRI)},
+		Limits:        request.Limits{MaxMappings: cfg.Plugin.MaxMappingsPerPod, MaxBytes: cfg.Plugin.MaxAnnotationBytes},
+		Admission:     policy.WithDualStack(cfg.HCN.DualStack),
+		Deadline:      cfg.Plugin.Deadline.Duration,
+		FailOpen:      cfg.Plugin.FailurePolicy == config.FailOpen,
+		RetryMax:      cfg.HCN.RetryMax.Duration,
+		ShutdownGrace: cfg.Plugin.ShutdownGrace.Duration,
+		Observer:      a.metrics,
 	}, log)
 	resync := plugin.NewResyncer(a.core, cfg.Plugin.ResyncInterval.Duration, log)
 	a.srcs = sources.New(cfg.Plugin.Source,
