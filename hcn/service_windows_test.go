@@ -5,6 +5,8 @@
 package hcn
 
 import (
+	"os"
+	"sync/atomic"
 	"context"
 	"encoding/json"
 	"errors"
@@ -26,14 +28,26 @@ func newWin(t *testing.T) Service {
 	return svc
 }
 
-// testNetwork creates (or finds) a NAT network of a name unique to the test.
+// subnets numbers the test networks of this process: on a real host each
+// NAT network needs a prefix of its own.
+var subnets atomic.Int32
+
+// testNetwork creates a NAT network of a name and prefix unique to the test
+// and deletes it afterwards (on a real host NAT networks outlive the test).
 func testNetwork(t *testing.T, svc Service) *Network {
 	t.Helper()
 	name := fmt.Sprintf("hcnpm-test-%d", time.Now().UnixNano())
-	n, err := svc.CreateNetwork(bg, NetworkSpec{Name: name, Type: NetworkNAT, Subnet: "172.31.0.0/24", Gateway: "172.31.0.1"})
+	octet := (os.Getpid()*7+int(subnets.Add(1)))%250 + 1
+	n, err := svc.CreateNetwork(bg, NetworkSpec{Name: name, Type: NetworkNAT,
+		Subnet: fmt.Sprintf("172.31.%d.0/24", octet), Gateway: fmt.Sprintf("172.31.%d.1", octet)})
 	if err != nil {
 		t.Fatalf("CreateNetwork: %v", err)
 	}
+	t.Cleanup(func() {
+		if hn, err := hcsshim.GetNetworkByID(n.ID); err == nil {
+			_ = hn.Delete()
+		}
+	})
 	return n
 }
 
@@ -66,9 +80,11 @@ func TestWindowsNetworkEnsure(t *testing.T) {
 func TestWindowsEndpointPolicies(t *testing.T) {
 	svc := newWin(t)
 	n := testNetwork(t, svc)
+	// IPv4 only: NAT networks do not support IPv6 (the IPv6 policy JSON is
+	// checked against the emulator, emu_windows_test.go)
 	policies := BuildPolicies([]PortMapping{
 		{Protocol: TCP, HostPort: 18080, ContainerPort: 80},
-		{Protocol: UDP, HostPort: 15353, ContainerPort: 53, HostIP: mustAddr("fd00::4")},
+		{Protocol: UDP, HostPort: 15353, ContainerPort: 53, HostIP: mustAddr("10.0.0.5")},
 		{Protocol: TCP, HostPort: 18443, ContainerPort: 443, HostIP: mustAddr("10.0.0.4")},
 	}, PolicyOptions{LocalRoutedVIP: true})
 	ep, err := svc.CreateEndpoint(bg, EndpointSpec{Name: "hcnpm-policies", NetworkID: n.ID, PortMappings: policies, OutboundNAT: true})
@@ -99,7 +115,7 @@ func TestWindowsEndpointPolicies(t *testing.T) {
 	want := []PortMappingPolicy{
 		{Protocol: 6, InternalPort: 80, ExternalPort: 18080, Flags: 1},
 		{Protocol: 6, InternalPort: 443, ExternalPort: 18443, VIP: "10.0.0.4", Flags: 1},
-		{Protocol: 17, InternalPort: 53, ExternalPort: 15353, VIP: "fd00::4", Flags: 3},
+		{Protocol: 17, InternalPort: 53, ExternalPort: 15353, VIP: "10.0.0.5", Flags: 1},
 	}
 	if !SamePolicies(got, want) || !outbound {
 		t.Fatalf("HNS holds %+v (OutBoundNAT %v), want %+v and OutBoundNAT", got, outbound, want)

@@ -13,8 +13,10 @@ import (
 )
 
 const serviceUsage = `Usage:
-  nri-hcn-portmap service install [--config PATH]   register the Windows service; PATH (absolute) is the
-                                                    configuration it runs with, the defaults without it
+  nri-hcn-portmap service install [--config PATH] [--depends-on containerd]
+                                                    register the Windows service; PATH (absolute) is the
+                                                    configuration it runs with (checked now), the defaults
+                                                    without it; --depends-on names services to start after
   nri-hcn-portmap service uninstall                 remove the service (then run cleanup to delete its endpoints)
 `
 
@@ -30,20 +32,33 @@ func serviceCmd(args []string, stdout, stderr io.Writer) error {
 	case "install":
 		fs := flag.NewFlagSet("service install", flag.ContinueOnError)
 		fs.SetOutput(stderr)
-		cfgPath := fs.String("config", "", "configuration file the service runs with (absolute path)")
+		cfgPath := fs.String("config", "", "configuration file the service runs with (absolute path); the defaults without it")
+		dependsOn := fs.String("depends-on", "", "services to start after, comma-separated, e.g. containerd (each must be installed); none by default")
 		if err := fs.Parse(args[1:]); err != nil {
 			return err
 		}
+		// the whole validation the service would do at start: a bad value
+		// is refused now, not in a silent restart loop later
 		if *cfgPath != "" {
-			if _, err := config.Load(*cfgPath); err != nil {
+			cfg, err := config.Load(*cfgPath)
+			if err == nil {
+				err = cfg.Validate(*cfgPath, nil)
+			}
+			if err != nil {
 				return err
+			}
+		}
+		var deps []string
+		for d := range strings.SplitSeq(*dependsOn, ",") {
+			if d = strings.TrimSpace(d); d != "" {
+				deps = append(deps, d)
 			}
 		}
 		exe, err := os.Executable()
 		if err != nil {
 			return err
 		}
-		plan, err := service.InstallPlan(exe, *cfgPath)
+		plan, err := service.InstallPlan(exe, *cfgPath, deps, service.Exists)
 		if err != nil {
 			return err
 		}

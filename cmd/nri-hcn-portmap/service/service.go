@@ -5,7 +5,6 @@ package service
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -33,9 +32,13 @@ type Plan struct {
 }
 
 // InstallPlan builds the service registration for exe with the given
-// configuration file. The configuration path must be absolute and exist:
-// a service starts in System32, and a typo would only show at the next boot.
-func InstallPlan(exe, configPath string) (Plan, error) {
+// configuration file and the services it depends on (none by default: the
+// plugin retries containerd itself, and RKE2 and others run containerd
+// under their own service). The configuration path must be absolute and
+// exist: a service starts in System32, and a typo would only show at the
+// next boot. Each dependency must be an installed service (exists says),
+// or the start would fail with error 1075.
+func InstallPlan(exe, configPath string, dependsOn []string, exists func(service string) bool) (Plan, error) {
 	if !filepath.IsAbs(exe) {
 		return Plan{}, fmt.Errorf("service install: executable %q: the path must be absolute", exe)
 	}
@@ -49,15 +52,18 @@ func InstallPlan(exe, configPath string) (Plan, error) {
 		}
 		args = append(args, "--config", configPath)
 	}
+	for _, d := range dependsOn {
+		if !exists(d) {
+			return Plan{}, fmt.Errorf("service install: --depends-on %q: no service of that name is installed", d)
+		}
+	}
 	return Plan{
-		Name:        Name,
-		DisplayName: "NRI HCN port mappings",
-		Description: "Gives containerd pod sandboxes HNS v2 PortMapping endpoints in their own HCN namespace.",
-		Exe:         exe,
-		Args:        args,
-		// containerd must be there to read sandboxes from; HNS is a
-		// system service that starts before both.
-		Dependencies: []string{"containerd"},
+		Name:         Name,
+		DisplayName:  "NRI HCN port mappings",
+		Description:  "Gives containerd pod sandboxes HNS v2 PortMapping endpoints in their own HCN namespace.",
+		Exe:          exe,
+		Args:         args,
+		Dependencies: dependsOn,
 		// Restart after 5 s, then 10 s, then every 30 s; forget failures
 		// after a day without one.
 		Recovery:    []RecoveryAction{{true, 5 * time.Second}, {true, 10 * time.Second}, {true, 30 * time.Second}},
@@ -102,9 +108,13 @@ const ProgressEvery = 2 * time.Second
 
 // Handle drives run from SCM requests: it reports StartPending, Running;
 // on Stop or Shutdown (and pre-shutdown) StopPending, repeated every
-// ProgressEvery while run finishes its in-flight work, and Stopped.
-// ParamChange calls reload. It returns the exit code the SCM sees: non-zero
-// when run failed on its own, so the recovery actions restart the service.
+// ProgressEvery while run finishes its in-flight work. It does not report
+// Stopped: the SCM glue does, once, with the exit code Handle returns, so
+// the SCM never sees a clean stop before the real code. The code is 0 after
+// an operator's stop (a failure to finish is logged by run; a non-zero code
+// would make the recovery actions restart a service someone stopped), and
+// non-zero when run ended on its own, so the recovery actions restart it.
+// ParamChange calls reload.
 func Handle(requests <-chan Request, report func(State), run RunFunc, reload func()) uint32 {
 	return HandleWith(requests, report, run, reload, ProgressEvery)
 }
@@ -135,17 +145,11 @@ func HandleWith(requests <-chan Request, report func(State), run RunFunc, reload
 				state = StopPending
 				report(state)
 				cancel()
-				err := waitReporting(done, every, func() { report(StopPending) })
-				report(Stopped)
-				if err != nil && !errors.Is(err, context.Canceled) {
-					return 1
-				}
+				_ = waitReporting(done, every, func() { report(StopPending) })
 				return 0
 			}
 		case <-done:
-			// run ended without being asked to: a failure for the SCM
-			report(Stopped)
-			return 1
+			return 1 // run ended without being asked to: a failure for the SCM
 		}
 	}
 }

@@ -15,6 +15,9 @@ func IsService() (bool, error) { return false, nil }
 // Run fails off Windows.
 func Run(string, RunFunc, func()) error { return errNotWindows }
 
+// Exists is false off Windows.
+func Exists(string) bool { return false }
+
 // Install fails off Windows.
 func Install(Plan) error { return errNotWindows }
 

@@ -45,8 +45,6 @@ func (h *handler) Execute(_ []string, r <-chan svc.ChangeRequest, s chan<- svc.S
 				cp = current.CheckPoint + 1
 			}
 			current = svc.Status{State: svc.StopPending, CheckPoint: cp, WaitHint: uint32(3 * ProgressEvery / time.Millisecond)}
-		case Stopped:
-			current = svc.Status{State: svc.Stopped}
 		}
 		s <- current
 	}
@@ -67,8 +65,25 @@ func (h *handler) Execute(_ []string, r <-chan svc.ChangeRequest, s chan<- svc.S
 			}
 		}
 	}()
+	// x/sys reports Stopped with this exit code when Execute returns: the
+	// only Stopped the SCM sees
 	code := Handle(requests, report, h.run, h.reload)
 	return code != 0, code
+}
+
+// Exists reports whether a service of that name is installed.
+func Exists(name string) bool {
+	m, err := mgr.Connect()
+	if err != nil {
+		return false
+	}
+	defer m.Disconnect()
+	s, err := m.OpenService(name)
+	if err != nil {
+		return false
+	}
+	s.Close()
+	return true
 }
 
 // Install registers the service as planned.
@@ -84,6 +99,9 @@ func Install(p Plan) error {
 	}
 	s, err := m.CreateService(p.Name, p.Exe, mgr.Config{
 		DisplayName: p.DisplayName, Description: p.Description, StartType: mgr.StartAutomatic,
+		// a failed start is logged in the system event log and the boot
+		// goes on (the default, ignore, logs nothing)
+		ErrorControl: mgr.ErrorNormal,
 		Dependencies: p.Dependencies,
 	}, p.Args...)
 	if err != nil {

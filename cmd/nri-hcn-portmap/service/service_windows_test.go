@@ -9,6 +9,7 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -17,10 +18,17 @@ import (
 )
 
 // When the SCM starts this test binary as a service, it runs Handle with a
-// run function that records a reload, instead of the tests.
+// run function that records a reload, instead of the tests. The marker file
+// comes as a service argument: a service does not see the environment of
+// the process that installed it.
 func TestMain(m *testing.M) {
 	if is, _ := IsService(); is {
-		marker := os.Getenv("HCNPM_SVC_MARKER")
+		var marker string
+		for _, a := range os.Args[1:] {
+			if v, ok := strings.CutPrefix(a, "--marker="); ok {
+				marker = v
+			}
+		}
 		err := Run(testServiceName, func(ctx context.Context) error {
 			_ = os.WriteFile(marker, []byte("running"), 0o644)
 			<-ctx.Done()
@@ -61,12 +69,13 @@ func TestServiceUnderTheSCM(t *testing.T) {
 	if err := os.WriteFile(cfg, []byte("[hcn]\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	plan, err := InstallPlan(exe, cfg)
+	plan, err := InstallPlan(exe, cfg, nil, Exists)
 	if err != nil {
 		t.Fatal(err)
 	}
 	plan.Name = testServiceName
-	plan.Dependencies = nil // no containerd service here
+	marker := filepath.Join(testDir(t), "marker")
+	plan.Args = []string{"--marker=" + marker}
 	_ = Uninstall(testServiceName)
 	if err := Install(plan); err != nil {
 		t.Fatalf("Install: %v", err)
@@ -94,10 +103,6 @@ func TestServiceUnderTheSCM(t *testing.T) {
 		t.Errorf("recovery actions %+v, %v", actions, err)
 	}
 	// run it: the binary is this test, which acts as the service
-	marker := filepath.Join(testDir(t), "marker")
-	if err := os.Setenv("HCNPM_SVC_MARKER", marker); err != nil {
-		t.Fatal(err)
-	}
 	if err := s.Start(); err != nil {
 		t.Fatalf("Start: %v", err)
 	}
@@ -109,6 +114,9 @@ func TestServiceUnderTheSCM(t *testing.T) {
 		t.Fatalf("stop: %v", err)
 	}
 	waitState(t, s, svc.Stopped)
+	if st, err := s.Query(); err != nil || st.Win32ExitCode != 0 || st.ServiceSpecificExitCode != 0 {
+		t.Errorf("after an operator's stop: %+v, %v; want exit code 0 (no recovery restart)", st, err)
+	}
 	got, _ := os.ReadFile(marker)
 	if string(got) != "stopped cleanly" {
 		t.Errorf("marker %q: the run function did not finish before Stopped", got)
