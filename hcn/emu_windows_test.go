@@ -38,7 +38,7 @@ func emu(t *testing.T, fn string, args ...string) string {
 
 func emuSetup(t *testing.T) (hcn.Service, *hcn.Network) {
 	t.Helper()
-	svc, err := hcn.NewWindowsService(hcn.NewLimiter(4))
+	svc, err := hcn.NewWindowsService(context.Background(), hcn.NewLimiter(4))
 	if err != nil {
 		t.Fatal(err)
 	}

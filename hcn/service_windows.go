@@ -18,10 +18,11 @@ type WindowsService struct{ lim *Limiter }
 
 var _ Service = WindowsService{}
 
-// NewWindowsService checks that HNS speaks the v2 API and returns the
-// adapter; lim caps its HNS calls in flight (nil: no cap).
-func NewWindowsService(lim *Limiter) (Service, error) {
-	if _, err := callBounded(context.Background(), lim, "V2ApiSupported", func() (struct{}, error) {
+// NewWindowsService checks that HNS speaks the v2 API, as long as ctx
+// allows, and returns the adapter; lim caps its HNS calls in flight (nil:
+// no cap).
+func NewWindowsService(ctx context.Context, lim *Limiter) (Service, error) {
+	if _, err := callBounded(ctx, lim, "V2ApiSupported", func() (struct{}, error) {
 		return struct{}{}, hcsshim.V2ApiSupported()
 	}); err != nil {
 		return nil, fmt.Errorf("HNS v2 API not supported on this host (needs HNS 9.2+): %w: %w", ErrUnavailable, err)

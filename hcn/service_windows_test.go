@@ -5,12 +5,12 @@
 package hcn
 
 import (
-	"os"
-	"sync/atomic"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"os"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -21,7 +21,7 @@ var bg = context.Background()
 
 func newWin(t *testing.T) Service {
 	t.Helper()
-	svc, err := NewWindowsService(NewLimiter(4))
+	svc, err := NewWindowsService(context.Background(), NewLimiter(4))
 	if err != nil {
 		t.Fatalf("NewWindowsService: %v", err)
 	}

@@ -1,14 +1,15 @@
 package main
 
 import (
+	"context"
 	"fmt"
 
 	"github.com/nri-hcn-portmap/nri-hcn-portmap/config"
 	"github.com/nri-hcn-portmap/nri-hcn-portmap/hcn"
 )
 
-func newManager(cfg config.HCN, observe hcn.ObserveFunc) (*hcn.Manager, error) {
-	svc, err := newService(cfg)
+func newManager(ctx context.Context, cfg config.HCN, observe hcn.ObserveFunc) (*hcn.Manager, error) {
+	svc, err := newService(ctx, cfg)
 	if err != nil {
 		return nil, fmt.Errorf("hcn backend %q: %w", cfg.Backend, err)
 	}

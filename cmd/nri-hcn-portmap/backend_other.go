@@ -3,6 +3,8 @@
 package main
 
 import (
+	"context"
+
 	"github.com/nri-hcn-portmap/nri-hcn-portmap/config"
 	"github.com/nri-hcn-portmap/nri-hcn-portmap/hcn"
 	"github.com/nri-hcn-portmap/nri-hcn-portmap/hcn/hcnsim"
@@ -11,7 +13,7 @@ import (
 // newService is the HCN backend the configuration names, at most
 // hcn.max_concurrent_calls calls at a time: HNS (only on Windows; elsewhere
 // an error that says so) or the simulator.
-func newService(cfg config.HCN) (hcn.Service, error) {
+func newService(ctx context.Context, cfg config.HCN) (hcn.Service, error) {
 	lim := hcn.NewLimiter(cfg.MaxConcurrentCalls)
 	switch cfg.Backend {
 	case config.BackendSimulated:
@@ -21,6 +23,6 @@ func newService(cfg config.HCN) (hcn.Service, error) {
 		}
 		return hcn.Limited(sim, lim), nil
 	default:
-		return hcn.NewWindowsService(lim)
+		return hcn.NewWindowsService(ctx, lim)
 	}
 }

@@ -1,6 +1,8 @@
 package main
 
 import (
+	"context"
+
 	"github.com/nri-hcn-portmap/nri-hcn-portmap/config"
 	"github.com/nri-hcn-portmap/nri-hcn-portmap/hcn"
 )
@@ -8,6 +10,6 @@ import (
 // newService is HNS through hcsshim, at most hcn.max_concurrent_calls calls
 // at a time: the only backend of the Windows build (config validation
 // rejects the simulated one there).
-func newService(cfg config.HCN) (hcn.Service, error) {
-	return hcn.NewWindowsService(hcn.NewLimiter(cfg.MaxConcurrentCalls))
+func newService(ctx context.Context, cfg config.HCN) (hcn.Service, error) {
+	return hcn.NewWindowsService(ctx, hcn.NewLimiter(cfg.MaxConcurrentCalls))
 }

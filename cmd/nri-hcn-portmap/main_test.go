@@ -2,11 +2,19 @@ package main
 
 import (
 	"bytes"
+	"context"
+	"errors"
+	"io"
 	"os/exec"
 	"path/filepath"
 	"runtime"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/nri-hcn-portmap/nri-hcn-portmap/config"
+	"github.com/nri-hcn-portmap/nri-hcn-portmap/hcn"
+	"github.com/sirupsen/logrus"
 )
 
 // The version comes from the build (make build stamps it with -ldflags),
@@ -113,4 +121,42 @@ func match(t *testing.T, what, got, want string) {
 	if got != want {
 		t.Errorf("%s = %q\nwant %q", what, got, want)
 	}
+}
+
+// A service is told Running before anything can block: the plugin is built
+// inside, retrying while HNS does not answer (at boot it is
+// trigger-started), and other errors end it at once.
+func TestBuildRetriesWhileHNSDoesNotAnswer(t *testing.T) {
+	if runtime.GOOS == "windows" {
+		t.Skip("the windows backend is HNS itself here")
+	}
+	log := logrus.NewEntry(logrus.New())
+	log.Logger.SetOutput(io.Discard)
+	cfg := config.Default() // the windows backend: ErrUnavailable off Windows, as HNS not answering yet
+	cfg.HCN.CallTimeout.Duration = time.Second
+	ctx, cancel := context.WithCancel(context.Background())
+	attempts := 0
+	log.Logger.AddHook(countHook{func() {
+		if attempts++; attempts == 2 { // retried once: the service is stopped
+			cancel()
+		}
+	}})
+	if _, err := buildRetrying(ctx, cfg, nil, log); !errors.Is(err, hcn.ErrUnavailable) || attempts < 2 {
+		t.Fatalf("err = %v after %d attempts, want ErrUnavailable after a retry", err, attempts)
+	}
+	cfg.HCN.Backend, cfg.HCN.SimulatorAddress = config.BackendSimulated, "tcp://127.0.0.1:1"
+	a, err := buildRetrying(context.Background(), cfg, nil, log)
+	if err != nil || a == nil {
+		t.Fatalf("build against the simulator: %v", err)
+	}
+	a.core.Close()
+}
+
+// countHook calls f on every warning ("HNS does not answer yet; retrying").
+type countHook struct{ f func() }
+
+func (countHook) Levels() []logrus.Level { return []logrus.Level{logrus.WarnLevel} }
+func (h countHook) Fire(*logrus.Entry) error {
+	h.f()
+	return nil
 }

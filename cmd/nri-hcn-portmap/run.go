@@ -2,14 +2,17 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"os"
 	"os/signal"
+	"runtime/debug"
 	"strings"
 	"sync"
 	"syscall"
+	"time"
 
 	"github.com/nri-hcn-portmap/nri-hcn-portmap/cmd/nri-hcn-portmap/service"
 	"github.com/nri-hcn-portmap/nri-hcn-portmap/config"
@@ -17,6 +20,7 @@ import (
 	"github.com/nri-hcn-portmap/nri-hcn-portmap/plugin"
 	"github.com/nri-hcn-portmap/nri-hcn-portmap/plugin/admin"
 	"github.com/nri-hcn-portmap/nri-hcn-portmap/plugin/admission"
+	"github.com/nri-hcn-portmap/nri-hcn-portmap/plugin/backoff"
 	"github.com/nri-hcn-portmap/nri-hcn-portmap/plugin/containerd"
 	"github.com/nri-hcn-portmap/nri-hcn-portmap/plugin/nri"
 	"github.com/nri-hcn-portmap/nri-hcn-portmap/plugin/request"
@@ -46,22 +50,27 @@ func runCmd(args []string, stderr io.Writer) error {
 	}
 	defer closeLog.Close()
 	log := logrus.NewEntry(logger)
+	// hcsshim logs through logrus's standard logger: into ours, so that a
+	// service's HNS messages reach its log file
+	std := logrus.StandardLogger()
+	std.SetOutput(logger.Out)
+	std.SetFormatter(logger.Formatter)
+	std.SetLevel(logger.GetLevel())
 	if pprofAddr != "" {
 		go servePprof(pprofAddr, log)
 	}
-	app, err := build(cfg, flags, log)
+	if isService {
+		return runService(cfg, flags, log)
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	app, err := build(ctx, cfg, flags, log)
 	if err != nil {
 		if cfg.Log.File != "" { // stderr gets it from main, once
 			log.WithError(err).Error("nri-hcn-portmap cannot start")
 		}
 		return err
 	}
-	if isService {
-		log.Info("running as a Windows service")
-		return service.Run(service.Name, app.run, func() { _, _ = app.reload() })
-	}
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
 	hup := make(chan os.Signal, 1)
 	signal.Notify(hup, syscall.SIGHUP)
 	defer signal.Stop(hup)
@@ -89,9 +98,9 @@ type app struct {
 // build wires the plugin: HCN (bounded, instrumented), containerd, the core
 // with its request limits and admission policy, the event sources, the
 // admin endpoints.
-func build(cfg config.Config, flags *config.Flags, log *logrus.Entry) (*app, error) {
+func build(ctx context.Context, cfg config.Config, flags *config.Flags, log *logrus.Entry) (*app, error) {
 	a := &app{cfg: cfg, flags: flags, log: log, metrics: telemetry.New()}
-	mgr, err := newManager(cfg.HCN, a.metrics.HCNCall)
+	mgr, err := newManager(ctx, cfg.HCN, a.metrics.HCNCall)
 	if err != nil {
 		return nil, err
 	}
@@ -187,4 +196,64 @@ func (a *app) reload() (string, error) {
 	a.metrics.Reloaded(true)
 	a.log.WithField("result", msg).Info("configuration reloaded")
 	return msg, nil
+}
+
+// runService runs the plugin under the service control manager. The SCM
+// hears Running at once: everything that can block (HNS answering at boot,
+// containerd) happens inside, HNS retried with backoff until the service is
+// stopped. A start-up failure goes to the log file and the Windows event
+// log; a crash's output to a file next to the log.
+func runService(cfg config.Config, flags *config.Flags, log *logrus.Entry) error {
+	log.Info("running as a Windows service")
+	if f, err := os.OpenFile(cfg.Log.File+".crash", os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644); err == nil {
+		if err := debug.SetCrashOutput(f, debug.CrashOptions{}); err != nil {
+			log.WithError(err).Warn("crash output not redirected")
+		}
+		f.Close() // SetCrashOutput keeps its own handle
+	}
+	var (
+		mu      sync.Mutex
+		running *app
+	)
+	run := func(ctx context.Context) error {
+		a, err := buildRetrying(ctx, cfg, flags, log)
+		if err != nil {
+			if ctx.Err() == nil {
+				log.WithError(err).Error("nri-hcn-portmap cannot start")
+				service.ReportError(service.Name, "nri-hcn-portmap cannot start: "+err.Error())
+			}
+			return err
+		}
+		mu.Lock()
+		running = a
+		mu.Unlock()
+		return a.run(ctx)
+	}
+	reload := func() {
+		mu.Lock()
+		a := running
+		mu.Unlock()
+		if a != nil {
+			_, _ = a.reload()
+		}
+	}
+	return service.Run(service.Name, run, reload)
+}
+
+// buildRetrying builds the plugin, retrying while HNS does not answer yet
+// (it is trigger-started at boot), until ctx ends. Other errors are final.
+func buildRetrying(ctx context.Context, cfg config.Config, flags *config.Flags, log *logrus.Entry) (*app, error) {
+	retry := backoff.New(time.Second, 30*time.Second)
+	for {
+		bctx, cancel := context.WithTimeout(ctx, cfg.HCN.CallTimeout.Duration)
+		a, err := build(bctx, cfg, flags, log)
+		cancel()
+		if err == nil || !errors.Is(err, hcn.ErrUnavailable) {
+			return a, err
+		}
+		log.WithError(err).WithField("retry_in", retry.Next().String()).Warn("HNS does not answer yet; retrying")
+		if !retry.Wait(ctx) {
+			return nil, err
+		}
+	}
 }

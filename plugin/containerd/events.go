@@ -16,7 +16,7 @@ import (
 	"github.com/nri-hcn-portmap/nri-hcn-portmap/hcn"
 	"github.com/nri-hcn-portmap/nri-hcn-portmap/plugin"
 	"github.com/nri-hcn-portmap/nri-hcn-portmap/plugin/admission"
-	"github.com/nri-hcn-portmap/nri-hcn-portmap/plugin/internal/backoff"
+	"github.com/nri-hcn-portmap/nri-hcn-portmap/plugin/backoff"
 )
 
 // Topics the event source acts on.

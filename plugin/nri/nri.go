@@ -15,7 +15,7 @@ import (
 	nrilog "github.com/containerd/nri/pkg/log"
 	"github.com/containerd/nri/pkg/stub"
 	"github.com/nri-hcn-portmap/nri-hcn-portmap/plugin"
-	"github.com/nri-hcn-portmap/nri-hcn-portmap/plugin/internal/backoff"
+	"github.com/nri-hcn-portmap/nri-hcn-portmap/plugin/backoff"
 	"github.com/sirupsen/logrus"
 )
 

@@ -18,6 +18,9 @@ func Run(string, RunFunc, func()) error { return errNotWindows }
 // Exists is false off Windows.
 func Exists(string) bool { return false }
 
+// ReportError does nothing off Windows (there is no event log).
+func ReportError(string, string) {}
+
 // Install fails off Windows.
 func Install(Plan) error { return errNotWindows }
 

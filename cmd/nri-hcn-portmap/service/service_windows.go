@@ -5,7 +5,10 @@ package service
 import (
 	"errors"
 	"fmt"
+	"strings"
 	"time"
+
+	"golang.org/x/sys/windows/svc/eventlog"
 
 	"golang.org/x/sys/windows"
 	"golang.org/x/sys/windows/svc"
@@ -71,6 +74,17 @@ func (h *handler) Execute(_ []string, r <-chan svc.ChangeRequest, s chan<- svc.S
 	return code != 0, code
 }
 
+// ReportError writes msg to the Windows event log as the service's error
+// (the event source is registered at install); best effort.
+func ReportError(name, msg string) {
+	l, err := eventlog.Open(name)
+	if err != nil {
+		return
+	}
+	defer l.Close()
+	_ = l.Error(1, msg)
+}
+
 // Exists reports whether a service of that name is installed.
 func Exists(name string) bool {
 	m, err := mgr.Connect()
@@ -116,6 +130,12 @@ func Install(p Plan) error {
 		}
 		actions = append(actions, mgr.RecoveryAction{Type: t, Delay: a.Delay})
 	}
+	// the event source for start-up errors (ReportError); an SCM host
+	// without it (wine) still gets the log file
+	if err := eventlog.InstallAsEventCreate(p.Name, eventlog.Error|eventlog.Warning|eventlog.Info); err != nil &&
+		!errors.Is(err, windows.ERROR_ACCESS_DENIED) && !strings.Contains(err.Error(), "registry key already exists") {
+		return fmt.Errorf("service install: event log source: %w", err)
+	}
 	if err := s.SetRecoveryActions(actions, uint32(p.ResetPeriod/time.Second)); err != nil {
 		return fmt.Errorf("service install: recovery actions: %w", err)
 	}
@@ -153,5 +173,6 @@ func Uninstall(name string) error {
 	if err := s.Delete(); err != nil {
 		return fmt.Errorf("service uninstall: %w", err)
 	}
+	_ = eventlog.Remove(name)
 	return nil
 }
