@@ -161,6 +161,7 @@ func (m *Manager) forgetNetwork() {
 // deleted. When a step fails, what this call created is deleted again and
 // the returned *StepError names the step.
 func (m *Manager) Ensure(ctx context.Context, d Desired) (ep *Endpoint, out Outcome, err error) {
+	d.Namespace = CanonicalGUID(d.Namespace) // compared with what HNS reports
 	defer func() {
 		if ep != nil {
 			m.remember(d.SandboxID, []Endpoint{*ep}, err)

@@ -471,3 +471,24 @@ func TestTimedOutCreateTakesEffectLate(t *testing.T) {
 		t.Fatalf("Remove = %d, %v; HCN holds %+v", n, err, sim.State().Endpoints)
 	}
 }
+
+// Issue 15, GUIDs: the OCI spec may spell the namespace GUID in lower case
+// or in braces while HNS reports it in upper case. The endpoint is in place
+// after the first Ensure; a second one must not "repair" it again (every
+// resync would otherwise delete and recreate a healthy endpoint).
+func TestEnsureComparesGUIDsInOneForm(t *testing.T) {
+	sim, mgr := setup(t, true)
+	ns := sim.CreateNamespace("")
+	spelled := "{" + strings.ToLower(ns) + "}"
+	first, out, err := mgr.Ensure(ctx, hcn.Desired{SandboxID: "g", Namespace: spelled, Policies: web})
+	if err != nil || out != hcn.Created {
+		t.Fatalf("Ensure = %v, %v", out, err)
+	}
+	if _, err := mgr.Owned(ctx); err != nil { // what a resync reads back from HNS
+		t.Fatal(err)
+	}
+	again, out, err := mgr.Ensure(ctx, hcn.Desired{SandboxID: "g", Namespace: spelled, Policies: web})
+	if err != nil || out != hcn.Unchanged || again.ID != first.ID {
+		t.Fatalf("second Ensure = %v, %v (endpoint %s, was %s): the same namespace spelled differently", out, err, again.ID, first.ID)
+	}
+}

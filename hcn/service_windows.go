@@ -74,7 +74,10 @@ func toNetwork(n *hcsshim.HostComputeNetwork) *Network {
 
 // toEndpoint reads back the policies we understand; others are ignored.
 func toEndpoint(e *hcsshim.HostComputeEndpoint) Endpoint {
-	out := Endpoint{ID: e.Id, Name: e.Name, NetworkID: e.HostComputeNetwork, Namespace: e.HostComputeNamespace}
+	// GUIDs as HNS spells them, canonical; the zero GUID some HNS versions
+	// report for an unattached endpoint means none
+	out := Endpoint{ID: CanonicalGUID(e.Id), Name: e.Name, NetworkID: CanonicalGUID(e.HostComputeNetwork),
+		Namespace: CanonicalGUID(e.HostComputeNamespace)}
 	if len(e.IpConfigurations) > 0 {
 		out.IPAddress = e.IpConfigurations[0].IpAddress
 	}
@@ -238,7 +241,7 @@ func (w WindowsService) GetNamespace(ctx context.Context, id string) (*Namespace
 		if err != nil {
 			return nil, err
 		}
-		out := &Namespace{ID: ns.Id}
+		out := &Namespace{ID: CanonicalGUID(ns.Id)}
 		for _, r := range ns.Resources {
 			if r.Type != "Endpoint" {
 				continue
@@ -247,7 +250,7 @@ func (w WindowsService) GetNamespace(ctx context.Context, id string) (*Namespace
 			if err := json.Unmarshal(r.Data, &ep); err != nil {
 				return nil, fmt.Errorf("namespace %s: endpoint resource %s: %w", id, r.Data, err)
 			}
-			out.Endpoints = append(out.Endpoints, ep.Id)
+			out.Endpoints = append(out.Endpoints, CanonicalGUID(ep.Id))
 		}
 		return out, nil
 	})

@@ -171,7 +171,7 @@ func (s *Sim) Calls() map[string]int {
 // CreateNamespace models containerd creating a pod's HCN namespace. An empty
 // id gets a fresh GUID. Creating an existing namespace is a no-op.
 func (s *Sim) CreateNamespace(id string) string {
-	if id == "" {
+	if id = hcn.CanonicalGUID(id); id == "" {
 		id = newGUID()
 	}
 	s.mu.Lock()
@@ -185,6 +185,7 @@ func (s *Sim) CreateNamespace(id string) string {
 // DeleteNamespace models containerd deleting a pod's namespace: endpoints in
 // it are detached (not deleted).
 func (s *Sim) DeleteNamespace(id string) error {
+	id = hcn.CanonicalGUID(id)
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	eps, ok := s.namespaces[id]
@@ -460,6 +461,7 @@ func (s *Sim) ListEndpoints(ctx context.Context) ([]hcn.Endpoint, error) {
 // DeleteEndpoint implements hcn.Service. An attached endpoint has references
 // and is not deleted.
 func (s *Sim) DeleteEndpoint(ctx context.Context, id string) error {
+	id = hcn.CanonicalGUID(id)
 	_, err := run(ctx, s, OpDeleteEndpoint, func() (struct{}, error) {
 		ep := s.endpoints[id]
 		switch {
@@ -476,6 +478,7 @@ func (s *Sim) DeleteEndpoint(ctx context.Context, id string) error {
 
 // AddNamespaceEndpoint implements hcn.Service.
 func (s *Sim) AddNamespaceEndpoint(ctx context.Context, namespaceID, endpointID string) error {
+	namespaceID, endpointID = hcn.CanonicalGUID(namespaceID), hcn.CanonicalGUID(endpointID) // HNS: any spelling
 	_, err := run(ctx, s, OpAddNamespaceEndpoint, func() (struct{}, error) {
 		ns, ep := s.namespaces[namespaceID], s.endpoints[endpointID]
 		switch {
@@ -495,6 +498,7 @@ func (s *Sim) AddNamespaceEndpoint(ctx context.Context, namespaceID, endpointID 
 
 // RemoveNamespaceEndpoint implements hcn.Service.
 func (s *Sim) RemoveNamespaceEndpoint(ctx context.Context, namespaceID, endpointID string) error {
+	namespaceID, endpointID = hcn.CanonicalGUID(namespaceID), hcn.CanonicalGUID(endpointID)
 	_, err := run(ctx, s, OpRemoveNamespaceEndpoint, func() (struct{}, error) {
 		ns := s.namespaces[namespaceID]
 		switch {
@@ -514,6 +518,7 @@ func (s *Sim) RemoveNamespaceEndpoint(ctx context.Context, namespaceID, endpoint
 
 // GetNamespace implements hcn.Service.
 func (s *Sim) GetNamespace(ctx context.Context, id string) (*hcn.Namespace, error) {
+	id = hcn.CanonicalGUID(id)
 	return run(ctx, s, OpGetNamespace, func() (*hcn.Namespace, error) {
 		eps, ok := s.namespaces[id]
 		if !ok {

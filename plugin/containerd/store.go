@@ -13,6 +13,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/nri-hcn-portmap/nri-hcn-portmap/hcn"
+
 	tasksapi "github.com/containerd/containerd/api/services/tasks/v1"
 	tasktypes "github.com/containerd/containerd/api/types/task"
 
@@ -49,7 +51,7 @@ func netNSFromSpec(spec []byte) (string, error) {
 	if s.Windows == nil || s.Windows.Network == nil {
 		return "", nil
 	}
-	return s.Windows.Network.NetworkNamespace, nil
+	return hcn.CanonicalGUID(s.Windows.Network.NetworkNamespace), nil
 }
 
 // Store reads sandboxes from containerd over its API. The client

@@ -33,3 +33,10 @@ func TestNetNSFromSpec(t *testing.T) {
 		t.Error("a broken spec decoded")
 	}
 }
+
+func TestNetNSFromSpecIsCanonical(t *testing.T) {
+	got, err := netNSFromSpec([]byte(`{"windows":{"network":{"networkNamespace":"{0452913b-e445-438b-8922-374e5a15c9b4}"}}}`))
+	if err != nil || got != "0452913B-E445-438B-8922-374E5A15C9B4" {
+		t.Fatalf("= %q, %v", got, err)
+	}
+}

@@ -276,7 +276,14 @@ func idList(ids []string) string {
 }
 
 func endpointOut(ep hcn.Endpoint) endpointJSON {
-	out := endpointJSON{ID: ep.ID, Name: ep.Name, HostComputeNetwork: ep.NetworkID, HostComputeNamespace: ep.Namespace, SchemaVersion: v2}
+	// as some HNS versions do: an unattached endpoint's namespace is the
+	// zero GUID, and GUIDs come in lower case with braces (the adapter must
+	// take any spelling)
+	ns := hcn.ZeroGUID
+	if ep.Namespace != "" {
+		ns = "{" + strings.ToLower(ep.Namespace) + "}"
+	}
+	out := endpointJSON{ID: ep.ID, Name: ep.Name, HostComputeNetwork: ep.NetworkID, HostComputeNamespace: ns, SchemaVersion: v2}
 	for _, p := range ep.PortMappings {
 		raw, _ := json.Marshal(portMappingSettings{Protocol: uint32(p.Protocol), InternalPort: p.InternalPort,
 			ExternalPort: p.ExternalPort, VIP: p.VIP, Flags: uint32(p.Flags)})
