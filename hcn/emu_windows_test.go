@@ -170,11 +170,11 @@ func TestTimeoutAndLateResult(t *testing.T) {
 	}
 }
 
-func createNamespace(t *testing.T) string {
+func createNamespace(t *testing.T) hcn.GUID {
 	t.Helper()
 	ns, err := hcsshim.NewNamespace(hcsshim.NamespaceTypeHostDefault).Create()
 	if err != nil {
 		t.Fatalf("creating a namespace: %v", err)
 	}
-	return ns.Id
+	return hcn.ParseGUID(ns.Id)
 }

@@ -99,7 +99,7 @@ func (m *Manager) SandboxID(endpointName string) (string, bool) {
 // Desired is the endpoint a sandbox should have.
 type Desired struct {
 	SandboxID string
-	Namespace string // HCN namespace GUID of the sandbox
+	Namespace GUID // HCN namespace of the sandbox
 	Policies  []PortMappingPolicy
 }
 
@@ -161,7 +161,6 @@ func (m *Manager) forgetNetwork() {
 // deleted. When a step fails, what this call created is deleted again and
 // the returned *StepError names the step.
 func (m *Manager) Ensure(ctx context.Context, d Desired) (ep *Endpoint, out Outcome, err error) {
-	d.Namespace = CanonicalGUID(d.Namespace) // compared with what HNS reports
 	defer func() {
 		if ep != nil {
 			m.remember(d.SandboxID, []Endpoint{*ep}, err)
@@ -235,7 +234,7 @@ func (m *Manager) Ensure(ctx context.Context, d Desired) (ep *Endpoint, out Outc
 		}
 	}
 	if err := m.svc.AddNamespaceEndpoint(ctx, d.Namespace, ep.ID); err != nil {
-		attachErr := stepErr(StepAttachEndpoint, name+" to namespace "+d.Namespace, err)
+		attachErr := stepErr(StepAttachEndpoint, name+" to namespace "+d.Namespace.String(), err)
 		// Roll back: an unattached endpoint of ours would hold host ports
 		// for nothing.
 		if derr := m.svc.DeleteEndpoint(ctx, ep.ID); derr != nil && !errors.Is(derr, ErrNotFound) {
@@ -288,7 +287,7 @@ func (m *Manager) removeEndpoint(ctx context.Context, ep Endpoint) error {
 	if ep.Namespace != "" {
 		err := m.svc.RemoveNamespaceEndpoint(ctx, ep.Namespace, ep.ID)
 		if err != nil && !errors.Is(err, ErrNotFound) {
-			return stepErr(StepDetachEndpoint, ep.Name+" ("+ep.ID+") from namespace "+ep.Namespace, err)
+			return stepErr(StepDetachEndpoint, ep.Name+" ("+ep.ID+") from namespace "+ep.Namespace.String(), err)
 		}
 	}
 	if err := m.svc.DeleteEndpoint(ctx, ep.ID); err != nil && !errors.Is(err, ErrNotFound) {
@@ -343,7 +342,7 @@ func (m *Manager) Health(ctx context.Context) error {
 }
 
 // NamespaceExists reports whether the HCN namespace exists.
-func (m *Manager) NamespaceExists(ctx context.Context, id string) (bool, error) {
+func (m *Manager) NamespaceExists(ctx context.Context, id GUID) (bool, error) {
 	_, err := m.svc.GetNamespace(ctx, id)
 	switch {
 	case err == nil:
@@ -351,7 +350,7 @@ func (m *Manager) NamespaceExists(ctx context.Context, id string) (bool, error) 
 	case errors.Is(err, ErrNotFound):
 		return false, nil
 	}
-	return false, stepErr(StepLookupNS, id, err)
+	return false, stepErr(StepLookupNS, id.String(), err)
 }
 
 func sameEndpoints(a, b []Endpoint) bool {

@@ -122,7 +122,7 @@ func TestEnsureRecreatesNetworkThatVanished(t *testing.T) {
 	}
 	st := sim.State()
 	sim.Reset() // HNS lost everything (a host reboot without persistence)
-	sim.CreateNamespace(ns)
+	sim.CreateNamespace(ns.String())
 	if _, _, err := mgr.Ensure(ctx, hcn.Desired{SandboxID: "a", Namespace: ns, Policies: web}); err != nil {
 		t.Fatalf("Ensure after the network vanished: %v", err)
 	}
@@ -473,13 +473,14 @@ func TestTimedOutCreateTakesEffectLate(t *testing.T) {
 }
 
 // Issue 15, GUIDs: the OCI spec may spell the namespace GUID in lower case
-// or in braces while HNS reports it in upper case. The endpoint is in place
+// or in braces while HNS reports it in upper case; read through ParseGUID
+// at the boundary they are one GUID. The endpoint is in place
 // after the first Ensure; a second one must not "repair" it again (every
 // resync would otherwise delete and recreate a healthy endpoint).
 func TestEnsureComparesGUIDsInOneForm(t *testing.T) {
 	sim, mgr := setup(t, true)
 	ns := sim.CreateNamespace("")
-	spelled := "{" + strings.ToLower(ns) + "}"
+	spelled := hcn.ParseGUID("{" + strings.ToLower(ns.String()) + "}") // as a spec may write it, read at the boundary
 	first, out, err := mgr.Ensure(ctx, hcn.Desired{SandboxID: "g", Namespace: spelled, Policies: web})
 	if err != nil || out != hcn.Created {
 		t.Fatalf("Ensure = %v, %v", out, err)

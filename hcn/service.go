@@ -19,7 +19,7 @@ type Service interface {
 	ListEndpointsByName(ctx context.Context, name string) ([]Endpoint, error)
 	ListEndpoints(ctx context.Context) ([]Endpoint, error)
 	DeleteEndpoint(ctx context.Context, id string) error
-	AddNamespaceEndpoint(ctx context.Context, namespaceID, endpointID string) error
-	RemoveNamespaceEndpoint(ctx context.Context, namespaceID, endpointID string) error
-	GetNamespace(ctx context.Context, id string) (*Namespace, error)
+	AddNamespaceEndpoint(ctx context.Context, namespaceID GUID, endpointID string) error
+	RemoveNamespaceEndpoint(ctx context.Context, namespaceID GUID, endpointID string) error
+	GetNamespace(ctx context.Context, id GUID) (*Namespace, error)
 }

@@ -77,7 +77,7 @@ func toEndpoint(e *hcsshim.HostComputeEndpoint) Endpoint {
 	// GUIDs as HNS spells them, canonical; the zero GUID some HNS versions
 	// report for an unattached endpoint means none
 	out := Endpoint{ID: CanonicalGUID(e.Id), Name: e.Name, NetworkID: CanonicalGUID(e.HostComputeNetwork),
-		Namespace: CanonicalGUID(e.HostComputeNamespace)}
+		Namespace: ParseGUID(e.HostComputeNamespace)}
 	if len(e.IpConfigurations) > 0 {
 		out.IPAddress = e.IpConfigurations[0].IpAddress
 	}
@@ -218,30 +218,30 @@ func (w WindowsService) DeleteEndpoint(ctx context.Context, id string) error {
 }
 
 // AddNamespaceEndpoint implements Service.
-func (w WindowsService) AddNamespaceEndpoint(ctx context.Context, namespaceID, endpointID string) error {
+func (w WindowsService) AddNamespaceEndpoint(ctx context.Context, namespaceID GUID, endpointID string) error {
 	_, err := hnsCall(ctx, w.lim, "AddNamespaceEndpoint", func() (struct{}, error) {
-		return struct{}{}, hcsshim.AddNamespaceEndpoint(namespaceID, endpointID)
+		return struct{}{}, hcsshim.AddNamespaceEndpoint(namespaceID.String(), endpointID)
 	})
 	return err
 }
 
 // RemoveNamespaceEndpoint implements Service.
-func (w WindowsService) RemoveNamespaceEndpoint(ctx context.Context, namespaceID, endpointID string) error {
+func (w WindowsService) RemoveNamespaceEndpoint(ctx context.Context, namespaceID GUID, endpointID string) error {
 	_, err := hnsCall(ctx, w.lim, "RemoveNamespaceEndpoint", func() (struct{}, error) {
-		return struct{}{}, hcsshim.RemoveNamespaceEndpoint(namespaceID, endpointID)
+		return struct{}{}, hcsshim.RemoveNamespaceEndpoint(namespaceID.String(), endpointID)
 	})
 	return err
 }
 
 // GetNamespace implements Service.
-func (w WindowsService) GetNamespace(ctx context.Context, id string) (*Namespace, error) {
+func (w WindowsService) GetNamespace(ctx context.Context, id GUID) (*Namespace, error) {
 	return hnsCall(ctx, w.lim, "GetNamespace", func() (*Namespace, error) {
 		// one HNS query: the endpoints are the namespace's resources
-		ns, err := hcsshim.GetNamespaceByID(id)
+		ns, err := hcsshim.GetNamespaceByID(id.String())
 		if err != nil {
 			return nil, err
 		}
-		out := &Namespace{ID: CanonicalGUID(ns.Id)}
+		out := &Namespace{ID: ParseGUID(ns.Id)}
 		for _, r := range ns.Resources {
 			if r.Type != "Endpoint" {
 				continue

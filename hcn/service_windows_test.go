@@ -51,14 +51,16 @@ func testNetwork(t *testing.T, svc Service) *Network {
 	return n
 }
 
-func testNamespace(t *testing.T) string {
+// testNamespace creates a namespace through hcsshim itself, whose ID is read
+// at the boundary like any GUID from HNS.
+func testNamespace(t *testing.T) GUID {
 	t.Helper()
 	ns, err := hcsshim.NewNamespace(hcsshim.NamespaceTypeHostDefault).Create()
 	if err != nil {
 		t.Fatalf("creating a namespace: %v", err)
 	}
 	t.Cleanup(func() { _ = ns.Delete() })
-	return ns.Id
+	return ParseGUID(ns.Id)
 }
 
 func TestWindowsNetworkEnsure(t *testing.T) {

@@ -197,7 +197,7 @@ type Network struct {
 type EndpointSpec struct {
 	Name         string              `json:"Name"`
 	NetworkID    string              `json:"NetworkID"`
-	Namespace    string              `json:"Namespace,omitempty"`
+	Namespace    GUID                `json:"Namespace,omitempty"`
 	PortMappings []PortMappingPolicy `json:"PortMappings,omitempty"`
 	OutboundNAT  bool                `json:"OutboundNAT,omitempty"`
 }
@@ -207,7 +207,7 @@ type Endpoint struct {
 	ID           string              `json:"ID"`
 	Name         string              `json:"Name"`
 	NetworkID    string              `json:"NetworkID"`
-	Namespace    string              `json:"Namespace,omitempty"`
+	Namespace    GUID                `json:"Namespace,omitempty"` // "" when attached to none
 	IPAddress    string              `json:"IPAddress,omitempty"`
 	PortMappings []PortMappingPolicy `json:"PortMappings,omitempty"`
 	OutboundNAT  bool                `json:"OutboundNAT,omitempty"`
@@ -215,6 +215,6 @@ type Endpoint struct {
 
 // Namespace is an HNS (HCN) namespace: the network compartment of a pod.
 type Namespace struct {
-	ID        string   `json:"ID"`
+	ID        GUID     `json:"ID"`
 	Endpoints []string `json:"Endpoints,omitempty"`
 }

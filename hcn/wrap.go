@@ -98,14 +98,14 @@ func (w *wrapped) DeleteEndpoint(ctx context.Context, id string) error {
 	return wrapErr(w, ctx, "DeleteEndpoint", func(ctx context.Context) error { return w.svc.DeleteEndpoint(ctx, id) })
 }
 
-func (w *wrapped) AddNamespaceEndpoint(ctx context.Context, ns, ep string) error {
+func (w *wrapped) AddNamespaceEndpoint(ctx context.Context, ns GUID, ep string) error {
 	return wrapErr(w, ctx, "AddNamespaceEndpoint", func(ctx context.Context) error { return w.svc.AddNamespaceEndpoint(ctx, ns, ep) })
 }
 
-func (w *wrapped) RemoveNamespaceEndpoint(ctx context.Context, ns, ep string) error {
+func (w *wrapped) RemoveNamespaceEndpoint(ctx context.Context, ns GUID, ep string) error {
 	return wrapErr(w, ctx, "RemoveNamespaceEndpoint", func(ctx context.Context) error { return w.svc.RemoveNamespaceEndpoint(ctx, ns, ep) })
 }
 
-func (w *wrapped) GetNamespace(ctx context.Context, id string) (*Namespace, error) {
+func (w *wrapped) GetNamespace(ctx context.Context, id GUID) (*Namespace, error) {
 	return wrap(w, ctx, "GetNamespace", func(ctx context.Context) (*Namespace, error) { return w.svc.GetNamespace(ctx, id) })
 }

@@ -66,8 +66,8 @@ const (
 // SandboxInfo is what the plugin reads of a sandbox container.
 type SandboxInfo struct {
 	ID        string
-	IsSandbox bool   // labelled io.cri-containerd.kind=sandbox
-	NetNS     string // spec Windows.Network.NetworkNamespace; "" when none
+	IsSandbox bool     // labelled io.cri-containerd.kind=sandbox
+	NetNS     hcn.GUID // spec Windows.Network.NetworkNamespace; "" when none
 	// Metadata is the raw io.cri-containerd.sandbox.metadata extension.
 	Metadata []byte
 }

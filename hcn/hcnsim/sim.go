@@ -70,7 +70,7 @@ type Sim struct {
 	mu         sync.Mutex
 	networks   map[string]*network
 	endpoints  map[string]*hcn.Endpoint
-	namespaces map[string]map[string]bool // namespace ID -> endpoint IDs
+	namespaces map[hcn.GUID]map[string]bool // namespace -> endpoint IDs
 	faults     []Fault
 	latency    time.Duration
 	opLatency  map[string]time.Duration // per operation, over latency
@@ -95,7 +95,7 @@ func (s *Sim) Reset() {
 	defer s.mu.Unlock()
 	s.networks = map[string]*network{}
 	s.endpoints = map[string]*hcn.Endpoint{}
-	s.namespaces = map[string]map[string]bool{}
+	s.namespaces = map[hcn.GUID]map[string]bool{}
 	s.faults = nil
 	s.latency = 0
 	s.serialized = false
@@ -170,9 +170,10 @@ func (s *Sim) Calls() map[string]int {
 
 // CreateNamespace models containerd creating a pod's HCN namespace. An empty
 // id gets a fresh GUID. Creating an existing namespace is a no-op.
-func (s *Sim) CreateNamespace(id string) string {
-	if id = hcn.CanonicalGUID(id); id == "" {
-		id = newGUID()
+func (s *Sim) CreateNamespace(spelled string) hcn.GUID {
+	id := hcn.ParseGUID(spelled)
+	if id == "" {
+		id = hcn.GUID(newGUID())
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -184,8 +185,7 @@ func (s *Sim) CreateNamespace(id string) string {
 
 // DeleteNamespace models containerd deleting a pod's namespace: endpoints in
 // it are detached (not deleted).
-func (s *Sim) DeleteNamespace(id string) error {
-	id = hcn.CanonicalGUID(id)
+func (s *Sim) DeleteNamespace(id hcn.GUID) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	eps, ok := s.namespaces[id]
@@ -222,7 +222,7 @@ func (s *Sim) State() State {
 	}
 	slices.SortFunc(st.Networks, func(a, b hcn.Network) int { return strings.Compare(a.Name+a.ID, b.Name+b.ID) })
 	slices.SortFunc(st.Endpoints, func(a, b hcn.Endpoint) int { return strings.Compare(a.Name+a.ID, b.Name+b.ID) })
-	slices.SortFunc(st.Namespaces, func(a, b hcn.Namespace) int { return strings.Compare(a.ID, b.ID) })
+	slices.SortFunc(st.Namespaces, func(a, b hcn.Namespace) int { return strings.Compare(string(a.ID), string(b.ID)) })
 	return st
 }
 
@@ -477,8 +477,8 @@ func (s *Sim) DeleteEndpoint(ctx context.Context, id string) error {
 }
 
 // AddNamespaceEndpoint implements hcn.Service.
-func (s *Sim) AddNamespaceEndpoint(ctx context.Context, namespaceID, endpointID string) error {
-	namespaceID, endpointID = hcn.CanonicalGUID(namespaceID), hcn.CanonicalGUID(endpointID) // HNS: any spelling
+func (s *Sim) AddNamespaceEndpoint(ctx context.Context, namespaceID hcn.GUID, endpointID string) error {
+	endpointID = hcn.CanonicalGUID(endpointID) // HNS: any spelling
 	_, err := run(ctx, s, OpAddNamespaceEndpoint, func() (struct{}, error) {
 		ns, ep := s.namespaces[namespaceID], s.endpoints[endpointID]
 		switch {
@@ -497,8 +497,8 @@ func (s *Sim) AddNamespaceEndpoint(ctx context.Context, namespaceID, endpointID 
 }
 
 // RemoveNamespaceEndpoint implements hcn.Service.
-func (s *Sim) RemoveNamespaceEndpoint(ctx context.Context, namespaceID, endpointID string) error {
-	namespaceID, endpointID = hcn.CanonicalGUID(namespaceID), hcn.CanonicalGUID(endpointID)
+func (s *Sim) RemoveNamespaceEndpoint(ctx context.Context, namespaceID hcn.GUID, endpointID string) error {
+	endpointID = hcn.CanonicalGUID(endpointID)
 	_, err := run(ctx, s, OpRemoveNamespaceEndpoint, func() (struct{}, error) {
 		ns := s.namespaces[namespaceID]
 		switch {
@@ -517,8 +517,7 @@ func (s *Sim) RemoveNamespaceEndpoint(ctx context.Context, namespaceID, endpoint
 }
 
 // GetNamespace implements hcn.Service.
-func (s *Sim) GetNamespace(ctx context.Context, id string) (*hcn.Namespace, error) {
-	id = hcn.CanonicalGUID(id)
+func (s *Sim) GetNamespace(ctx context.Context, id hcn.GUID) (*hcn.Namespace, error) {
 	return run(ctx, s, OpGetNamespace, func() (*hcn.Namespace, error) {
 		eps, ok := s.namespaces[id]
 		if !ok {

@@ -24,7 +24,7 @@ import (
 type request struct {
 	Name        string            `json:"name,omitempty"`
 	ID          string            `json:"id,omitempty"`
-	NamespaceID string            `json:"namespaceID,omitempty"`
+	NamespaceID hcn.GUID          `json:"namespaceID,omitempty"`
 	EndpointID  string            `json:"endpointID,omitempty"`
 	Network     *hcn.NetworkSpec  `json:"network,omitempty"`
 	Endpoint    *hcn.EndpointSpec `json:"endpoint,omitempty"`
@@ -104,14 +104,14 @@ func Handler(s *Sim) http.Handler {
 		return response{}, s.RemoveNamespaceEndpoint(ctx, r.NamespaceID, r.EndpointID)
 	})
 	handle(OpGetNamespace, func(ctx context.Context, r request) (response, error) {
-		ns, err := s.GetNamespace(ctx, r.ID)
+		ns, err := s.GetNamespace(ctx, hcn.ParseGUID(r.ID))
 		return response{Namespace: ns}, err
 	})
 	handle("sim/CreateNamespace", func(_ context.Context, r request) (response, error) {
 		return response{Namespace: &hcn.Namespace{ID: s.CreateNamespace(r.ID)}}, nil
 	})
 	handle("sim/DeleteNamespace", func(_ context.Context, r request) (response, error) {
-		return response{}, s.DeleteNamespace(r.ID)
+		return response{}, s.DeleteNamespace(hcn.ParseGUID(r.ID))
 	})
 	handle("sim/InjectFault", func(_ context.Context, r request) (response, error) {
 		if r.Fault == nil {
@@ -287,20 +287,20 @@ func (c *Client) DeleteEndpoint(ctx context.Context, id string) error {
 }
 
 // AddNamespaceEndpoint implements hcn.Service.
-func (c *Client) AddNamespaceEndpoint(ctx context.Context, namespaceID, endpointID string) error {
+func (c *Client) AddNamespaceEndpoint(ctx context.Context, namespaceID hcn.GUID, endpointID string) error {
 	_, err := c.call(ctx, OpAddNamespaceEndpoint, request{NamespaceID: namespaceID, EndpointID: endpointID})
 	return err
 }
 
 // RemoveNamespaceEndpoint implements hcn.Service.
-func (c *Client) RemoveNamespaceEndpoint(ctx context.Context, namespaceID, endpointID string) error {
+func (c *Client) RemoveNamespaceEndpoint(ctx context.Context, namespaceID hcn.GUID, endpointID string) error {
 	_, err := c.call(ctx, OpRemoveNamespaceEndpoint, request{NamespaceID: namespaceID, EndpointID: endpointID})
 	return err
 }
 
 // GetNamespace implements hcn.Service.
-func (c *Client) GetNamespace(ctx context.Context, id string) (*hcn.Namespace, error) {
-	r, err := c.call(ctx, OpGetNamespace, request{ID: id})
+func (c *Client) GetNamespace(ctx context.Context, id hcn.GUID) (*hcn.Namespace, error) {
+	r, err := c.call(ctx, OpGetNamespace, request{ID: id.String()})
 	if err != nil {
 		return nil, err
 	}
@@ -308,7 +308,7 @@ func (c *Client) GetNamespace(ctx context.Context, id string) (*hcn.Namespace, e
 }
 
 // CreateNamespace creates a namespace in the simulator ("" = fresh GUID).
-func (c *Client) CreateNamespace(ctx context.Context, id string) (string, error) {
+func (c *Client) CreateNamespace(ctx context.Context, id string) (hcn.GUID, error) {
 	r, err := c.call(ctx, "sim/CreateNamespace", request{ID: id})
 	if err != nil {
 		return "", err
@@ -317,8 +317,8 @@ func (c *Client) CreateNamespace(ctx context.Context, id string) (string, error)
 }
 
 // DeleteNamespace deletes a namespace, detaching its endpoints.
-func (c *Client) DeleteNamespace(ctx context.Context, id string) error {
-	_, err := c.call(ctx, "sim/DeleteNamespace", request{ID: id})
+func (c *Client) DeleteNamespace(ctx context.Context, id hcn.GUID) error {
+	_, err := c.call(ctx, "sim/DeleteNamespace", request{ID: id.String()})
 	return err
 }
 

@@ -43,7 +43,7 @@ type ociSpec struct {
 }
 
 // netNSFromSpec returns Windows.Network.NetworkNamespace of a JSON OCI spec.
-func netNSFromSpec(spec []byte) (string, error) {
+func netNSFromSpec(spec []byte) (hcn.GUID, error) {
 	var s ociSpec
 	if err := json.Unmarshal(spec, &s); err != nil {
 		return "", fmt.Errorf("decoding OCI spec: %w", err)
@@ -51,7 +51,7 @@ func netNSFromSpec(spec []byte) (string, error) {
 	if s.Windows == nil || s.Windows.Network == nil {
 		return "", nil
 	}
-	return hcn.CanonicalGUID(s.Windows.Network.NetworkNamespace), nil
+	return hcn.ParseGUID(s.Windows.Network.NetworkNamespace), nil
 }
 
 // Store reads sandboxes from containerd over its API. The client

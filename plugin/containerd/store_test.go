@@ -25,7 +25,7 @@ func TestNetNSFromSpec(t *testing.T) {
 		{`{"windows":{}}`, ""},
 	}
 	for _, tt := range tests {
-		if got, err := netNSFromSpec([]byte(tt.spec)); err != nil || got != tt.want {
+		if got, err := netNSFromSpec([]byte(tt.spec)); err != nil || got.String() != tt.want {
 			t.Errorf("netNSFromSpec(%s) = %q, %v; want %q", tt.spec, got, err, tt.want)
 		}
 	}

@@ -26,7 +26,7 @@ type Entry struct {
 	Sandbox   string                  `json:"sandbox"`
 	Endpoint  string                  `json:"endpoint"`
 	Name      string                  `json:"name"`
-	NetNS     string                  `json:"netns"`
+	NetNS     hcn.GUID                `json:"netns"`
 	IPAddress string                  `json:"ip,omitempty"`
 	State     string                  `json:"state"`
 	Mappings  []hcn.PortMappingPolicy `json:"mappings"`

@@ -16,6 +16,7 @@ import (
 	"github.com/sirupsen/logrus"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
+	"github.com/nri-hcn-portmap/nri-hcn-portmap/hcn"
 	"github.com/nri-hcn-portmap/nri-hcn-portmap/plugin/request"
 	"github.com/nri-hcn-portmap/nri-hcn-portmap/test/harness"
 )
@@ -60,7 +61,7 @@ func run() error {
 		{ID: "6d2f8b4a0e7c3d9f5b1a8e4c0d6f2b9a5e1c7d3f0b8a4e6c2d9f5b1e7a3c0d8f", Name: "thief", Namespace: "default",
 			Annotations: map[string]string{request.AnnotationPortMappings: "8080:8080"}},
 	}
-	guids := map[string]string{}
+	guids := map[string]hcn.GUID{}
 	for _, p := range pods {
 		guid, err := env.RunPod(ctx, p)
 		guids[p.ID] = guid

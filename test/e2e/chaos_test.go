@@ -34,7 +34,7 @@ level = "info"
 // chaosPod is a pod of the chaos run and what HCN should hold for it.
 type chaosPod struct {
 	pod  harness.Pod
-	ns   string
+	ns   hcn.GUID
 	port int
 }
 

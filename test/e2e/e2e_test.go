@@ -102,7 +102,7 @@ func endpointOf(t *testing.T, ctx context.Context, env *harness.Env, id string) 
 	return found
 }
 
-func wantEndpoint(t *testing.T, ctx context.Context, env *harness.Env, id, netns string, want []hcn.PortMappingPolicy) *status.Entry {
+func wantEndpoint(t *testing.T, ctx context.Context, env *harness.Env, id string, netns hcn.GUID, want []hcn.PortMappingPolicy) *status.Entry {
 	t.Helper()
 	var got *status.Entry
 	err := harness.Eventually(ctx, 15*time.Second, func() error {

@@ -35,7 +35,7 @@ func hostPort(proto runtimeapi.Protocol, container, host int32, ip string) *runt
 func TestContainerdEventSource(t *testing.T) {
 	env, ctx := startEventsEnv(t, eventsConfig)
 
-	start := func(t *testing.T, p harness.Pod) string {
+	start := func(t *testing.T, p harness.Pod) hcn.GUID {
 		t.Helper()
 		guid, err := env.CreateSandbox(ctx, p)
 		if err != nil {

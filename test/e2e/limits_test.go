@@ -40,14 +40,14 @@ func TestLimitsThroughNRI(t *testing.T) {
 	crowded.HostPorts = []*runtimeapi.PortMapping{hostPort(runtimeapi.Protocol_TCP, 80, 9403, ""), hostPort(runtimeapi.Protocol_TCP, 80, 9404, "")}
 	tests := []struct {
 		pod  string
-		p    func() (string, error)
+		p    func() (hcn.GUID, error)
 		want string
 	}{
-		{"entries", func() (string, error) { return env.RunPod(ctx, pod("entries", ports(9301, 9304))) },
+		{"entries", func() (hcn.GUID, error) { return env.RunPod(ctx, pod("entries", ports(9301, 9304))) },
 			"pod default/entries: annotation hcn.nri.io/port-mappings: invalid pod request: 4 entries, more than the limit of 3 (plugin.max_mappings_per_pod)"},
-		{"bytes", func() (string, error) { return env.RunPod(ctx, pod("bytes", "9311:80"+strings.Repeat(" ", 256))) },
+		{"bytes", func() (hcn.GUID, error) { return env.RunPod(ctx, pod("bytes", "9311:80"+strings.Repeat(" ", 256))) },
 			"pod default/bytes: annotation hcn.nri.io/port-mappings: invalid pod request: 263 bytes, more than the limit of 256 (plugin.max_annotation_bytes)"},
-		{"crowded", func() (string, error) { return env.RunPod(ctx, crowded) },
+		{"crowded", func() (hcn.GUID, error) { return env.RunPod(ctx, crowded) },
 			"pod default/crowded: invalid pod request: annotation and CRI hostPorts together: 4 entries, more than the limit of 3"},
 	}
 	for _, tt := range tests {

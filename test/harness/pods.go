@@ -14,6 +14,7 @@ import (
 	"github.com/containerd/containerd/v2/pkg/namespaces"
 	"github.com/containerd/containerd/v2/pkg/oci"
 	"github.com/containerd/nri/pkg/api"
+	"github.com/nri-hcn-portmap/nri-hcn-portmap/hcn"
 	"github.com/nri-hcn-portmap/nri-hcn-portmap/plugin/containerd"
 	"github.com/nri-hcn-portmap/nri-hcn-portmap/plugin/request"
 	"github.com/opencontainers/runtime-spec/specs-go"
@@ -78,22 +79,22 @@ func RunRequest(p Pod) *api.RunPodSandboxRequest { return &api.RunPodSandboxRequ
 // hears of the pod: create the pod's HCN namespace, then the sandbox
 // container whose spec names it. It returns the namespace GUID ("" for a
 // sandbox without one).
-func (e *Env) CreateSandbox(ctx context.Context, p Pod) (string, error) {
+func (e *Env) CreateSandbox(ctx context.Context, p Pod) (hcn.GUID, error) {
 	spec := &oci.Spec{Version: specs.Version}
-	var guid string
+	var guid hcn.GUID
 	if !p.NoWindowsNamespace {
 		var err error
 		if guid, err = e.SimClient.CreateNamespace(ctx, ""); err != nil {
 			return "", err
 		}
-		spec.Windows = &specs.Windows{Network: &specs.WindowsNetwork{NetworkNamespace: guid}}
+		spec.Windows = &specs.Windows{Network: &specs.WindowsNetwork{NetworkNamespace: guid.String()}}
 	}
 	opts := []client.NewContainerOpts{
 		client.WithContainerLabels(map[string]string{containerd.LabelKind: containerd.KindSandbox}),
 		client.WithSpec(spec),
 		client.WithRuntime("io.containerd.runhcs.v1", nil),
 	}
-	meta, err := p.CRIMetadata(guid)
+	meta, err := p.CRIMetadata(guid.String())
 	if err != nil {
 		return "", err
 	}
@@ -105,7 +106,7 @@ func (e *Env) CreateSandbox(ctx context.Context, p Pod) (string, error) {
 }
 
 // RunPod creates the sandbox and sends RunPodSandbox, as containerd does.
-func (e *Env) RunPod(ctx context.Context, p Pod) (string, error) {
+func (e *Env) RunPod(ctx context.Context, p Pod) (hcn.GUID, error) {
 	guid, err := e.CreateSandbox(ctx, p)
 	if err != nil {
 		return "", err
@@ -124,7 +125,7 @@ func (e *Env) RunPod(ctx context.Context, p Pod) (string, error) {
 
 // StopPod sends StopPodSandbox, then deletes the HCN namespace as
 // containerd's CNI teardown does.
-func (e *Env) StopPod(ctx context.Context, p Pod, guid string) error {
+func (e *Env) StopPod(ctx context.Context, p Pod, guid hcn.GUID) error {
 	err := e.NRI.StopPodSandbox(ctx, &api.StopPodSandboxRequest{Pod: p.NRIPod()})
 	if guid != "" {
 		if nerr := e.SimClient.DeleteNamespace(ctx, guid); nerr != nil && err == nil {
@@ -147,7 +148,7 @@ func (e *Env) RemovePod(ctx context.Context, p Pod) error {
 
 // ForgetPod drops a pod from the runtime's view without telling any plugin
 // (what happens while the plugin is down).
-func (e *Env) ForgetPod(ctx context.Context, p Pod, guid string) error {
+func (e *Env) ForgetPod(ctx context.Context, p Pod, guid hcn.GUID) error {
 	e.mu.Lock()
 	delete(e.pods, p.ID)
 	e.mu.Unlock()
@@ -161,7 +162,7 @@ func (e *Env) ForgetPod(ctx context.Context, p Pod, guid string) error {
 
 // AddPodSilently creates a sandbox and lists it as running without telling
 // any plugin (a pod started while the plugin was down).
-func (e *Env) AddPodSilently(ctx context.Context, p Pod) (string, error) {
+func (e *Env) AddPodSilently(ctx context.Context, p Pod) (hcn.GUID, error) {
 	guid, err := e.CreateSandbox(ctx, p)
 	if err != nil {
 		return "", err

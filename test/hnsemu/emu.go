@@ -185,7 +185,7 @@ func (e *Emulator) objects(kind string) []map[string]string {
 		}
 	case "namespace":
 		for _, ns := range st.Namespaces {
-			out = append(out, map[string]string{"ID": ns.ID})
+			out = append(out, map[string]string{"ID": ns.ID.String()})
 		}
 	}
 	return out
@@ -281,7 +281,7 @@ func endpointOut(ep hcn.Endpoint) endpointJSON {
 	// take any spelling)
 	ns := hcn.ZeroGUID
 	if ep.Namespace != "" {
-		ns = "{" + strings.ToLower(ep.Namespace) + "}"
+		ns = "{" + strings.ToLower(ep.Namespace.String()) + "}"
 	}
 	out := endpointJSON{ID: ep.ID, Name: ep.Name, HostComputeNetwork: ep.NetworkID, HostComputeNamespace: ns, SchemaVersion: v2}
 	for _, p := range ep.PortMappings {
@@ -376,7 +376,7 @@ func (e *Emulator) dispatch(fn string, a []string) (uint32, uint64, string, stri
 		if err := json.Unmarshal([]byte(arg(2)), &in); err != nil {
 			return fail(fmt.Errorf("endpoint settings: %v: %w", err, hcn.ErrInvalid))
 		}
-		spec := hcn.EndpointSpec{Name: in.Name, NetworkID: netID, Namespace: in.HostComputeNamespace}
+		spec := hcn.EndpointSpec{Name: in.Name, NetworkID: netID, Namespace: hcn.ParseGUID(in.HostComputeNamespace)}
 		for _, p := range in.Policies {
 			switch p.Type {
 			case "PortMapping":
@@ -418,17 +418,17 @@ func (e *Emulator) dispatch(fn string, a []string) (uint32, uint64, string, stri
 	case "HcnCreateNamespace":
 		e.remember(fn, arg(1))
 		id := e.sim.CreateNamespace("")
-		return hrOK, e.open("namespace", id), "", ""
+		return hrOK, e.open("namespace", id.String()), "", ""
 	case "HcnQueryNamespaceProperties":
 		id, err := e.lookup("namespace", arg(0))
 		if err != nil {
 			return fail(err)
 		}
-		ns, err := e.sim.GetNamespace(ctx, id)
+		ns, err := e.sim.GetNamespace(ctx, hcn.ParseGUID(id))
 		if err != nil {
 			return fail(err)
 		}
-		out := namespaceJSON{ID: ns.ID, Type: "HostDefault", SchemaVersion: v2}
+		out := namespaceJSON{ID: ns.ID.String(), Type: "HostDefault", SchemaVersion: v2}
 		for _, ep := range ns.Endpoints {
 			data, _ := json.Marshal(map[string]string{"ID": ep})
 			out.Resources = append(out.Resources, resource{Type: "Endpoint", Data: data})
@@ -451,9 +451,9 @@ func (e *Emulator) dispatch(fn string, a []string) (uint32, uint64, string, stri
 		ep := strings.ToUpper(req.Settings.EndpointId)
 		switch req.RequestType {
 		case "Add":
-			err = e.sim.AddNamespaceEndpoint(ctx, id, ep)
+			err = e.sim.AddNamespaceEndpoint(ctx, hcn.ParseGUID(id), ep)
 		case "Remove":
-			err = e.sim.RemoveNamespaceEndpoint(ctx, id, ep)
+			err = e.sim.RemoveNamespaceEndpoint(ctx, hcn.ParseGUID(id), ep)
 		default:
 			err = fmt.Errorf("request type %q: %w", req.RequestType, hcn.ErrInvalid)
 		}
@@ -462,7 +462,7 @@ func (e *Emulator) dispatch(fn string, a []string) (uint32, uint64, string, stri
 		}
 		return ok("")
 	case "HcnDeleteNamespace":
-		if err := e.sim.DeleteNamespace(strings.ToUpper(arg(0))); err != nil {
+		if err := e.sim.DeleteNamespace(hcn.ParseGUID(arg(0))); err != nil {
 			return fail(err)
 		}
 		return ok("")
