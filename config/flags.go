@@ -70,11 +70,7 @@ func (f *Flags) Resolve() (Config, error) {
 	}
 	origin := map[string]string{}
 	if f.configPath != "" && loadErr == nil {
-		if data, err := os.ReadFile(f.configPath); err == nil {
-			for key, line := range keyLines(data) { // errors name the file's line
-				origin[key] = fmt.Sprintf("%s:%d", f.configPath, line)
-			}
-		}
+		origin = fileOrigins(f.configPath)
 	}
 	f.fs.Visit(func(fl *flag.Flag) {
 		for _, k := range flagKeys {
@@ -90,4 +86,26 @@ func (f *Flags) Resolve() (Config, error) {
 		return cfg, loadErr
 	}
 	return cfg, cfg.Validate(source, origin)
+}
+
+// fileOrigins names each key of the file by file:line, for errors.
+func fileOrigins(path string) map[string]string {
+	origin := map[string]string{}
+	if data, err := os.ReadFile(path); err == nil {
+		for key, line := range keyLines(data) {
+			origin[key] = fmt.Sprintf("%s:%d", path, line)
+		}
+	}
+	return origin
+}
+
+// LoadValidated loads path over the defaults and validates the result as
+// the plugin would at start; errors name the file, the line, the key and
+// the value.
+func LoadValidated(path string) (Config, error) {
+	cfg, err := Load(path)
+	if err != nil {
+		return cfg, err
+	}
+	return cfg, cfg.Validate(path, fileOrigins(path))
 }

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"io"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"runtime"
@@ -90,6 +91,8 @@ func TestCommandLineMessages(t *testing.T) {
 			stderr: "nri-hcn-portmap: health: no plugin answers at " + free + ": ..."},
 		{name: "reload with no plugin running", args: []string{"reload", "--admin-listen", free}, code: 1,
 			stderr: "nri-hcn-portmap: reload: no plugin answers at " + free + ": ..."},
+		{name: "service install validates the whole configuration first", args: []string{"service", "install", "--config", badConfig(t)}, code: 1,
+			stderr: "nri-hcn-portmap: config: " + badConfig(t) + `:2: plugin.deadline = "5s": must be positive and below NRI's 2s request timeout` + "\n"},
 		{name: "health takes only its flags", args: []string{"health", "--hcn-backend", "simulated"}, code: 2,
 			stderr: "flag provided but not defined: -hcn-backend\n..."},
 	}
@@ -107,6 +110,15 @@ func TestCommandLineMessages(t *testing.T) {
 			match(t, "stderr", stderr.String(), tt.stderr)
 		})
 	}
+}
+
+// badConfig is a configuration file that decodes but does not validate.
+func badConfig(t *testing.T) string {
+	p := filepath.Join(os.TempDir(), "nri-hcn-portmap-bad-config.toml")
+	if err := os.WriteFile(p, []byte("[plugin]\ndeadline = \"5s\"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return p
 }
 
 // match compares exactly, or by prefix when want ends in "...".

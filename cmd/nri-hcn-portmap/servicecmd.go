@@ -40,11 +40,7 @@ func serviceCmd(args []string, stdout, stderr io.Writer) error {
 		// the whole validation the service would do at start: a bad value
 		// is refused now, not in a silent restart loop later
 		if *cfgPath != "" {
-			cfg, err := config.Load(*cfgPath)
-			if err == nil {
-				err = cfg.Validate(*cfgPath, nil)
-			}
-			if err != nil {
+			if _, err := config.LoadValidated(*cfgPath); err != nil {
 				return err
 			}
 		}

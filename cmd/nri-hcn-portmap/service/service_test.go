@@ -161,3 +161,38 @@ func TestHandleReportsStopProgress(t *testing.T) {
 		t.Fatalf("states %v: want repeated StopPending, and Stopped left to the SCM glue", got)
 	}
 }
+
+// Issue 15: the SCM is told Running while the plugin is still waiting for
+// HNS (trigger-started at boot, it can take long to answer): the building
+// happens inside run, after Running. Also runs as a Windows binary under
+// wine.
+func TestRunningIsReportedBeforeHNSAnswers(t *testing.T) {
+	reqs := make(chan Request)
+	var rec recorder
+	hnsAnswers := make(chan struct{})
+	building := make(chan struct{})
+	run := func(ctx context.Context) error {
+		close(building)
+		select { // waiting for HNS, as buildRetrying does
+		case <-hnsAnswers:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+		<-ctx.Done()
+		return nil
+	}
+	codeC := make(chan uint32)
+	go func() { codeC <- Handle(reqs, rec.report, run, nil) }()
+	<-building
+	for !slices.Contains(rec.got(), Running) {
+		time.Sleep(time.Millisecond) // Handle reports Running right after starting run
+	}
+	close(hnsAnswers) // HNS answers only after the SCM heard Running
+	reqs <- Stop
+	if code := <-codeC; code != 0 {
+		t.Fatalf("code %d", code)
+	}
+	if got := rec.got(); !reflect.DeepEqual(got[:2], []State{StartPending, Running}) {
+		t.Fatalf("states %v", got)
+	}
+}
