@@ -7,6 +7,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/nri-hcn-portmap/nri-hcn-portmap/hcn"
 	"github.com/nri-hcn-portmap/nri-hcn-portmap/test/harness"
 )
 
@@ -105,7 +106,7 @@ func EventLatency(ctx context.Context, env *harness.Env, prefix string, n, first
 
 // stopViaEvents stops a sandbox as containerd does on Windows: task exit,
 // namespace gone, container deleted.
-func stopViaEvents(ctx context.Context, env *harness.Env, id, guid string) error {
+func stopViaEvents(ctx context.Context, env *harness.Env, id string, guid hcn.GUID) error {
 	if err := env.PublishExit(ctx, id); err != nil {
 		return err
 	}
