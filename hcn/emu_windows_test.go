@@ -178,3 +178,45 @@ func createNamespace(t *testing.T) hcn.GUID {
 	}
 	return hcn.ParseGUID(ns.Id)
 }
+
+// Issue 10, error classification: each HRESULT HNS was seen answering, as
+// unmodified hcsshim reports it, maps to the typed error that decides what
+// the plugin does (port in use and invalid are final; a stopped manager is
+// retried; anything else is unclassified and retried a bounded number of
+// times).
+func TestHRESULTClassification(t *testing.T) {
+	svc, n := emuSetup(t)
+	typed := []error{hcn.ErrNotFound, hcn.ErrPortInUse, hcn.ErrInvalid, hcn.ErrInUse, hcn.ErrAlreadyAttached, hcn.ErrUnavailable}
+	tests := []struct {
+		name, hr string
+		want     error // nil: unclassified
+	}{
+		{"port held by a host process (ERROR_SHARING_VIOLATION)", "0x80070020", hcn.ErrPortInUse},
+		{"already exists (ERROR_ALREADY_EXISTS)", "0x800700B7", hcn.ErrPortInUse},
+		{"HCN_E_REQUEST_UNSUPPORTED", "0x803B0015", hcn.ErrInvalid},
+		{"HCN_E_ADDR_INVALID_OR_RESERVED", "0x803B002F", hcn.ErrInvalid},
+		{"HCN_E_MANAGER_STOPPED", "0x803B0020", hcn.ErrUnavailable},
+		{"HCN_E_NAMESPACE_ATTACH_FAILED", "0x803B002E", nil},
+	}
+	spec := hcn.EndpointSpec{Name: "emu-hr", NetworkID: n.ID,
+		PortMappings: []hcn.PortMappingPolicy{{Protocol: hcn.TCP, ExternalPort: 18990, InternalPort: 80, Flags: 1}}}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			emu(t, "Emu.InjectHRESULT", "HcnCreateEndpoint", tt.hr)
+			_, err := svc.CreateEndpoint(emuBG, spec)
+			if err == nil {
+				t.Fatal("want an error")
+			}
+			for _, e := range typed {
+				if errors.Is(err, e) != (e == tt.want) {
+					t.Fatalf("HRESULT %s: adapter error %v; want %v", tt.hr, err, tt.want)
+				}
+			}
+		})
+	}
+	// a sharing violation on a call that claims no port is not "port in use"
+	emu(t, "Emu.InjectHRESULT", "HcnCreateEndpoint", "0x80070020")
+	if _, err := svc.CreateEndpoint(emuBG, hcn.EndpointSpec{Name: "emu-hr-noport", NetworkID: n.ID}); errors.Is(err, hcn.ErrPortInUse) {
+		t.Fatalf("no port mapping, yet %v", err)
+	}
+}

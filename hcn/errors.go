@@ -78,6 +78,15 @@ func Permanent(err error) bool {
 	return false
 }
 
+// Retryable reports whether err says HNS could not be asked or did not
+// answer in time (unreachable, restarting, a call given up on): worth
+// retrying for as long as the work matters. An error that is neither this
+// nor Permanent is unclassified: HNS failed in a way nobody has mapped yet,
+// worth a few retries only.
+func Retryable(err error) bool {
+	return errors.Is(err, ErrUnavailable) || errors.Is(err, ErrTimeout)
+}
+
 // NamespaceGone reports whether err says the namespace an endpoint was being
 // attached to no longer exists: the sandbox stopped meanwhile, and the
 // manager has rolled the endpoint back.

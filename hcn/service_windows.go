@@ -3,6 +3,7 @@
 package hcn
 
 import (
+	"syscall"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -51,10 +52,28 @@ func mapErr(err error) error {
 		return fmt.Errorf("%w: %w", ErrInUse, err)
 	case code(windows.HCN_E_INVALID_JSON), code(windows.HCN_E_INVALID_POLICY), code(windows.HCN_E_INVALID_POLICY_TYPE),
 		code(windows.HCN_E_INVALID_NETWORK), code(windows.HCN_E_INVALID_NETWORK_TYPE), code(windows.HCN_E_INVALID_ENDPOINT),
-		code(windows.HCN_E_INVALID_IP), code(windows.HCN_E_INVALID_INTERNAL_PORT):
+		code(windows.HCN_E_INVALID_IP), code(windows.HCN_E_INVALID_INTERNAL_PORT),
+		// the request cannot work on this host or for this address
+		code(windows.HCN_E_REQUEST_UNSUPPORTED), code(windows.HCN_E_ADDR_INVALID_OR_RESERVED):
 		return fmt.Errorf("%w: %w", ErrInvalid, err)
+	case code(windows.HCN_E_MANAGER_STOPPED): // HNS is restarting: try again
+		return fmt.Errorf("%w: %w", ErrUnavailable, err)
 	}
 	return err
+}
+
+// mapPortErr is mapErr for a call that claims host ports (creating an
+// endpoint with PortMapping policies): a port held by a host process
+// (ERROR_SHARING_VIOLATION, moby 36983) or "already exists"
+// (ERROR_ALREADY_EXISTS, moby 23086) is the port in use.
+func mapPortErr(err error) error {
+	// hcsshim keeps a Win32-facility HRESULT as its Win32 code (0x80070020
+	// becomes 0x20), as for ERROR_NOT_FOUND
+	code := func(c syscall.Errno) bool { return hcsshim.CheckErrorWithCode(err, hcsshim.ErrorCode(c)) }
+	if err != nil && (code(windows.ERROR_SHARING_VIOLATION) || code(windows.ERROR_ALREADY_EXISTS)) {
+		return fmt.Errorf("%w: %w", ErrPortInUse, err)
+	}
+	return mapErr(err)
 }
 
 func hnsCall[T any](ctx context.Context, lim *Limiter, what string, fn func() (T, error)) (T, error) {
@@ -167,7 +186,7 @@ func (w WindowsService) CreateEndpoint(ctx context.Context, spec EndpointSpec) (
 	}
 	ep := &hcsshim.HostComputeEndpoint{Name: spec.Name, HostComputeNetwork: spec.NetworkID, Policies: policies,
 		SchemaVersion: hcsshim.V2SchemaVersion()}
-	return hnsCall(ctx, w.lim, "CreateEndpoint", func() (*Endpoint, error) {
+	out, err := callBounded(ctx, w.lim, "CreateEndpoint", func() (*Endpoint, error) {
 		created, err := ep.Create()
 		if err != nil {
 			return nil, err
@@ -175,6 +194,10 @@ func (w WindowsService) CreateEndpoint(ctx context.Context, spec EndpointSpec) (
 		out := toEndpoint(created)
 		return &out, nil
 	})
+	if len(spec.PortMappings) > 0 {
+		return out, mapPortErr(err)
+	}
+	return out, mapErr(err)
 }
 
 func listEndpoints(filter map[string]string) ([]Endpoint, error) {

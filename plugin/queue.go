@@ -7,6 +7,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/nri-hcn-portmap/nri-hcn-portmap/hcn"
 	"github.com/sirupsen/logrus"
 	"k8s.io/client-go/util/workqueue"
 )
@@ -168,14 +169,27 @@ func (c *Core) process(id string) {
 	cancel()
 	w.attempts++
 	if err != nil && transient(err) && w.kind != workReconcile && !c.closing() {
-		c.retry(id, w, err)
-		return
+		if retryForever(err) || w.attempts < UnclassifiedAttempts {
+			c.retry(id, w, err)
+			return
+		}
+		c.PodLog(w.pod).WithError(err).WithField("attempts", w.attempts).
+			Error("HNS keeps failing in a way the plugin does not know; giving up until the next resync")
 	}
 	c.wq.q.Forget(id)
 	for _, wt := range w.waiters {
 		wt.done(change, err)
 	}
 }
+
+// UnclassifiedAttempts bounds the tries of work that fails with an HNS
+// error nobody has classified: it is reported failed after that (the
+// resync tries again), instead of hammering HNS forever.
+const UnclassifiedAttempts = 5
+
+// retryForever: HNS unreachable or slow, a holder busy — retried while the
+// work matters, since they pass.
+func retryForever(err error) bool { return hcn.Retryable(err) || errors.Is(err, errHolderBusy) }
 
 // retry puts the work back, to run again after the sandbox's retry delay,
 // unless newer work for the sandbox replaces it. Waiters of the first

@@ -186,3 +186,29 @@ func TestRemovedPodsPortGoesToTheNextPod(t *testing.T) {
 		t.Fatalf("b has %+v", eps)
 	}
 }
+
+// Issue 10: an HNS error nobody has classified was retried forever; it is
+// now retried a bounded number of times and reported failed, while HNS
+// being unreachable is still retried until it passes.
+func TestUnclassifiedErrorsAreRetriedABoundedNumberOfTimes(t *testing.T) {
+	f := newFixture(t)
+	p := f.sandbox("odd", "8080:80")
+	if err := f.sim.InjectFault(hcnsim.Fault{Op: hcnsim.OpCreateEndpoint, Kind: "internal", Count: 100}); err != nil {
+		t.Fatal(err)
+	}
+	err := f.core.EnsureRetrying(ctx, p)
+	if err == nil || transient(err) != true || hcn.Retryable(err) {
+		t.Fatalf("EnsureRetrying = %v, want the unclassified error", err)
+	}
+	if n := f.sim.Calls()[hcnsim.OpCreateEndpoint]; n != UnclassifiedAttempts {
+		t.Fatalf("%d creates, want %d", n, UnclassifiedAttempts)
+	}
+	f.sim.ClearFaults()
+	q := f.sandbox("unreachable", "8081:80")
+	if err := f.sim.InjectFault(hcnsim.Fault{Op: hcnsim.OpCreateEndpoint, Kind: "unavailable", Count: UnclassifiedAttempts + 3}); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.core.EnsureRetrying(ctx, q); err != nil {
+		t.Fatalf("an unreachable HNS must be retried until it answers: %v", err)
+	}
+}

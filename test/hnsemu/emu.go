@@ -44,12 +44,14 @@ type Emulator struct {
 	mu           sync.Mutex
 	handles      map[uint64]object
 	next         uint64
-	lastSettings map[string]string // function -> the last settings JSON it received
+	lastSettings map[string]string   // function -> the last settings JSON it received
+	hresults     map[string][]uint32 // function -> HRESULTs its next calls answer
 }
 
 // New returns an emulator over a fresh HNS model.
 func New() *Emulator {
-	return &Emulator{sim: hcnsim.New(), handles: map[uint64]object{}, next: 1, lastSettings: map[string]string{}}
+	return &Emulator{sim: hcnsim.New(), handles: map[uint64]object{}, next: 1, lastSettings: map[string]string{},
+		hresults: map[string][]uint32{}}
 }
 
 // Serve answers connections on l until it is closed.
@@ -113,6 +115,18 @@ func WriteResponse(w io.Writer, hr uint32, handle uint64, out, result string) er
 func errorRecord(hr uint32, err error) string {
 	b, _ := json.Marshal(map[string]any{"Success": false, "Error": err.Error(), "ErrorCode": hr})
 	return string(b)
+}
+
+// nextHRESULT pops an injected HRESULT of fn.
+func (e *Emulator) nextHRESULT(fn string) (uint32, bool) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	q := e.hresults[fn]
+	if len(q) == 0 {
+		return 0, false
+	}
+	e.hresults[fn] = q[1:]
+	return q[0], true
 }
 
 // fail maps the model's typed errors onto HNS HRESULTs.
@@ -307,6 +321,9 @@ func (e *Emulator) dispatch(fn string, a []string) (uint32, uint64, string, stri
 		return ""
 	}
 	st := func() hcnsim.State { return e.sim.State() }
+	if hr, ok := e.nextHRESULT(fn); ok { // an HRESULT a test asked for
+		return hr, 0, "", errorRecord(hr, fmt.Errorf("injected HRESULT %#x in %s", hr, fn))
+	}
 	switch fn {
 	case "HNSCall":
 		if arg(0) == "GET" && arg(1) == "/globals/version" {
@@ -493,6 +510,15 @@ func (e *Emulator) dispatch(fn string, a []string) (uint32, uint64, string, stri
 		if err := e.sim.InjectFault(f); err != nil {
 			return fail(err)
 		}
+		return ok("")
+	case "Emu.InjectHRESULT": // function, HRESULT: the function's next call answers it
+		hr, err := strconv.ParseUint(arg(1), 0, 32)
+		if err != nil {
+			return fail(fmt.Errorf("HRESULT %q: %w", arg(1), hcn.ErrInvalid))
+		}
+		e.mu.Lock()
+		e.hresults[arg(0)] = append(e.hresults[arg(0)], uint32(hr))
+		e.mu.Unlock()
 		return ok("")
 	case "Emu.State":
 		b, _ := json.Marshal(e.sim.State())
