@@ -3,10 +3,10 @@
 package hcn
 
 import (
-	"syscall"
 	"context"
 	"encoding/json"
 	"fmt"
+	"syscall"
 
 	hcsshim "github.com/Microsoft/hcsshim/hcn"
 	"golang.org/x/sys/windows"
