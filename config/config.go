@@ -398,6 +398,9 @@ func (c *Config) validate(source string, origin map[string]string, goos string) 
 			bad("hcn.gateway", c.HCN.Gateway, "is not inside hcn.subnet "+subnet.String())
 		}
 	}
+	if c.HCN.DualStack && c.HCN.NetworkType == "NAT" {
+		bad("hcn.dual_stack", c.HCN.DualStack, `NAT networks do not support IPv6 (hcn.network_type = "NAT"); use an L2Bridge network, or turn dual_stack off`)
+	}
 	if c.HCN.CreateNetwork && c.HCN.NetworkType == "L2Bridge" && c.HCN.Subnet == "" {
 		bad("hcn.subnet", c.HCN.Subnet, "must be set to create an L2Bridge network")
 	}

@@ -195,6 +195,8 @@ func TestValidate(t *testing.T) {
 		{"admin disabled", func(c *Config) { c.Admin.Listen = "" }, ""},
 		{"log size", func(c *Config) { c.Log.MaxSizeMB = 0 }, `log.max_size_mb = "0"`},
 		{"empty containerd address", func(c *Config) { c.Containerd.Address = "" }, `containerd.address = ""`},
+		{"dual stack on NAT", func(c *Config) { c.HCN.DualStack = true }, `hcn.dual_stack = "true": NAT networks do not support IPv6 (hcn.network_type = "NAT")`},
+		{"dual stack on L2Bridge", func(c *Config) { c.HCN.DualStack = true; c.HCN.NetworkType = "L2Bridge" }, ""},
 		{"no HNS call slots", func(c *Config) { c.HCN.MaxConcurrentCalls = 0 }, `hcn.max_concurrent_calls = "0": must be 1 to 64`},
 		{"no mappings allowed", func(c *Config) { c.Plugin.MaxMappingsPerPod = 0 }, `plugin.max_mappings_per_pod = "0": must be 1 to 1024`},
 		{"too many mappings allowed", func(c *Config) { c.Plugin.MaxMappingsPerPod = 1025 }, `plugin.max_mappings_per_pod = "1025": must be 1 to 1024`},

@@ -3,6 +3,7 @@ package hcn
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"sync"
 )
@@ -17,6 +18,9 @@ type ManagerConfig struct {
 	CreateNetwork bool   // create Network when no network of that name exists
 	Prefix        string // endpoint name prefix; DefaultEndpointPrefix when empty
 	OutboundNAT   bool   // add an OutBoundNAT policy to every endpoint
+	// IPv6 policies will be asked for (dual stack): a NAT network, which
+	// does not support IPv6, is refused with an error that says so.
+	IPv6 bool
 }
 
 // Manager builds, repairs and removes the plugin's endpoints through a
@@ -133,6 +137,9 @@ func (m *Manager) EnsureNetwork(ctx context.Context) (string, error) {
 	n, err := m.svc.GetNetworkByName(ctx, m.cfg.Network.Name)
 	if errors.Is(err, ErrNotFound) && m.cfg.CreateNetwork {
 		n, err = m.svc.CreateNetwork(ctx, m.cfg.Network)
+	}
+	if err == nil && m.cfg.IPv6 && n.Type == NetworkNAT {
+		err = fmt.Errorf("network %q is NAT, which does not support IPv6, and hcn.dual_stack asks for IPv6 mappings: %w", n.Name, ErrInvalid)
 	}
 	if err != nil {
 		return "", stepErr(StepEnsureNetwork, m.cfg.Network.Name, err)

@@ -493,3 +493,26 @@ func TestEnsureComparesGUIDsInOneForm(t *testing.T) {
 		t.Fatalf("second Ensure = %v, %v (endpoint %s, was %s): the same namespace spelled differently", out, err, again.ID, first.ID)
 	}
 }
+
+// Issue 10: dual stack on an existing NAT network (NAT does not support
+// IPv6) is refused with an error that says so, naming the network.
+func TestDualStackRefusesANATNetwork(t *testing.T) {
+	sim := hcnsim.New()
+	if _, err := sim.CreateNetwork(ctx, hcn.NetworkSpec{Name: "nat", Type: hcn.NetworkNAT}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := sim.CreateNetwork(ctx, hcn.NetworkSpec{Name: "l2", Type: hcn.NetworkL2Bridge, Subnet: "10.1.0.0/24"}); err != nil {
+		t.Fatal(err)
+	}
+	mgr := hcn.NewManager(sim, hcn.ManagerConfig{Network: hcn.NetworkSpec{Name: "nat"}, IPv6: true})
+	_, err := mgr.EnsureNetwork(ctx)
+	if !errors.Is(err, hcn.ErrInvalid) || !strings.Contains(err.Error(), `network "nat" is NAT, which does not support IPv6`) {
+		t.Fatalf("EnsureNetwork = %v", err)
+	}
+	if _, err := hcn.NewManager(sim, hcn.ManagerConfig{Network: hcn.NetworkSpec{Name: "l2"}, IPv6: true}).EnsureNetwork(ctx); err != nil {
+		t.Fatalf("L2Bridge: %v", err)
+	}
+	if _, err := hcn.NewManager(sim, hcn.ManagerConfig{Network: hcn.NetworkSpec{Name: "nat"}}).EnsureNetwork(ctx); err != nil {
+		t.Fatalf("NAT without dual stack: %v", err)
+	}
+}

@@ -22,5 +22,6 @@ func newManager(ctx context.Context, cfg config.HCN, observe hcn.ObserveFunc) (*
 			Gateway: cfg.Gateway, Adapter: cfg.Adapter},
 		CreateNetwork: cfg.CreateNetwork,
 		OutboundNAT:   cfg.OutboundNAT,
+		IPv6:          cfg.DualStack,
 	}), nil
 }
