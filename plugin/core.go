@@ -30,6 +30,10 @@ type Options struct {
 	RetryMin, RetryMax time.Duration
 	// Observer is told what happens (metrics); nil: nobody.
 	Observer Observer
+	// HyperVHandlers are CRI runtime handlers that run Hyper-V isolated
+	// pods, besides what the container record and the spec tell; nil:
+	// runhcs-wcow-hypervisor, empty: none.
+	HyperVHandlers []string
 	// ShutdownGrace bounds how long Close waits for work in flight
 	// (default 3 s: a HostProcess pod gets about 5 s to stop); what is
 	// left is finished by the next start's reconcile.
@@ -82,6 +86,9 @@ func NewCore(mgr *hcn.Manager, store SandboxStore, opt Options, log *logrus.Entr
 	}
 	if opt.Workers <= 0 {
 		opt.Workers = 16
+	}
+	if opt.HyperVHandlers == nil {
+		opt.HyperVHandlers = []string{"runhcs-wcow-hypervisor"}
 	}
 	if opt.ShutdownGrace <= 0 {
 		opt.ShutdownGrace = 3 * time.Second

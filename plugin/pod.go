@@ -15,6 +15,8 @@ type Pod struct {
 	UID         string
 	Annotations map[string]string
 	Labels      map[string]string
+	// RuntimeHandler is the CRI runtime handler (e.g. runhcs-wcow-hypervisor).
+	RuntimeHandler string
 	// Partial: only the ID is known (a containerd event, a resync, an
 	// orphan); name, namespace and annotations are read from containerd's
 	// CRI sandbox metadata.
@@ -68,6 +70,10 @@ type SandboxInfo struct {
 	ID        string
 	IsSandbox bool     // labelled io.cri-containerd.kind=sandbox
 	NetNS     hcn.GUID // spec Windows.Network.NetworkNamespace; "" when none
+	// HyperV says why the sandbox is Hyper-V isolated ("" when it is
+	// process-isolated): its utility VM takes the namespace's endpoints
+	// once, at creation, so an endpoint added later never reaches it.
+	HyperV string
 	// Metadata is the raw io.cri-containerd.sandbox.metadata extension.
 	Metadata []byte
 }

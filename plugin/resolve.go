@@ -56,7 +56,7 @@ func (c *Core) resolve(ctx context.Context, p Pod) (*resolved, error) {
 		}
 		if p.Partial {
 			r.pod = Pod{ID: p.ID, Name: meta.PodName, Namespace: meta.PodNamespace, UID: meta.PodUID,
-				Annotations: meta.Annotations, Labels: meta.Labels}
+				Annotations: meta.Annotations, Labels: meta.Labels, RuntimeHandler: meta.RuntimeHandler}
 			r.known = true
 		}
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 
 	"github.com/nri-hcn-portmap/nri-hcn-portmap/hcn"
 	"github.com/nri-hcn-portmap/nri-hcn-portmap/plugin/admission"
@@ -81,6 +82,11 @@ func (c *Core) apply(ctx context.Context, r *resolved) (Change, error) {
 	if len(r.mappings) == 0 {
 		return NoChange, nil
 	}
+	if why := c.hyperV(r); why != "" {
+		log.WithField("isolation", why).Warn("Hyper-V isolated pod: host ports refused")
+		return NoChange, fmt.Errorf("pod %s: %w (%s): its utility VM takes the namespace's endpoints only when it starts, "+
+			"so an endpoint added now would never reach it; map host ports of Hyper-V pods with the CNI's portMappings", r.pod, ErrHyperV, why)
+	}
 	if c.stopped.has(r.pod.ID) {
 		// stopped after this start or reconcile read it as running
 		log.Debug("sandbox stopped meanwhile; no endpoint")
@@ -117,6 +123,21 @@ func (c *Core) apply(ctx context.Context, r *resolved) (Change, error) {
 	}
 	log.WithFields(logrus.Fields{"mappings": fmt.Sprint(r.mappings), "outcome": outcome.String()}).Info("endpoint attached")
 	return Built, nil
+}
+
+// ErrHyperV: the pod is Hyper-V isolated; host ports cannot be added to it.
+// It is an invalid request (final).
+var ErrHyperV = fmt.Errorf("%w: Hyper-V isolated pod", ErrInvalidPod)
+
+// hyperV says why the sandbox is Hyper-V isolated, "" when it is not.
+func (c *Core) hyperV(r *resolved) string {
+	if r.sb.HyperV != "" {
+		return r.sb.HyperV
+	}
+	if h := r.pod.RuntimeHandler; h != "" && slices.Contains(c.opt.HyperVHandlers, h) {
+		return "runtime handler " + h
+	}
+	return ""
 }
 
 // errHolderBusy: a conflict whose holder is being started or stopped right

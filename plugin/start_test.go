@@ -224,3 +224,62 @@ func TestCloseWaitsAtMostTheGrace(t *testing.T) {
 		t.Fatal("Close waited for the hung HNS call")
 	}
 }
+
+// Issue 10, item 2: a Hyper-V isolated pod's utility VM takes the
+// namespace's endpoints only when it starts; an endpoint added by us would
+// never reach it, so the pod is refused with an error that says so.
+func TestHyperVPodsAreRefused(t *testing.T) {
+	tests := []struct {
+		name     string
+		handlers []string // nil: the default
+		hyperV   string   // SandboxInfo.HyperV
+		handler  string   // the NRI pod's runtime handler
+		criMeta  string   // partial pod: runtime handler in the CRI record
+		mapping  string
+		refused  string // "" when the pod gets its endpoint
+	}{
+		{"container record says Hyper-V", nil, "runhcs runtime options: SandboxIsolation HYPERVISOR", "", "", "8080:80", "SandboxIsolation HYPERVISOR"},
+		{"default Hyper-V runtime handler", nil, "", "runhcs-wcow-hypervisor", "", "8080:80", "runtime handler runhcs-wcow-hypervisor"},
+		{"handler from the CRI record of a partial pod", nil, "", "", "runhcs-wcow-hypervisor", "8080:80", "runtime handler runhcs-wcow-hypervisor"},
+		{"process-isolated handler", nil, "", "runhcs-wcow-process", "", "8080:80", ""},
+		{"configured handlers replace the default", []string{"wcow-vm"}, "", "wcow-vm", "", "8080:80", "runtime handler wcow-vm"},
+		{"default no longer listed", []string{"wcow-vm"}, "", "runhcs-wcow-hypervisor", "", "8080:80", ""},
+		{"Hyper-V pod without host ports: nothing to refuse", nil, "SandboxIsolation HYPERVISOR", "", "", "", ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			f := newFixture(t)
+			if tt.handlers != nil {
+				f.core.opt.HyperVHandlers = tt.handlers
+			}
+			p := f.sandbox("hv", tt.mapping)
+			p.RuntimeHandler = tt.handler
+			f.store.sbs["hv"].HyperV = tt.hyperV
+			if tt.criMeta != "" {
+				f.store.sbs["hv"].Metadata = []byte(`{"Version":"v1","Metadata":{"ID":"hv","Name":"p_ns_uid_0","RuntimeHandler":"` + tt.criMeta +
+					`","Config":{"metadata":{"name":"p","uid":"uid","namespace":"ns"},"annotations":{"` +
+					request.AnnotationPortMappings + `":"` + tt.mapping + `"}}}}`)
+				p = Pod{ID: "hv", Partial: true}
+			}
+			err := f.core.StartPod(ctx, p)
+			if tt.refused == "" {
+				if err != nil {
+					t.Fatalf("StartPod = %v, want no error", err)
+				}
+				if want := min(len(tt.mapping), 1); len(f.endpoints("hv")) != want {
+					t.Fatalf("endpoints %+v, want %d", f.endpoints("hv"), want)
+				}
+				return
+			}
+			if !errors.Is(err, ErrHyperV) || !errors.Is(err, ErrInvalidPod) {
+				t.Fatalf("StartPod = %v, want ErrHyperV", err)
+			}
+			if msg := err.Error(); !strings.Contains(msg, tt.refused) || !strings.Contains(msg, "portMappings") || !strings.Contains(msg, "pod ") {
+				t.Errorf("error %q does not name the pod, %q and the way out", msg, tt.refused)
+			}
+			if n := f.sim.Calls()[hcnsim.OpCreateEndpoint]; n != 0 || len(f.sim.State().Endpoints) != 0 {
+				t.Errorf("HNS asked to create %d endpoints for a Hyper-V pod", n)
+			}
+		})
+	}
+}

@@ -10,8 +10,12 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"time"
+
+	"github.com/Microsoft/hcsshim/cmd/containerd-shim-runhcs-v1/options"
+	"google.golang.org/protobuf/proto"
 
 	"github.com/nri-hcn-portmap/nri-hcn-portmap/hcn"
 
@@ -39,19 +43,46 @@ type ociSpec struct {
 		Network *struct {
 			NetworkNamespace string `json:"networkNamespace,omitempty"`
 		} `json:"network,omitempty"`
+		HyperV *struct{} `json:"hyperv,omitempty"`
 	} `json:"windows,omitempty"`
 }
 
 // netNSFromSpec returns Windows.Network.NetworkNamespace of a JSON OCI spec.
 func netNSFromSpec(spec []byte) (hcn.GUID, error) {
-	var s ociSpec
-	if err := json.Unmarshal(spec, &s); err != nil {
-		return "", fmt.Errorf("decoding OCI spec: %w", err)
-	}
-	if s.Windows == nil || s.Windows.Network == nil {
-		return "", nil
+	s, err := decodeSpec(spec)
+	if err != nil || s.Windows == nil || s.Windows.Network == nil {
+		return "", err
 	}
 	return hcn.ParseGUID(s.Windows.Network.NetworkNamespace), nil
+}
+
+func decodeSpec(spec []byte) (ociSpec, error) {
+	var s ociSpec
+	if err := json.Unmarshal(spec, &s); err != nil {
+		return s, fmt.Errorf("decoding OCI spec: %w", err)
+	}
+	return s, nil
+}
+
+// runhcsOptionsType is the type URL of runhcs's runtime options in a
+// container record.
+const runhcsOptionsType = "containerd.runhcs.v1.Options"
+
+// hyperVIsolation tells a Hyper-V isolated sandbox from its container
+// record: runhcs's runtime options (SandboxIsolation HYPERVISOR, where
+// containerd keeps what the runtime handler configured) or Windows.HyperV
+// in the spec. It returns why, "" for a process-isolated sandbox.
+func hyperVIsolation(optsType string, opts []byte, spec []byte) string {
+	if strings.HasSuffix(optsType, runhcsOptionsType) && len(opts) > 0 {
+		var o options.Options
+		if err := proto.Unmarshal(opts, &o); err == nil && o.GetSandboxIsolation() == options.Options_HYPERVISOR {
+			return "runhcs runtime options: SandboxIsolation HYPERVISOR"
+		}
+	}
+	if s, err := decodeSpec(spec); err == nil && s.Windows != nil && s.Windows.HyperV != nil {
+		return "OCI spec: Windows.HyperV is set"
+	}
+	return ""
 }
 
 // Store reads sandboxes from containerd over its API. The client
@@ -135,11 +166,19 @@ func (s *Store) Sandbox(ctx context.Context, id string) (*plugin.SandboxInfo, er
 		return nil, fmt.Errorf("reading container %s from containerd: %w", id, err)
 	}
 	out := &plugin.SandboxInfo{ID: id, IsSandbox: info.Labels[LabelKind] == KindSandbox}
+	var spec []byte
 	if info.Spec != nil {
-		if out.NetNS, err = netNSFromSpec(info.Spec.GetValue()); err != nil {
+		spec = info.Spec.GetValue()
+		if out.NetNS, err = netNSFromSpec(spec); err != nil {
 			return nil, fmt.Errorf("container %s: %w", id, err)
 		}
 	}
+	var optsType string
+	var opts []byte
+	if info.Runtime.Options != nil {
+		optsType, opts = info.Runtime.Options.GetTypeUrl(), info.Runtime.Options.GetValue()
+	}
+	out.HyperV = hyperVIsolation(optsType, opts, spec)
 	if ext, ok := info.Extensions[request.ExtensionMetadata]; ok && ext != nil {
 		out.Metadata = ext.GetValue()
 	}

@@ -4,6 +4,9 @@ import (
 	"errors"
 	"path/filepath"
 	"testing"
+
+	"github.com/Microsoft/hcsshim/cmd/containerd-shim-runhcs-v1/options"
+	"google.golang.org/protobuf/proto"
 )
 
 // Regression (load and faults, 3): after Close the store reconnected on
@@ -38,5 +41,40 @@ func TestNetNSFromSpecIsCanonical(t *testing.T) {
 	got, err := netNSFromSpec([]byte(`{"windows":{"network":{"networkNamespace":"{0452913b-e445-438b-8922-374e5a15c9b4}"}}}`))
 	if err != nil || got != "0452913B-E445-438B-8922-374E5A15C9B4" {
 		t.Fatalf("= %q, %v", got, err)
+	}
+}
+
+func TestHyperVIsolation(t *testing.T) {
+	marshal := func(iso options.Options_SandboxIsolation) []byte {
+		b, err := proto.Marshal(&options.Options{SandboxIsolation: iso, SandboxPlatform: "windows/amd64"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return b
+	}
+	const runhcs = "containerd.runhcs.v1.Options"
+	tests := []struct {
+		name     string
+		optsType string
+		opts     []byte
+		spec     string
+		hyperV   bool
+	}{
+		{"runhcs options, HYPERVISOR", runhcs, marshal(options.Options_HYPERVISOR), `{"windows":{}}`, true},
+		{"runhcs options as a full type URL", "type.googleapis.com/" + runhcs, marshal(options.Options_HYPERVISOR), "", true},
+		{"runhcs options, PROCESS", runhcs, marshal(options.Options_PROCESS), `{"windows":{}}`, false},
+		{"another runtime's options are not read", "io.containerd.runc.v2.Options", marshal(options.Options_HYPERVISOR), "", false},
+		{"undecodable options", runhcs, []byte{0xff, 0xff}, "", false},
+		{"spec Windows.HyperV", "", nil, `{"windows":{"hyperv":{}}}`, true},
+		{"spec without HyperV", "", nil, `{"windows":{"network":{}}}`, false},
+		{"no options, no spec", "", nil, "", false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got := hyperVIsolation(tt.optsType, tt.opts, []byte(tt.spec))
+			if (got != "") != tt.hyperV {
+				t.Fatalf("hyperVIsolation = %q, want Hyper-V %v", got, tt.hyperV)
+			}
+		})
 	}
 }

@@ -148,7 +148,7 @@ func closedOr(err error) string {
 
 func podFromNRI(p *api.PodSandbox) plugin.Pod {
 	return plugin.Pod{ID: p.GetId(), Name: p.GetName(), Namespace: p.GetNamespace(), UID: p.GetUid(),
-		Annotations: p.GetAnnotations(), Labels: p.GetLabels()}
+		Annotations: p.GetAnnotations(), Labels: p.GetLabels(), RuntimeHandler: p.GetRuntimeHandler()}
 }
 
 // Synchronize answers at once and reconciles in the background: NRI gives the

@@ -27,6 +27,7 @@ type CRIMetadata struct {
 	Labels                map[string]string
 	RawPortMappings       []*runtimeapi.PortMapping // as stored; see HostPorts
 	NetNSPath             string
+	RuntimeHandler        string // the CRI runtime handler the pod asked for
 }
 
 // criMetadataJSON is containerd's versioned sandbox metadata (the envelope
@@ -37,10 +38,11 @@ type CRIMetadata struct {
 type criMetadataJSON struct {
 	Version  string
 	Metadata *struct {
-		ID        string
-		Name      string
-		NetNSPath string
-		Config    *runtimeapi.PodSandboxConfig
+		ID             string
+		Name           string
+		NetNSPath      string
+		RuntimeHandler string
+		Config         *runtimeapi.PodSandboxConfig
 	}
 }
 
@@ -58,7 +60,7 @@ func DecodeCRIMetadata(raw []byte) (*CRIMetadata, error) {
 		return nil, fmt.Errorf("%w: %s: no Metadata.Config", ErrBadMetadata, ExtensionMetadata)
 	}
 	md, cfg := m.Metadata, m.Metadata.Config
-	out := &CRIMetadata{ID: md.ID, Name: md.Name, NetNSPath: md.NetNSPath, Annotations: cfg.GetAnnotations(),
+	out := &CRIMetadata{ID: md.ID, Name: md.Name, NetNSPath: md.NetNSPath, RuntimeHandler: md.RuntimeHandler, Annotations: cfg.GetAnnotations(),
 		Labels: cfg.GetLabels(), RawPortMappings: cfg.GetPortMappings()}
 	if pm := cfg.GetMetadata(); pm != nil {
 		out.PodName, out.PodNamespace, out.PodUID = pm.GetName(), pm.GetNamespace(), pm.GetUid()
