@@ -97,6 +97,11 @@ type Plugin struct {
 	// ShutdownGrace bounds how long a stopping plugin waits for HCN work
 	// in flight; the rest is left to the next start's reconcile.
 	ShutdownGrace Duration `toml:"shutdown_grace"`
+	// HyperVRuntimeHandlers are CRI runtime handlers whose pods are
+	// Hyper-V isolated: host ports are refused for them (their utility VM
+	// takes the namespace's endpoints only when it starts). The container
+	// record's runhcs options are read as well; [] trusts those alone.
+	HyperVRuntimeHandlers []string `toml:"hyperv_runtime_handlers"`
 }
 
 // NRI is how the plugin registers with the runtime.
@@ -178,7 +183,8 @@ func Default() Config {
 	return Config{
 		Plugin: Plugin{Source: SourceAuto, ResyncInterval: Duration{time.Minute}, MappingSources: []string{MappingsAnnotations},
 			FailurePolicy: FailOpen, Deadline: Duration{1500 * time.Millisecond},
-			MaxMappingsPerPod: 64, MaxAnnotationBytes: 16 << 10, ShutdownGrace: Duration{3 * time.Second}},
+			MaxMappingsPerPod: 64, MaxAnnotationBytes: 16 << 10, ShutdownGrace: Duration{3 * time.Second},
+			HyperVRuntimeHandlers: []string{"runhcs-wcow-hypervisor"}},
 		Admission: admission.DefaultRules(),
 		NRI: NRI{Socket: "/var/run/nri/nri.sock", PluginName: "hcn-portmap", PluginIndex: "50",
 			ReconnectMax: Duration{30 * time.Second}},
@@ -336,6 +342,13 @@ func (c *Config) validate(source string, origin map[string]string, goos string) 
 	}
 	if n := c.Plugin.MaxAnnotationBytes; n < 64 || n > MaxAnnotationLimit {
 		bad("plugin.max_annotation_bytes", n, fmt.Sprintf("must be 64 to %d (Kubernetes' limit for all of a pod's annotations)", MaxAnnotationLimit))
+	}
+	for i, h := range c.Plugin.HyperVRuntimeHandlers {
+		if strings.TrimSpace(h) != h || h == "" {
+			bad("plugin.hyperv_runtime_handlers", h, "must be a runtime handler name without spaces around it")
+		} else if slices.Contains(c.Plugin.HyperVRuntimeHandlers[:i], h) {
+			bad("plugin.hyperv_runtime_handlers", h, "is listed twice")
+		}
 	}
 	if _, err := admission.Compile(c.Admission); err != nil {
 		for _, e := range unjoin(err) {

@@ -36,6 +36,7 @@ deadline = "1s"
 max_mappings_per_pod = 16
 max_annotation_bytes = 4096
 shutdown_grace = "2s"
+hyperv_runtime_handlers = ["runhcs-wcow-hypervisor", "wcow-vm"]
 
 [admission]
 namespaces = ["ingress", "kube-system"]
@@ -89,7 +90,8 @@ max_files = 2
 	}
 	want := Config{
 		Plugin: Plugin{Source: "containerd", ResyncInterval: Duration{30 * time.Second}, MappingSources: []string{"annotations", "cri"},
-			FailurePolicy: "fail-closed", Deadline: Duration{time.Second}, MaxMappingsPerPod: 16, MaxAnnotationBytes: 4096, ShutdownGrace: Duration{2 * time.Second}},
+			FailurePolicy: "fail-closed", Deadline: Duration{time.Second}, MaxMappingsPerPod: 16, MaxAnnotationBytes: 4096, ShutdownGrace: Duration{2 * time.Second},
+			HyperVRuntimeHandlers: []string{"runhcs-wcow-hypervisor", "wcow-vm"}},
 		Admission: admission.Rules{Namespaces: []string{"ingress", "kube-system"}, PodSelector: "hostports=allowed",
 			HostPortRanges: []string{"80", "443", "30000-32767"}, HostIPs: []string{"10.0.0.0/24"}, Deny: []string{}},
 		NRI:        NRI{Socket: "/run/nri/nri.sock", PluginName: "portmap", PluginIndex: "10", ReconnectMax: Duration{5 * time.Second}},
@@ -186,6 +188,9 @@ func TestValidate(t *testing.T) {
 		{"no mapping source", func(c *Config) { c.Plugin.MappingSources = nil }, `plugin.mapping_sources = "[]"`},
 		{"unknown mapping source", func(c *Config) { c.Plugin.MappingSources = []string{"cri", "labels"} }, `plugin.mapping_sources = "labels": must be annotations or cri`},
 		{"mapping source twice", func(c *Config) { c.Plugin.MappingSources = []string{"cri", "cri"} }, `plugin.mapping_sources = "cri": is listed twice`},
+		{"Hyper-V handler blank", func(c *Config) { c.Plugin.HyperVRuntimeHandlers = []string{" "} }, `plugin.hyperv_runtime_handlers = " ": must be a runtime handler name`},
+		{"Hyper-V handler twice", func(c *Config) { c.Plugin.HyperVRuntimeHandlers = []string{"vm", "vm"} }, `plugin.hyperv_runtime_handlers = "vm": is listed twice`},
+		{"no Hyper-V handlers", func(c *Config) { c.Plugin.HyperVRuntimeHandlers = []string{} }, ""},
 		{"failure policy", func(c *Config) { c.Plugin.FailurePolicy = "retry" }, `plugin.failure_policy = "retry"`},
 		{"deadline at NRI timeout", func(c *Config) { c.Plugin.Deadline.Duration = 2 * time.Second }, `plugin.deadline = "2s": must be positive and below`},
 		{"admission range", func(c *Config) { c.Admission.HostPortRanges = []string{"9-1"} }, `admission.host_port_ranges = "9-1"`},

@@ -25,5 +25,6 @@ func (c Config) RestartNeeded(next Config) []string {
 func (p Plugin) sameAs(q Plugin) bool {
 	return p.Source == q.Source && p.ResyncInterval == q.ResyncInterval && slices.Equal(p.MappingSources, q.MappingSources) &&
 		p.FailurePolicy == q.FailurePolicy && p.Deadline == q.Deadline && p.MaxMappingsPerPod == q.MaxMappingsPerPod &&
-		p.MaxAnnotationBytes == q.MaxAnnotationBytes && p.ShutdownGrace == q.ShutdownGrace
+		p.MaxAnnotationBytes == q.MaxAnnotationBytes && p.ShutdownGrace == q.ShutdownGrace &&
+		slices.Equal(p.HyperVRuntimeHandlers, q.HyperVRuntimeHandlers)
 }

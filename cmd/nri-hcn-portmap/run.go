@@ -120,6 +120,8 @@ func build(ctx context.Context, cfg config.Config, flags *config.Flags, log *log
 		RetryMax:      cfg.HCN.RetryMax.Duration,
 		ShutdownGrace: cfg.Plugin.ShutdownGrace.Duration,
 		Observer:      a.metrics,
+		// non-nil: an empty list in the file means none, not the default
+		HyperVHandlers: append([]string{}, cfg.Plugin.HyperVRuntimeHandlers...),
 	}, log)
 	resync := plugin.NewResyncer(a.core, cfg.Plugin.ResyncInterval.Duration, log)
 	a.srcs = sources.New(cfg.Plugin.Source,
