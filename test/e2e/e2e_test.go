@@ -243,6 +243,48 @@ func TestPodLifecycle(t *testing.T) {
 		}
 	})
 
+	// issue 10, item 2: the utility VM of a Hyper-V pod never sees an
+	// endpoint added after it started
+	hyperV := []struct {
+		name, why string
+		pod       func() harness.Pod
+	}{
+		{"runhcs options in the container record", "SandboxIsolation HYPERVISOR",
+			func() harness.Pod { p := pod("hv-record", "8585:80"); p.HyperV = true; return p }},
+		{"Hyper-V runtime handler", "runtime handler runhcs-wcow-hypervisor",
+			func() harness.Pod {
+				p := pod("hv-handler", "8586:80")
+				p.RuntimeHandler = "runhcs-wcow-hypervisor"
+				return p
+			}},
+	}
+	for _, tt := range hyperV {
+		t.Run("Hyper-V pod is refused: "+tt.name, func(t *testing.T) {
+			p := tt.pod()
+			_, err := env.RunPod(ctx, p)
+			if err == nil {
+				t.Fatal("RunPodSandbox succeeded for a Hyper-V pod with host ports")
+			}
+			for _, w := range []string{"default/" + p.Name, "Hyper-V isolated pod", tt.why, "portMappings"} {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("error %q does not mention %q", err, w)
+				}
+			}
+			if ep := endpointOf(t, ctx, env, p.ID); ep != nil {
+				t.Fatalf("Hyper-V pod got %+v", ep)
+			}
+		})
+	}
+	t.Run("process-isolated handler is served", func(t *testing.T) {
+		p := pod("process", "8587:80")
+		p.RuntimeHandler = "runhcs-wcow-process"
+		guid, err := env.RunPod(ctx, p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		wantEndpoint(t, ctx, env, p.ID, guid, []hcn.PortMappingPolicy{tcp(8587, 80, "", 1)})
+	})
+
 	t.Run("host port held by another pod fails the second pod", func(t *testing.T) {
 		a, b := pod("holder", "8484:80"), pod("taker", "8484:80")
 		guid, err := env.RunPod(ctx, a)

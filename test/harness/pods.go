@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/Microsoft/hcsshim/cmd/containerd-shim-runhcs-v1/options"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	"github.com/containerd/containerd/v2/client"
@@ -31,6 +32,12 @@ type Pod struct {
 	// NoWindowsNamespace makes a sandbox without Windows.Network (a Linux
 	// or HostProcess sandbox).
 	NoWindowsNamespace bool
+	// HyperV stores runhcs options with SandboxIsolation HYPERVISOR in the
+	// container record, as containerd does for a Hyper-V runtime handler.
+	HyperV bool
+	// RuntimeHandler is the CRI runtime handler, in the metadata and the
+	// NRI pod.
+	RuntimeHandler string
 }
 
 // criMetadataTypeURL is the type URL containerd's CRI stores the sandbox
@@ -56,9 +63,10 @@ func (p Pod) CRIMetadata(netnsPath string) ([]byte, error) {
 		Version  string
 		Metadata metadata
 	}{"v1", metadata{
-		ID:        p.ID,
-		Name:      strings.Join([]string{p.Name, p.Namespace, p.UID, "0"}, "_"),
-		NetNSPath: netnsPath,
+		ID:             p.ID,
+		Name:           strings.Join([]string{p.Name, p.Namespace, p.UID, "0"}, "_"),
+		NetNSPath:      netnsPath,
+		RuntimeHandler: p.RuntimeHandler,
 		Config: &runtimeapi.PodSandboxConfig{
 			Metadata:     &runtimeapi.PodSandboxMetadata{Name: p.Name, Uid: p.UID, Namespace: p.Namespace},
 			Annotations:  p.Annotations,
@@ -69,7 +77,8 @@ func (p Pod) CRIMetadata(netnsPath string) ([]byte, error) {
 
 // NRIPod is the pod as the NRI runtime side reports it.
 func (p Pod) NRIPod() *api.PodSandbox {
-	return &api.PodSandbox{Id: p.ID, Name: p.Name, Namespace: p.Namespace, Uid: p.UID, Annotations: p.Annotations}
+	return &api.PodSandbox{Id: p.ID, Name: p.Name, Namespace: p.Namespace, Uid: p.UID, Annotations: p.Annotations,
+		RuntimeHandler: p.RuntimeHandler}
 }
 
 // RunRequest is the NRI RunPodSandbox request for p.
@@ -89,10 +98,14 @@ func (e *Env) CreateSandbox(ctx context.Context, p Pod) (hcn.GUID, error) {
 		}
 		spec.Windows = &specs.Windows{Network: &specs.WindowsNetwork{NetworkNamespace: guid.String()}}
 	}
+	var runtimeOpts any
+	if p.HyperV {
+		runtimeOpts = &options.Options{SandboxIsolation: options.Options_HYPERVISOR}
+	}
 	opts := []client.NewContainerOpts{
 		client.WithContainerLabels(map[string]string{containerd.LabelKind: containerd.KindSandbox}),
 		client.WithSpec(spec),
-		client.WithRuntime("io.containerd.runhcs.v1", nil),
+		client.WithRuntime("io.containerd.runhcs.v1", runtimeOpts),
 	}
 	meta, err := p.CRIMetadata(guid.String())
 	if err != nil {
