@@ -26,6 +26,7 @@ const (
 	ClassOK       = "ok"
 	ClassError    = "error"
 	ClassInvalid  = "invalid"
+	ClassHyperV   = "hyperv" // an invalid request: a Hyper-V pod with host ports
 	ClassDenied   = "denied"
 	ClassConflict = "conflict"
 	ClassDeadline = "deadline"
@@ -38,6 +39,8 @@ func Classify(err error) string {
 		return ClassOK
 	case errors.Is(err, admission.ErrDenied):
 		return ClassDenied
+	case errors.Is(err, ErrHyperV):
+		return ClassHyperV
 	case errors.Is(err, ErrInvalidPod):
 		return ClassInvalid
 	case errors.Is(err, ErrPortConflict):

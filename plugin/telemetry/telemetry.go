@@ -32,7 +32,7 @@ func New() *Metrics {
 	f(collectors.NewGoCollector())
 	f(collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	m.operations = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "nri_hcn_portmap_operations_total",
-		Help: "Pod operations by kind (start, stop, event-start, event-stop) and result (ok, error, invalid, denied, conflict, deadline)."},
+		Help: "Pod operations by kind (start, stop, event-start, event-stop) and result (ok, error, invalid, hyperv, denied, conflict, deadline)."},
 		[]string{"kind", "result"})
 	m.denials = prometheus.NewCounter(prometheus.CounterOpts{Name: "nri_hcn_portmap_admission_denials_total",
 		Help: "Pods denied host ports by the admission policy."})
