@@ -402,3 +402,21 @@ func (m *Manager) KnownCount() int {
 	defer m.mu.Unlock()
 	return len(m.known)
 }
+
+// Neighbours returns the endpoints attached to namespace ns other than the
+// sandbox's own: the CNI's endpoint, say, whose port mappings the pod has
+// already.
+func (m *Manager) Neighbours(ctx context.Context, ns GUID, sandboxID string) ([]Endpoint, error) {
+	eps, err := m.svc.ListEndpoints(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("listing the endpoints of namespace %s: %w", ns, err)
+	}
+	own := m.EndpointName(sandboxID)
+	var out []Endpoint
+	for _, ep := range eps {
+		if ep.Namespace == ns && ep.Name != own {
+			out = append(out, ep)
+		}
+	}
+	return out, nil
+}

@@ -214,3 +214,43 @@ func equalFoldID(a, b string) bool {
 	g2, err2 := guidOf(b)
 	return err1 == nil && err2 == nil && g1 == g2
 }
+
+// Issue 10, item 8: the endpoints of a pod's namespace, read through
+// hcsshim, carry the namespace and the port mappings the CNI gave them.
+func TestWindowsNeighboursCarryTheirMappings(t *testing.T) {
+	svc := newWin(t)
+	n := testNetwork(t, svc)
+	ns := testNamespace(t)
+	mgr := NewManager(svc, ManagerConfig{Prefix: "hcnpm-nb-"})
+	cniPolicy := PortMappingPolicy{Protocol: TCP, ExternalPort: 18091, InternalPort: 80}
+	cni, err := svc.CreateEndpoint(bg, EndpointSpec{Name: "cbr0-nb", NetworkID: n.ID, PortMappings: []PortMappingPolicy{cniPolicy}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := svc.AddNamespaceEndpoint(bg, ns, cni.ID); err != nil {
+		t.Fatal(err)
+	}
+	loose, err := svc.CreateEndpoint(bg, EndpointSpec{Name: "loose-nb", NetworkID: n.ID,
+		PortMappings: []PortMappingPolicy{{Protocol: TCP, ExternalPort: 18092, InternalPort: 80}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = svc.RemoveNamespaceEndpoint(bg, ns, cni.ID)
+		_ = svc.DeleteEndpoint(bg, cni.ID)
+		_ = svc.DeleteEndpoint(bg, loose.ID)
+	})
+	got, err := mgr.Neighbours(bg, ns, "sandbox")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 1 || !equalFoldID(got[0].ID, cni.ID) {
+		t.Fatalf("Neighbours = %+v, want only %s", got, cni.ID)
+	}
+	if ep := ProvidedBy(PortMappingPolicy{Protocol: TCP, ExternalPort: 18091, InternalPort: 80, Flags: NatFlagsLocalRoutedVip}, got); ep == nil {
+		t.Errorf("the CNI's mapping is not seen in %+v", got)
+	}
+	if ep := ProvidedBy(PortMappingPolicy{Protocol: TCP, ExternalPort: 18092, InternalPort: 80}, got); ep != nil {
+		t.Errorf("an unattached endpoint's mapping counted as the namespace's: %+v", ep)
+	}
+}

@@ -218,3 +218,32 @@ type Namespace struct {
 	ID        GUID     `json:"ID"`
 	Endpoints []string `json:"Endpoints,omitempty"`
 }
+
+// ProvidedBy returns the first endpoint of eps whose port mappings already
+// give what p gives (protocol, host port, host IP and address family), nil
+// when none does.
+func ProvidedBy(p PortMappingPolicy, eps []Endpoint) *Endpoint {
+	for i := range eps {
+		for _, q := range eps[i].PortMappings {
+			if q.Protocol == p.Protocol && q.ExternalPort == p.ExternalPort && q.IsIPv6() == p.IsIPv6() && sameVIP(q.VIP, p.VIP) {
+				return &eps[i]
+			}
+		}
+	}
+	return nil
+}
+
+// sameVIP compares host IPs as addresses ("" and the unspecified address
+// both mean every address of the family).
+func sameVIP(a, b string) bool {
+	norm := func(s string) string {
+		if ip, err := netip.ParseAddr(s); err == nil {
+			if ip.IsUnspecified() {
+				return ""
+			}
+			return ip.Unmap().String()
+		}
+		return strings.ToLower(s)
+	}
+	return norm(a) == norm(b)
+}

@@ -146,3 +146,72 @@ func TestEventForApplicationContainerDoesNothing(t *testing.T) {
 		t.Fatalf("%d endpoints for an application container", n)
 	}
 }
+
+// Issue 10, item 8: the CNI (win-bridge honours portMappings) may have
+// mapped the pod's hostPorts on its own endpoint in the pod's namespace;
+// HNS refuses the same mapping twice, so those are skipped.
+func TestMappingsTheCNIProvidesAreSkipped(t *testing.T) {
+	tests := []struct {
+		name      string
+		sources   Inputs
+		cniPorts  []uint16 // the CNI endpoint's host ports
+		elsewhere bool     // the CNI endpoint is in another pod's namespace
+		want      []uint16 // our endpoint's host ports; nil: no endpoint
+		err       error
+	}{
+		{"some provided", Inputs{CRI: true}, []uint16{9001}, false, []uint16{9002}, nil},
+		{"all provided: no endpoint", Inputs{CRI: true}, []uint16{9001, 9002}, false, nil, nil},
+		{"none provided", Inputs{CRI: true}, []uint16{7000}, false, []uint16{9001, 9002}, nil},
+		{"another namespace's mapping is a conflict", Inputs{CRI: true}, []uint16{9001}, true, nil, hcn.ErrPortInUse},
+		{"annotations only: not looked for", Inputs{Annotations: true}, []uint16{9001}, false, nil, hcn.ErrPortInUse},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			f := newFixture(t)
+			f.core.opt.Inputs = tt.sources
+			p := f.sandbox("s", "9001:80,9002:80")
+			f.store.sbs["s"].Metadata = criMeta("9001:80,9002:80", criPorts(1, 2))
+			ns := f.store.sbs["s"].NetNS
+			if tt.elsewhere {
+				ns = f.sim.CreateNamespace("")
+			}
+			bridge, err := f.sim.CreateNetwork(ctx, hcn.NetworkSpec{Name: "cbr0", Type: hcn.NetworkL2Bridge, Subnet: "10.244.0.0/24", Gateway: "10.244.0.1"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			var pms []hcn.PortMappingPolicy
+			for _, port := range tt.cniPorts {
+				pms = append(pms, hcn.PortMappingPolicy{Protocol: hcn.TCP, ExternalPort: port, InternalPort: 80})
+			}
+			cni, err := f.sim.CreateEndpoint(ctx, hcn.EndpointSpec{Name: "cbr0_s", NetworkID: bridge.ID, PortMappings: pms})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := f.sim.AddNamespaceEndpoint(ctx, ns, cni.ID); err != nil {
+				t.Fatal(err)
+			}
+			_, err = f.core.Ensure(ctx, p)
+			if tt.err != nil {
+				if !errors.Is(err, tt.err) {
+					t.Fatalf("Ensure = %v, want %v", err, tt.err)
+				}
+			} else if err != nil {
+				t.Fatalf("Ensure = %v", err)
+			}
+			eps := f.endpoints(p.ID)
+			if tt.want == nil {
+				if len(eps) != 0 {
+					t.Fatalf("endpoints %+v, want none", eps)
+				}
+				return
+			}
+			var want []hcn.PortMappingPolicy
+			for _, port := range tt.want {
+				want = append(want, hcn.PortMappingPolicy{Protocol: hcn.TCP, ExternalPort: port, InternalPort: 80, Flags: 1})
+			}
+			if len(eps) != 1 || !hcn.SamePolicies(eps[0].PortMappings, want) {
+				t.Fatalf("endpoints %+v, want one with %v", eps, want)
+			}
+		})
+	}
+}

@@ -93,6 +93,17 @@ func (c *Core) apply(ctx context.Context, r *resolved) (Change, error) {
 		return c.removeLocked(ctx, r.pod)
 	}
 	policies := hcn.BuildPolicies(r.mappings, c.opt.Policy)
+	if c.opt.Inputs.CRI {
+		// the CNI may map the pod's hostPorts itself (win-bridge honours
+		// portMappings): HNS would refuse the same mapping twice
+		var err error
+		if policies, err = c.notProvided(ctx, log, r, policies); err != nil {
+			return NoChange, fmt.Errorf("pod %s: %w", r.pod, err)
+		}
+		if len(policies) == 0 {
+			return NoChange, nil
+		}
+	}
 	name := ""
 	if r.pod.Name != "" {
 		name = r.pod.Namespace + "/" + r.pod.Name
@@ -123,6 +134,25 @@ func (c *Core) apply(ctx context.Context, r *resolved) (Change, error) {
 	}
 	log.WithFields(logrus.Fields{"mappings": fmt.Sprint(r.mappings), "outcome": outcome.String()}).Info("endpoint attached")
 	return Built, nil
+}
+
+// notProvided drops the policies another endpoint of the pod's namespace
+// already provides, and logs each.
+func (c *Core) notProvided(ctx context.Context, log *logrus.Entry, r *resolved, policies []hcn.PortMappingPolicy) ([]hcn.PortMappingPolicy, error) {
+	others, err := c.mgr.Neighbours(ctx, r.sb.NetNS, r.pod.ID)
+	if err != nil || len(others) == 0 {
+		return policies, err
+	}
+	var out []hcn.PortMappingPolicy
+	for _, p := range policies {
+		if ep := hcn.ProvidedBy(p, others); ep != nil {
+			log.WithFields(logrus.Fields{"mapping": p.String(), "provided_by": ep.Name, "provider_endpoint": ep.ID}).
+				Info("host port already mapped by another endpoint of the pod's namespace; skipped")
+			continue
+		}
+		out = append(out, p)
+	}
+	return out, nil
 }
 
 // ErrHyperV: the pod is Hyper-V isolated; host ports cannot be added to it.
