@@ -309,4 +309,29 @@ func TestNRISourceUsesCRIHostPorts(t *testing.T) {
 	if _, err := env.RunPod(ctx, clash); err == nil || !strings.Contains(err.Error(), "disagree") {
 		t.Fatalf("RunPodSandbox with disagreeing sources: %v", err)
 	}
+
+	// issue 10, item 8: the CNI mapped one of the hostPorts on its own
+	// endpoint in the pod's namespace before RunPodSandbox; we map the rest
+	cni := pod("nri-cni", "")
+	cni.HostPorts = []*runtimeapi.PortMapping{hostPort(runtimeapi.Protocol_TCP, 80, 8655, ""), hostPort(runtimeapi.Protocol_TCP, 81, 8656, "")}
+	guid, err = env.CreateSandbox(ctx, cni)
+	if err != nil {
+		t.Fatal(err)
+	}
+	bridge, err := env.SimClient.CreateNetwork(ctx, hcn.NetworkSpec{Name: "cbr0", Type: hcn.NetworkL2Bridge, Subnet: "10.245.0.0/24", Gateway: "10.245.0.1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	own, err := env.SimClient.CreateEndpoint(ctx, hcn.EndpointSpec{Name: "cbr0_" + cni.ID, NetworkID: bridge.ID,
+		PortMappings: []hcn.PortMappingPolicy{{Protocol: hcn.TCP, ExternalPort: 8655, InternalPort: 80}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := env.SimClient.AddNamespaceEndpoint(ctx, guid, own.ID); err != nil {
+		t.Fatal(err)
+	}
+	if err := env.NRI.RunPodSandbox(ctx, harness.RunRequest(cni)); err != nil {
+		t.Fatalf("RunPodSandbox with a hostPort the CNI mapped: %v", err)
+	}
+	wantEndpoint(t, ctx, env, cni.ID, guid, []hcn.PortMappingPolicy{tcp(8656, 81, "", 1)})
 }
