@@ -201,6 +201,37 @@ func (s *Sim) DeleteNamespace(id hcn.GUID) error {
 	return nil
 }
 
+// RestartHNS models the HNS service restarting (calico 5164): every
+// endpoint is gone, and with it every namespace's endpoint list; networks
+// and namespaces stay.
+func (s *Sim) RestartHNS() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.endpoints = map[string]*hcn.Endpoint{}
+	for id := range s.namespaces {
+		s.namespaces[id] = map[string]bool{}
+	}
+}
+
+// AddStaleEndpoint models what a reboot can leave (docker/for-win 13965,
+// service-fabric 389): an endpoint that still names namespace ns, which no
+// longer exists, and still holds its host ports. The endpoint is created
+// with HNS's rules (ports, network), then pointed at ns.
+func (s *Sim) AddStaleEndpoint(spec hcn.EndpointSpec, ns hcn.GUID) (*hcn.Endpoint, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if _, ok := s.namespaces[ns]; ok {
+		return nil, fmt.Errorf("namespace %s exists; a stale endpoint names a namespace that is gone: %w", ns, hcn.ErrInvalid)
+	}
+	ep, err := s.createEndpoint(spec)
+	if err != nil {
+		return nil, err
+	}
+	s.endpoints[ep.ID].Namespace = ns
+	ep.Namespace = ns
+	return ep, nil
+}
+
 // State returns a sorted snapshot.
 func (s *Sim) State() State {
 	s.mu.Lock()

@@ -261,3 +261,54 @@ func TestErrorTextOverTheWire(t *testing.T) {
 		})
 	}
 }
+
+// Issue 10, item 5: an HNS restart drops every endpoint (the ports are
+// free again) but keeps networks and namespaces.
+func TestRestartHNS(t *testing.T) {
+	s := New()
+	netID := newNet(t, s)
+	ns := s.CreateNamespace("")
+	ep, err := s.CreateEndpoint(ctx, hcn.EndpointSpec{Name: "a", NetworkID: netID, PortMappings: []hcn.PortMappingPolicy{pol(8080, "", 0)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.AddNamespaceEndpoint(ctx, ns, ep.ID); err != nil {
+		t.Fatal(err)
+	}
+	s.RestartHNS()
+	st := s.State()
+	if len(st.Endpoints) != 0 || len(st.Networks) != 1 || len(st.Namespaces) != 1 || len(st.Namespaces[0].Endpoints) != 0 {
+		t.Fatalf("after a restart: %+v", st)
+	}
+	if err := s.DeleteEndpoint(ctx, ep.ID); !errors.Is(err, hcn.ErrNotFound) {
+		t.Errorf("delete of a lost endpoint: %v, want ErrNotFound", err)
+	}
+	if _, err := s.CreateEndpoint(ctx, hcn.EndpointSpec{Name: "b", NetworkID: netID, PortMappings: []hcn.PortMappingPolicy{pol(8080, "", 0)}}); err != nil {
+		t.Errorf("the lost endpoint's port is still held: %v", err)
+	}
+}
+
+// A reboot can leave an endpoint that names a namespace which is gone and
+// still holds its ports; HNS's rules still apply to it.
+func TestStaleEndpoint(t *testing.T) {
+	s := New()
+	netID := newNet(t, s)
+	gone := hcn.GUID("5A7E0000-0000-4000-8000-00000000B007")
+	ep, err := s.AddStaleEndpoint(hcn.EndpointSpec{Name: "stale", NetworkID: netID, PortMappings: []hcn.PortMappingPolicy{pol(8080, "", 0)}}, gone)
+	if err != nil || ep.Namespace != gone {
+		t.Fatalf("AddStaleEndpoint = %+v, %v", ep, err)
+	}
+	if _, err := s.CreateEndpoint(ctx, hcn.EndpointSpec{Name: "new", NetworkID: netID, PortMappings: []hcn.PortMappingPolicy{pol(8080, "", 0)}}); !errors.Is(err, hcn.ErrPortInUse) {
+		t.Errorf("the stale endpoint's port: %v, want ErrPortInUse", err)
+	}
+	if err := s.RemoveNamespaceEndpoint(ctx, gone, ep.ID); !errors.Is(err, hcn.ErrNotFound) {
+		t.Errorf("detach from the gone namespace: %v, want ErrNotFound", err)
+	}
+	if err := s.DeleteEndpoint(ctx, ep.ID); !errors.Is(err, hcn.ErrInUse) {
+		t.Errorf("delete of the stale endpoint: %v, want ErrInUse (the strict rule; issue 10 item 6 makes it switchable)", err)
+	}
+	live := s.CreateNamespace("")
+	if _, err := s.AddStaleEndpoint(hcn.EndpointSpec{Name: "x", NetworkID: netID}, live); !errors.Is(err, hcn.ErrInvalid) {
+		t.Errorf("a stale endpoint in a live namespace: %v, want ErrInvalid", err)
+	}
+}

@@ -113,6 +113,17 @@ func Handler(s *Sim) http.Handler {
 	handle("sim/DeleteNamespace", func(_ context.Context, r request) (response, error) {
 		return response{}, s.DeleteNamespace(hcn.ParseGUID(r.ID))
 	})
+	handle("sim/RestartHNS", func(_ context.Context, _ request) (response, error) {
+		s.RestartHNS()
+		return response{}, nil
+	})
+	handle("sim/AddStaleEndpoint", func(_ context.Context, r request) (response, error) {
+		if r.Endpoint == nil {
+			return response{}, fmt.Errorf("no endpoint: %w", hcn.ErrInvalid)
+		}
+		ep, err := s.AddStaleEndpoint(*r.Endpoint, r.NamespaceID)
+		return response{Endpoint: ep}, err
+	})
 	handle("sim/InjectFault", func(_ context.Context, r request) (response, error) {
 		if r.Fault == nil {
 			return response{}, fmt.Errorf("no fault: %w", hcn.ErrInvalid)
@@ -320,6 +331,22 @@ func (c *Client) CreateNamespace(ctx context.Context, id string) (hcn.GUID, erro
 func (c *Client) DeleteNamespace(ctx context.Context, id hcn.GUID) error {
 	_, err := c.call(ctx, "sim/DeleteNamespace", request{ID: id.String()})
 	return err
+}
+
+// RestartHNS drops every endpoint, as an HNS restart does.
+func (c *Client) RestartHNS(ctx context.Context) error {
+	_, err := c.call(ctx, "sim/RestartHNS", request{})
+	return err
+}
+
+// AddStaleEndpoint leaves an endpoint naming the gone namespace ns, as a
+// reboot can.
+func (c *Client) AddStaleEndpoint(ctx context.Context, spec hcn.EndpointSpec, ns hcn.GUID) (*hcn.Endpoint, error) {
+	r, err := c.call(ctx, "sim/AddStaleEndpoint", request{Endpoint: &spec, NamespaceID: ns})
+	if err != nil {
+		return nil, err
+	}
+	return r.Endpoint, nil
 }
 
 // InjectFault queues a fault in the simulator.
