@@ -498,7 +498,10 @@ func (s *Sim) DeleteEndpoint(ctx context.Context, id string) error {
 		switch {
 		case ep == nil:
 			return struct{}{}, fmt.Errorf("endpoint %s (ERROR_NOT_FOUND): %w", id, hcn.ErrNotFound)
-		case ep.Namespace != "":
+		case ep.Namespace != "" && s.namespaces[ep.Namespace] != nil:
+			// an endpoint naming a namespace that is gone (a stale one
+			// after a reboot) can be deleted: Azure CNI PR 1272 deletes
+			// endpoints whose detach failed with namespace not found
 			return struct{}{}, fmt.Errorf("endpoint %s is attached to namespace %s (HCN_E_ENTITY_HAS_REFERENCES): %w", id, ep.Namespace, hcn.ErrInUse)
 		}
 		delete(s.endpoints, id)

@@ -289,7 +289,7 @@ func TestRestartHNS(t *testing.T) {
 }
 
 // A reboot can leave an endpoint that names a namespace which is gone and
-// still holds its ports; HNS's rules still apply to it.
+// still holds its ports; detaching it fails, deleting it works.
 func TestStaleEndpoint(t *testing.T) {
 	s := New()
 	netID := newNet(t, s)
@@ -304,8 +304,11 @@ func TestStaleEndpoint(t *testing.T) {
 	if err := s.RemoveNamespaceEndpoint(ctx, gone, ep.ID); !errors.Is(err, hcn.ErrNotFound) {
 		t.Errorf("detach from the gone namespace: %v, want ErrNotFound", err)
 	}
-	if err := s.DeleteEndpoint(ctx, ep.ID); !errors.Is(err, hcn.ErrInUse) {
-		t.Errorf("delete of the stale endpoint: %v, want ErrInUse (the strict rule; issue 10 item 6 makes it switchable)", err)
+	if err := s.DeleteEndpoint(ctx, ep.ID); err != nil {
+		t.Errorf("delete of the stale endpoint: %v; HNS deletes an endpoint whose namespace is gone (Azure CNI PR 1272)", err)
+	}
+	if _, err := s.CreateEndpoint(ctx, hcn.EndpointSpec{Name: "new", NetworkID: netID, PortMappings: []hcn.PortMappingPolicy{pol(8080, "", 0)}}); err != nil {
+		t.Errorf("the port after the stale endpoint went: %v", err)
 	}
 	live := s.CreateNamespace("")
 	if _, err := s.AddStaleEndpoint(hcn.EndpointSpec{Name: "x", NetworkID: netID}, live); !errors.Is(err, hcn.ErrInvalid) {

@@ -56,3 +56,43 @@ func TestHNSRestartConverges(t *testing.T) {
 	}
 	wantEndpoint(t, ctx, env, c.ID, guidC, wantA)
 }
+
+// After a reboot an endpoint of ours can outlive its namespace and still
+// hold its host port (docker/for-win 13965, service-fabric 389). Its
+// sandbox is gone, so the plugin removes it (detaching fails: the
+// namespace is gone; deleting works) and the port goes to the pod that
+// asks for it.
+func TestStaleEndpointAfterRebootFreesItsPort(t *testing.T) {
+	env, ctx := newEnv(t, eventsConfig)
+	nat, err := env.SimClient.CreateNetwork(ctx, hcn.NetworkSpec{Name: "nat", Type: hcn.NetworkNAT, Subnet: "172.30.0.0/16", Gateway: "172.30.0.1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	gone := hcn.GUID("5A7E0000-0000-4000-8000-00000000B007")
+	stale, err := env.SimClient.AddStaleEndpoint(ctx, hcn.EndpointSpec{Name: hcn.DefaultEndpointPrefix + "before-the-reboot", NetworkID: nat.ID,
+		PortMappings: []hcn.PortMappingPolicy{tcp(8721, 80, "", 1)}}, gone)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := env.StartPluginEvents(ctx); err != nil {
+		t.Fatal(err)
+	}
+	p := pod("after-reboot", "8721:80")
+	guid, err := env.CreateSandbox(ctx, p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := env.PublishStart(ctx, p.ID); err != nil {
+		t.Fatal(err)
+	}
+	wantEndpoint(t, ctx, env, p.ID, guid, []hcn.PortMappingPolicy{tcp(8721, 80, "", 1)})
+	st, _, err := env.SimClient.State(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, ep := range st.Endpoints {
+		if ep.ID == stale.ID {
+			t.Fatalf("stale endpoint %s is still there: %+v", stale.ID, ep)
+		}
+	}
+}
