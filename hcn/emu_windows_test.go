@@ -220,3 +220,49 @@ func TestHRESULTClassification(t *testing.T) {
 		t.Fatalf("no port mapping, yet %v", err)
 	}
 }
+
+// Issue 10, item 5, through unmodified hcsshim: after an HNS restart the
+// manager's full listing notices its endpoint is gone and the next Ensure
+// builds a new one; a stale endpoint left by a reboot (naming a namespace
+// that is gone) is removed — the detach's not-found is ignored — and its
+// port is free again.
+func TestHNSRestartAndStaleEndpoint(t *testing.T) {
+	svc, n := emuSetup(t)
+	mgr := hcn.NewManager(svc, hcn.ManagerConfig{Network: hcn.NetworkSpec{Name: n.Name}})
+	ns := createNamespace(t)
+	want := hcn.Desired{SandboxID: "emu-restart", Namespace: ns, Policies: []hcn.PortMappingPolicy{{Protocol: hcn.TCP, ExternalPort: 28090, InternalPort: 80}}}
+	first, _, err := mgr.Ensure(emuBG, want)
+	if err != nil {
+		t.Fatal(err)
+	}
+	emu(t, "Emu.RestartHNS")
+	if owned, err := mgr.Owned(emuBG); err != nil || len(owned) != 0 {
+		t.Fatalf("Owned after the restart = %+v, %v", owned, err)
+	}
+	again, outcome, err := mgr.Ensure(emuBG, want)
+	if err != nil || outcome != hcn.Created || again.ID == first.ID {
+		t.Fatalf("Ensure after the restart = %+v, %s, %v; want a new endpoint", again, outcome, err)
+	}
+	if got, err := svc.GetNamespace(emuBG, ns); err != nil || len(got.Endpoints) != 1 {
+		t.Fatalf("namespace after the rebuild = %+v, %v", got, err)
+	}
+
+	gone := hcn.GUID("5A7E0000-0000-4000-8000-00000000E017")
+	spec, _ := json.Marshal(hcn.EndpointSpec{Name: mgr.EndpointName("emu-stale"), NetworkID: n.ID,
+		PortMappings: []hcn.PortMappingPolicy{{Protocol: hcn.TCP, ExternalPort: 28091, InternalPort: 80}}})
+	emu(t, "Emu.AddStaleEndpoint", string(spec), gone.String())
+	stale, err := svc.ListEndpointsByName(emuBG, mgr.EndpointName("emu-stale"))
+	if err != nil || len(stale) != 1 || stale[0].Namespace != gone {
+		t.Fatalf("stale endpoint as read = %+v, %v; want one naming %s", stale, err, gone)
+	}
+	if err := mgr.RemoveEndpoint(emuBG, stale[0]); err != nil {
+		t.Fatalf("removing the stale endpoint: %v", err)
+	}
+	if left, err := svc.ListEndpointsByName(emuBG, mgr.EndpointName("emu-stale")); err != nil || len(left) != 0 {
+		t.Fatalf("after removal: %+v, %v", left, err)
+	}
+	if _, _, err := mgr.Ensure(emuBG, hcn.Desired{SandboxID: "emu-next", Namespace: ns,
+		Policies: []hcn.PortMappingPolicy{{Protocol: hcn.TCP, ExternalPort: 28091, InternalPort: 80}}}); err != nil {
+		t.Fatalf("the stale endpoint's port: %v", err)
+	}
+}

@@ -520,6 +520,19 @@ func (e *Emulator) dispatch(fn string, a []string) (uint32, uint64, string, stri
 		e.hresults[arg(0)] = append(e.hresults[arg(0)], uint32(hr))
 		e.mu.Unlock()
 		return ok("")
+	case "Emu.RestartHNS": // every endpoint gone, as after an HNS restart
+		e.sim.RestartHNS()
+		return ok("")
+	case "Emu.AddStaleEndpoint": // endpoint spec JSON, namespace GUID: what a reboot can leave
+		var spec hcn.EndpointSpec
+		if err := json.Unmarshal([]byte(arg(0)), &spec); err != nil {
+			return fail(fmt.Errorf("endpoint spec: %v: %w", err, hcn.ErrInvalid))
+		}
+		ep, err := e.sim.AddStaleEndpoint(spec, hcn.ParseGUID(arg(1)))
+		if err != nil {
+			return fail(err)
+		}
+		return ok(ep.ID)
 	case "Emu.State":
 		b, _ := json.Marshal(e.sim.State())
 		return ok(string(b))
