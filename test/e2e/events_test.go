@@ -28,6 +28,20 @@ func startEventsEnv(t *testing.T, config string, pluginArgs ...string) (*harness
 	return env, ctx
 }
 
+// runSandbox creates the sandbox and publishes its task start, as
+// containerd does on Windows.
+func runSandbox(t *testing.T, ctx context.Context, env *harness.Env, p harness.Pod) hcn.GUID {
+	t.Helper()
+	guid, err := env.CreateSandbox(ctx, p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := env.PublishStart(ctx, p.ID); err != nil {
+		t.Fatal(err)
+	}
+	return guid
+}
+
 func hostPort(proto runtimeapi.Protocol, container, host int32, ip string) *runtimeapi.PortMapping {
 	return &runtimeapi.PortMapping{Protocol: proto, ContainerPort: container, HostPort: host, HostIp: ip}
 }
@@ -37,14 +51,7 @@ func TestContainerdEventSource(t *testing.T) {
 
 	start := func(t *testing.T, p harness.Pod) hcn.GUID {
 		t.Helper()
-		guid, err := env.CreateSandbox(ctx, p)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := env.PublishStart(ctx, p.ID); err != nil {
-			t.Fatal(err)
-		}
-		return guid
+		return runSandbox(t, ctx, env, p)
 	}
 
 	cri := pod("cri", "")

@@ -78,13 +78,7 @@ func TestStaleEndpointAfterRebootFreesItsPort(t *testing.T) {
 		t.Fatal(err)
 	}
 	p := pod("after-reboot", "8721:80")
-	guid, err := env.CreateSandbox(ctx, p)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := env.PublishStart(ctx, p.ID); err != nil {
-		t.Fatal(err)
-	}
+	guid := runSandbox(t, ctx, env, p)
 	wantEndpoint(t, ctx, env, p.ID, guid, []hcn.PortMappingPolicy{tcp(8721, 80, "", 1)})
 	st, _, err := env.SimClient.State(ctx)
 	if err != nil {

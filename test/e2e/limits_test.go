@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"strings"
 	"testing"
-	"time"
 
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
@@ -77,28 +76,10 @@ func TestLimitsThroughNRI(t *testing.T) {
 func TestLimitsThroughEvents(t *testing.T) {
 	env, ctx := startEventsEnv(t, limitsConfig)
 	over := pod("over", ports(9501, 9504))
-	if _, err := env.CreateSandbox(ctx, over); err != nil {
-		t.Fatal(err)
-	}
-	if err := env.PublishStart(ctx, over.ID); err != nil {
-		t.Fatal(err)
-	}
-	const invalid = `nri_hcn_portmap_operations_total{kind="event-start",result="invalid"}`
-	deadline := time.Now().Add(20 * time.Second)
-	for scrape(t, env)[invalid] != 1 {
-		if time.Now().After(deadline) {
-			t.Fatalf("%s never reached 1: %v", invalid, scrape(t, env))
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	runSandbox(t, ctx, env, over)
+	waitMetric(t, env, `nri_hcn_portmap_operations_total{kind="event-start",result="invalid"}`, 1)
 	next := pod("next", ports(9511, 9511))
-	guid, err := env.CreateSandbox(ctx, next)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := env.PublishStart(ctx, next.ID); err != nil {
-		t.Fatal(err)
-	}
+	guid := runSandbox(t, ctx, env, next)
 	wantEndpoint(t, ctx, env, next.ID, guid, []hcn.PortMappingPolicy{tcp(9511, 80, "", 1)})
 	if ep := endpointOf(t, ctx, env, over.ID); ep != nil {
 		t.Fatalf("over-limit pod got %+v", ep)

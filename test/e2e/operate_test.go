@@ -25,6 +25,18 @@ func scrape(t *testing.T, env *harness.Env) map[string]float64 {
 	return m
 }
 
+// waitMetric waits until the metric sample reaches want.
+func waitMetric(t *testing.T, env *harness.Env, sample string, want float64) {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for scrape(t, env)[sample] != want {
+		if time.Now().After(deadline) {
+			t.Fatalf("%s never reached %v: %v", sample, want, scrape(t, env))
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
 func health(t *testing.T, env *harness.Env) (int, map[string]string) {
 	t.Helper()
 	res, err := http.Get("http://" + env.AdminAddr + "/healthz")
