@@ -47,21 +47,25 @@ type ociSpec struct {
 	} `json:"windows,omitempty"`
 }
 
-// netNSFromSpec returns Windows.Network.NetworkNamespace of a JSON OCI spec.
-func netNSFromSpec(spec []byte) (hcn.GUID, error) {
-	s, err := decodeSpec(spec)
-	if err != nil || s.Windows == nil || s.Windows.Network == nil {
-		return "", err
-	}
-	return hcn.ParseGUID(s.Windows.Network.NetworkNamespace), nil
-}
-
+// decodeSpec decodes a JSON OCI spec once for everything read from it; an
+// empty spec is the zero ociSpec.
 func decodeSpec(spec []byte) (ociSpec, error) {
 	var s ociSpec
+	if len(spec) == 0 {
+		return s, nil
+	}
 	if err := json.Unmarshal(spec, &s); err != nil {
 		return s, fmt.Errorf("decoding OCI spec: %w", err)
 	}
 	return s, nil
+}
+
+// netNS returns Windows.Network.NetworkNamespace, "" when there is none.
+func (s ociSpec) netNS() hcn.GUID {
+	if s.Windows == nil || s.Windows.Network == nil {
+		return ""
+	}
+	return hcn.ParseGUID(s.Windows.Network.NetworkNamespace)
 }
 
 // runhcsOptionsType is the type URL of runhcs's runtime options in a
@@ -72,14 +76,14 @@ const runhcsOptionsType = "containerd.runhcs.v1.Options"
 // record: runhcs's runtime options (SandboxIsolation HYPERVISOR, where
 // containerd keeps what the runtime handler configured) or Windows.HyperV
 // in the spec. It returns why, "" for a process-isolated sandbox.
-func hyperVIsolation(optsType string, opts []byte, spec []byte) string {
+func hyperVIsolation(optsType string, opts []byte, spec ociSpec) string {
 	if strings.HasSuffix(optsType, runhcsOptionsType) && len(opts) > 0 {
 		var o options.Options
 		if err := proto.Unmarshal(opts, &o); err == nil && o.GetSandboxIsolation() == options.Options_HYPERVISOR {
 			return "runhcs runtime options: SandboxIsolation HYPERVISOR"
 		}
 	}
-	if s, err := decodeSpec(spec); err == nil && s.Windows != nil && s.Windows.HyperV != nil {
+	if spec.Windows != nil && spec.Windows.HyperV != nil {
 		return "OCI spec: Windows.HyperV is set"
 	}
 	return ""
@@ -166,19 +170,12 @@ func (s *Store) Sandbox(ctx context.Context, id string) (*plugin.SandboxInfo, er
 		return nil, fmt.Errorf("reading container %s from containerd: %w", id, err)
 	}
 	out := &plugin.SandboxInfo{ID: id, IsSandbox: info.Labels[LabelKind] == KindSandbox}
-	var spec []byte
-	if info.Spec != nil {
-		spec = info.Spec.GetValue()
-		if out.NetNS, err = netNSFromSpec(spec); err != nil {
-			return nil, fmt.Errorf("container %s: %w", id, err)
-		}
+	spec, err := decodeSpec(info.Spec.GetValue())
+	if err != nil {
+		return nil, fmt.Errorf("container %s: %w", id, err)
 	}
-	var optsType string
-	var opts []byte
-	if info.Runtime.Options != nil {
-		optsType, opts = info.Runtime.Options.GetTypeUrl(), info.Runtime.Options.GetValue()
-	}
-	out.HyperV = hyperVIsolation(optsType, opts, spec)
+	out.NetNS = spec.netNS()
+	out.HyperV = hyperVIsolation(info.Runtime.Options.GetTypeUrl(), info.Runtime.Options.GetValue(), spec)
 	if ext, ok := info.Extensions[request.ExtensionMetadata]; ok && ext != nil {
 		out.Metadata = ext.GetValue()
 	}

@@ -28,18 +28,18 @@ func TestNetNSFromSpec(t *testing.T) {
 		{`{"windows":{}}`, ""},
 	}
 	for _, tt := range tests {
-		if got, err := netNSFromSpec([]byte(tt.spec)); err != nil || got.String() != tt.want {
-			t.Errorf("netNSFromSpec(%s) = %q, %v; want %q", tt.spec, got, err, tt.want)
+		if s, err := decodeSpec([]byte(tt.spec)); err != nil || s.netNS().String() != tt.want {
+			t.Errorf("netNS of %s = %q, %v; want %q", tt.spec, s.netNS(), err, tt.want)
 		}
 	}
-	if _, err := netNSFromSpec([]byte(`{`)); err == nil {
+	if _, err := decodeSpec([]byte(`{`)); err == nil {
 		t.Error("a broken spec decoded")
 	}
 }
 
 func TestNetNSFromSpecIsCanonical(t *testing.T) {
-	got, err := netNSFromSpec([]byte(`{"windows":{"network":{"networkNamespace":"{0452913b-e445-438b-8922-374e5a15c9b4}"}}}`))
-	if err != nil || got != "0452913B-E445-438B-8922-374E5A15C9B4" {
+	s, err := decodeSpec([]byte(`{"windows":{"network":{"networkNamespace":"{0452913b-e445-438b-8922-374e5a15c9b4}"}}}`))
+	if got := s.netNS(); err != nil || got != "0452913B-E445-438B-8922-374E5A15C9B4" {
 		t.Fatalf("= %q, %v", got, err)
 	}
 }
@@ -71,7 +71,11 @@ func TestHyperVIsolation(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got := hyperVIsolation(tt.optsType, tt.opts, []byte(tt.spec))
+			spec, err := decodeSpec([]byte(tt.spec))
+			if err != nil {
+				t.Fatal(err)
+			}
+			got := hyperVIsolation(tt.optsType, tt.opts, spec)
 			if (got != "") != tt.hyperV {
 				t.Fatalf("hyperVIsolation = %q, want Hyper-V %v", got, tt.hyperV)
 			}
