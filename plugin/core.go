@@ -31,8 +31,8 @@ type Options struct {
 	// Observer is told what happens (metrics); nil: nobody.
 	Observer Observer
 	// HyperVHandlers are CRI runtime handlers that run Hyper-V isolated
-	// pods, besides what the container record and the spec tell; nil:
-	// runhcs-wcow-hypervisor, empty: none.
+	// pods, besides what the container record and the spec tell
+	// (plugin.hyperv_runtime_handlers; its default lives in config).
 	HyperVHandlers []string
 	// ShutdownGrace bounds how long Close waits for work in flight
 	// (default 3 s: a HostProcess pod gets about 5 s to stop); what is
@@ -86,9 +86,6 @@ func NewCore(mgr *hcn.Manager, store SandboxStore, opt Options, log *logrus.Entr
 	}
 	if opt.Workers <= 0 {
 		opt.Workers = 16
-	}
-	if opt.HyperVHandlers == nil {
-		opt.HyperVHandlers = []string{"runhcs-wcow-hypervisor"}
 	}
 	if opt.ShutdownGrace <= 0 {
 		opt.ShutdownGrace = 3 * time.Second

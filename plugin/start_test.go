@@ -231,7 +231,7 @@ func TestCloseWaitsAtMostTheGrace(t *testing.T) {
 func TestHyperVPodsAreRefused(t *testing.T) {
 	tests := []struct {
 		name     string
-		handlers []string // nil: the default
+		handlers []string // nil: the configured default
 		hyperV   string   // SandboxInfo.HyperV
 		handler  string   // the NRI pod's runtime handler
 		criMeta  string   // partial pod: runtime handler in the CRI record
@@ -249,6 +249,7 @@ func TestHyperVPodsAreRefused(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			f := newFixture(t)
+			f.core.opt.HyperVHandlers = []string{"runhcs-wcow-hypervisor"} // config.Default's
 			if tt.handlers != nil {
 				f.core.opt.HyperVHandlers = tt.handlers
 			}

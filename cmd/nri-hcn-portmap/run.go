@@ -111,17 +111,16 @@ func build(ctx context.Context, cfg config.Config, flags *config.Flags, log *log
 	}
 	a.store = containerd.NewStore(cfg.Containerd.Address, cfg.Containerd.Namespace)
 	a.core = plugin.NewCore(mgr, a.store, plugin.Options{
-		Policy:        hcn.PolicyOptions{LocalRoutedVIP: cfg.HCN.LocalRoutedVIP, DualStack: cfg.HCN.DualStack},
-		Inputs:        plugin.Inputs{Annotations: cfg.Plugin.UsesMappings(config.MappingsAnnotations), CRI: cfg.Plugin.UsesMappings(config.MappingsCRI)},
-		Limits:        request.Limits{MaxMappings: cfg.Plugin.MaxMappingsPerPod, MaxBytes: cfg.Plugin.MaxAnnotationBytes},
-		Admission:     policy.WithDualStack(cfg.HCN.DualStack),
-		Deadline:      cfg.Plugin.Deadline.Duration,
-		FailOpen:      cfg.Plugin.FailurePolicy == config.FailOpen,
-		RetryMax:      cfg.HCN.RetryMax.Duration,
-		ShutdownGrace: cfg.Plugin.ShutdownGrace.Duration,
-		Observer:      a.metrics,
-		// non-nil: an empty list in the file means none, not the default
-		HyperVHandlers: append([]string{}, cfg.Plugin.HyperVRuntimeHandlers...),
+		Policy:         hcn.PolicyOptions{LocalRoutedVIP: cfg.HCN.LocalRoutedVIP, DualStack: cfg.HCN.DualStack},
+		Inputs:         plugin.Inputs{Annotations: cfg.Plugin.UsesMappings(config.MappingsAnnotations), CRI: cfg.Plugin.UsesMappings(config.MappingsCRI)},
+		Limits:         request.Limits{MaxMappings: cfg.Plugin.MaxMappingsPerPod, MaxBytes: cfg.Plugin.MaxAnnotationBytes},
+		Admission:      policy.WithDualStack(cfg.HCN.DualStack),
+		Deadline:       cfg.Plugin.Deadline.Duration,
+		FailOpen:       cfg.Plugin.FailurePolicy == config.FailOpen,
+		RetryMax:       cfg.HCN.RetryMax.Duration,
+		ShutdownGrace:  cfg.Plugin.ShutdownGrace.Duration,
+		Observer:       a.metrics,
+		HyperVHandlers: cfg.Plugin.HyperVRuntimeHandlers,
 	}, log)
 	resync := plugin.NewResyncer(a.core, cfg.Plugin.ResyncInterval.Duration, log)
 	a.srcs = sources.New(cfg.Plugin.Source,
