@@ -3,6 +3,8 @@ package plugin
 import (
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
 	"sync"
 
 	"github.com/nri-hcn-portmap/nri-hcn-portmap/hcn"
@@ -131,11 +133,7 @@ func (x *portIndex) setLocked(id string, h heldPorts) {
 func (x *portIndex) ids() []string {
 	x.mu.Lock()
 	defer x.mu.Unlock()
-	out := make([]string, 0, len(x.byPod))
-	for id := range x.byPod {
-		out = append(out, id)
-	}
-	return out
+	return slices.Collect(maps.Keys(x.byPod))
 }
 
 func (x *portIndex) size() int {

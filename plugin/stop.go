@@ -3,6 +3,8 @@ package plugin
 import (
 	"context"
 	"fmt"
+	"maps"
+	"slices"
 	"sync"
 )
 
@@ -51,11 +53,7 @@ func (s *stopSet) forget(id string) {
 func (s *stopSet) ids() []string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	out := make([]string, 0, len(s.m))
-	for id := range s.m {
-		out = append(out, id)
-	}
-	return out
+	return slices.Collect(maps.Keys(s.m))
 }
 
 func (c *Core) removeLocked(ctx context.Context, p Pod) (Change, error) {
