@@ -120,14 +120,11 @@ func (e *Env) CreateSandbox(ctx context.Context, p Pod) (hcn.GUID, error) {
 
 // RunPod creates the sandbox and sends RunPodSandbox, as containerd does.
 func (e *Env) RunPod(ctx context.Context, p Pod) (hcn.GUID, error) {
-	guid, err := e.CreateSandbox(ctx, p)
+	guid, err := e.AddPodSilently(ctx, p)
 	if err != nil {
 		return "", err
 	}
-	e.mu.Lock()
-	e.pods[p.ID] = p.NRIPod()
-	e.mu.Unlock()
-	if err := e.NRI.RunPodSandbox(ctx, &api.RunPodSandboxRequest{Pod: p.NRIPod()}); err != nil {
+	if err := e.NRI.RunPodSandbox(ctx, RunRequest(p)); err != nil {
 		// containerd tears a failed sandbox down at once
 		_ = e.StopPod(ctx, p, guid)
 		_ = e.RemovePod(ctx, p)
