@@ -19,6 +19,7 @@ import (
 
 	"github.com/pelletier/go-toml/v2"
 
+	"github.com/nri-hcn-portmap/nri-hcn-portmap/hcn"
 	"github.com/nri-hcn-portmap/nri-hcn-portmap/plugin/admission"
 )
 
@@ -121,18 +122,23 @@ type Containerd struct {
 
 // HCN is how endpoints are built.
 type HCN struct {
-	Backend          string   `toml:"backend"`
-	SimulatorAddress string   `toml:"simulator_address"`
-	Network          string   `toml:"network"`
-	CreateNetwork    bool     `toml:"create_network"`
-	NetworkType      string   `toml:"network_type"`
-	Subnet           string   `toml:"subnet"`
-	Gateway          string   `toml:"gateway"`
-	Adapter          string   `toml:"adapter"`
-	LocalRoutedVIP   bool     `toml:"local_routed_vip"`
-	DualStack        bool     `toml:"dual_stack"`
-	OutboundNAT      bool     `toml:"outbound_nat"`
-	CallTimeout      Duration `toml:"call_timeout"`
+	Backend          string `toml:"backend"`
+	SimulatorAddress string `toml:"simulator_address"`
+	Network          string `toml:"network"`
+	CreateNetwork    bool   `toml:"create_network"`
+	NetworkType      string `toml:"network_type"`
+	Subnet           string `toml:"subnet"`
+	Gateway          string `toml:"gateway"`
+	Adapter          string `toml:"adapter"`
+	LocalRoutedVIP   bool   `toml:"local_routed_vip"`
+	DualStack        bool   `toml:"dual_stack"`
+	OutboundNAT      bool   `toml:"outbound_nat"`
+	// DefaultRoute is the default route of the plugin's endpoints:
+	// low-priority, none or hns (see hcn.RouteMode); RouteMetric the
+	// metric of the low-priority one.
+	DefaultRoute string   `toml:"default_route"`
+	RouteMetric  int      `toml:"route_metric"`
+	CallTimeout  Duration `toml:"call_timeout"`
 	// MaxConcurrentCalls caps the HNS calls in flight.
 	MaxConcurrentCalls int `toml:"max_concurrent_calls"`
 	// RetryMax caps the backoff between retries of transient HNS failures.
@@ -190,6 +196,7 @@ func Default() Config {
 			ReconnectMax: Duration{30 * time.Second}},
 		Containerd: Containerd{Address: DefaultContainerdAddress(), Namespace: "k8s.io"},
 		HCN: HCN{Backend: BackendWindows, Network: "nat", NetworkType: "NAT", LocalRoutedVIP: true,
+			DefaultRoute: string(hcn.RouteLowPriority), RouteMetric: hcn.DefaultRouteMetric,
 			CallTimeout: Duration{10 * time.Second}, RetryMax: Duration{10 * time.Second}, MaxConcurrentCalls: 12},
 		Admin: Admin{Listen: "127.0.0.1:9466"},
 		Log:   Log{Level: "info", Format: "text", MaxSizeMB: 10, MaxFiles: 5},
@@ -416,6 +423,12 @@ func (c *Config) validate(source string, origin map[string]string, goos string) 
 	}
 	if c.HCN.CreateNetwork && c.HCN.NetworkType == "L2Bridge" && c.HCN.Subnet == "" {
 		bad("hcn.subnet", c.HCN.Subnet, "must be set to create an L2Bridge network")
+	}
+	if !slices.Contains(hcn.RouteModes(), hcn.RouteMode(c.HCN.DefaultRoute)) {
+		bad("hcn.default_route", c.HCN.DefaultRoute, "must be one of low-priority, none, hns")
+	}
+	if m := c.HCN.RouteMetric; m < 1 || m > 65535 {
+		bad("hcn.route_metric", m, "must be 1 to 65535 (an HNS route metric is 16 bits)")
 	}
 	if c.HCN.CallTimeout.Duration <= 0 {
 		bad("hcn.call_timeout", c.HCN.CallTimeout.Duration, "must be positive")

@@ -67,6 +67,8 @@ adapter = "Ethernet"
 local_routed_vip = false
 dual_stack = true
 outbound_nat = true
+default_route = "none"
+route_metric = 9000
 call_timeout = "3s"
 max_concurrent_calls = 2
 retry_max = "2s"
@@ -98,7 +100,7 @@ max_files = 2
 		Containerd: Containerd{Address: "/run/containerd/containerd.sock", Namespace: "k8s.io"},
 		HCN: HCN{Backend: "simulated", SimulatorAddress: "unix:///tmp/sim.sock", Network: "pods", CreateNetwork: true,
 			NetworkType: "L2Bridge", Subnet: "10.244.0.0/24", Gateway: "10.244.0.1", Adapter: "Ethernet",
-			DualStack: true, OutboundNAT: true, CallTimeout: Duration{3 * time.Second}, MaxConcurrentCalls: 2, RetryMax: Duration{2 * time.Second}},
+			DualStack: true, OutboundNAT: true, DefaultRoute: "none", RouteMetric: 9000, CallTimeout: Duration{3 * time.Second}, MaxConcurrentCalls: 2, RetryMax: Duration{2 * time.Second}},
 		Admin: Admin{Listen: "127.0.0.1:9999"},
 		Log:   Log{Level: "debug", Format: "json", File: `C:\ProgramData\nri-hcn-portmap\log.txt`, MaxSizeMB: 20, MaxFiles: 2},
 	}
@@ -202,6 +204,11 @@ func TestValidate(t *testing.T) {
 		{"empty containerd address", func(c *Config) { c.Containerd.Address = "" }, `containerd.address = ""`},
 		{"dual stack on NAT", func(c *Config) { c.HCN.DualStack = true }, `hcn.dual_stack = "true": NAT networks do not support IPv6 (hcn.network_type = "NAT")`},
 		{"dual stack on L2Bridge", func(c *Config) { c.HCN.DualStack = true; c.HCN.NetworkType = "L2Bridge" }, ""},
+		{"default route mode", func(c *Config) { c.HCN.DefaultRoute = "low" }, `hcn.default_route = "low": must be one of low-priority, none, hns`},
+		{"default route hns", func(c *Config) { c.HCN.DefaultRoute = "hns" }, ""},
+		{"route metric zero", func(c *Config) { c.HCN.RouteMetric = 0 }, `hcn.route_metric = "0": must be 1 to 65535`},
+		{"route metric over 16 bits", func(c *Config) { c.HCN.RouteMetric = 65536 }, `hcn.route_metric = "65536"`},
+		{"route metric at its bound", func(c *Config) { c.HCN.RouteMetric = 65535 }, ""},
 		{"no HNS call slots", func(c *Config) { c.HCN.MaxConcurrentCalls = 0 }, `hcn.max_concurrent_calls = "0": must be 1 to 64`},
 		{"no mappings allowed", func(c *Config) { c.Plugin.MaxMappingsPerPod = 0 }, `plugin.max_mappings_per_pod = "0": must be 1 to 1024`},
 		{"too many mappings allowed", func(c *Config) { c.Plugin.MaxMappingsPerPod = 1025 }, `plugin.max_mappings_per_pod = "1025": must be 1 to 1024`},

@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -128,7 +129,7 @@ func TestTypedErrorMapping(t *testing.T) {
 	})
 }
 
-func TestRollbackWhenAttachFails(t *testing.T) {
+func testRollbackWhenAttachFails(t *testing.T) {
 	svc, n := emuSetup(t)
 	mgr := hcn.NewManager(svc, hcn.ManagerConfig{Network: hcn.NetworkSpec{Name: n.Name}})
 	nsID := createNamespace(t)
@@ -226,7 +227,7 @@ func TestHRESULTClassification(t *testing.T) {
 // builds a new one; a stale endpoint left by a reboot (naming a namespace
 // that is gone) is removed — the detach's not-found is ignored — and its
 // port is free again.
-func TestHNSRestartAndStaleEndpoint(t *testing.T) {
+func testHNSRestartAndStaleEndpoint(t *testing.T) {
 	svc, n := emuSetup(t)
 	mgr := hcn.NewManager(svc, hcn.ManagerConfig{Network: hcn.NetworkSpec{Name: n.Name}})
 	ns := createNamespace(t)
@@ -264,5 +265,158 @@ func TestHNSRestartAndStaleEndpoint(t *testing.T) {
 	if _, _, err := mgr.Ensure(emuBG, hcn.Desired{SandboxID: "emu-next", Namespace: ns,
 		Policies: []hcn.PortMappingPolicy{{Protocol: hcn.TCP, ExternalPort: 28091, InternalPort: 80}}}); err != nil {
 		t.Fatalf("the stale endpoint's port: %v", err)
+	}
+}
+
+// TestAdapterUnderEveryHNSRule runs the manager through unmodified hcsshim
+// against the emulator once per variant of the HNS rules nobody has
+// verified on a real node (hcnsim.Rules): delete of an attached endpoint
+// refused or allowed, namespace deletion clearing or leaving the GUID, the
+// name filter exact or case-insensitive.
+func TestAdapterUnderEveryHNSRule(t *testing.T) {
+	tests := []struct {
+		name string
+		fn   func(*testing.T)
+	}{
+		{"RollbackWhenAttachFails", testRollbackWhenAttachFails},
+		{"HNSRestartAndStaleEndpoint", testHNSRestartAndStaleEndpoint},
+		{"LifecycleAndForeignNames", testLifecycleAndForeignNames},
+		{"RouteTable", testRouteTable},
+	}
+	defer emu(t, "Emu.SetRules", "{}")
+	for _, rules := range hcnsim.AllRules() {
+		raw, _ := json.Marshal(rules)
+		t.Run(rules.String(), func(t *testing.T) {
+			emu(t, "Emu.SetRules", string(raw))
+			for _, tc := range tests {
+				t.Run(tc.name, tc.fn)
+			}
+		})
+	}
+}
+
+// testLifecycleAndForeignNames: create, attach, the pod's namespace deleted
+// under the endpoint, then Remove; an endpoint named like ours in other case
+// survives it all.
+func testLifecycleAndForeignNames(t *testing.T) {
+	svc, n := emuSetup(t)
+	mgr := hcn.NewManager(svc, hcn.ManagerConfig{Network: hcn.NetworkSpec{Name: n.Name}})
+	ns := createNamespace(t)
+	id := fmt.Sprintf("emu-life-%d", time.Now().UnixNano())
+	foreign, err := svc.CreateEndpoint(emuBG, hcn.EndpointSpec{Name: strings.ToUpper(mgr.EndpointName(id)), NetworkID: n.ID})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := hcn.Desired{SandboxID: id, Namespace: ns, Policies: []hcn.PortMappingPolicy{{Protocol: hcn.TCP, ExternalPort: 28100, InternalPort: 80}}}
+	if _, _, err := mgr.Ensure(emuBG, want); err != nil {
+		t.Fatal(err)
+	}
+	if _, out, err := mgr.Ensure(emuBG, want); err != nil || out != hcn.Unchanged {
+		t.Fatalf("second Ensure = %s, %v; want unchanged", out, err)
+	}
+	if err := (&hcsshim.HostComputeNamespace{Id: ns.String()}).Delete(); err != nil {
+		t.Fatalf("deleting the namespace: %v", err)
+	}
+	if _, err := mgr.Remove(emuBG, id); err != nil {
+		t.Fatalf("Remove after the namespace went: %v", err)
+	}
+	if left, err := svc.ListEndpoints(emuBG); err != nil {
+		t.Fatal(err)
+	} else {
+		for _, ep := range left {
+			if ep.Name == mgr.EndpointName(id) {
+				t.Errorf("our endpoint is left: %+v", ep)
+			}
+		}
+		if !slices.ContainsFunc(left, func(ep hcn.Endpoint) bool { return ep.ID == foreign.ID }) {
+			t.Errorf("the foreign endpoint %s named in other case was deleted", foreign.Name)
+		}
+	}
+	// the port is free again
+	if _, _, err := mgr.Ensure(emuBG, hcn.Desired{SandboxID: id + "-next", Namespace: createNamespace(t), Policies: want.Policies}); err != nil {
+		t.Fatalf("the port after Remove: %v", err)
+	}
+	if _, err := mgr.Remove(emuBG, id+"-next"); err != nil {
+		t.Fatal(err)
+	}
+	if err := svc.DeleteEndpoint(emuBG, foreign.ID); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// testRouteTable: with a CNI-like endpoint in the pod's namespace, ours
+// (low-priority) leaves the pod one lowest-metric default route, the
+// CNI's, and no DNS server of its own, as the emulator's HNS model builds
+// the compartment from what hcsshim sent.
+func testRouteTable(t *testing.T) {
+	svc, n := emuSetup(t)
+	cni, err := svc.CreateNetwork(emuBG, hcn.NetworkSpec{Name: fmt.Sprintf("cbr-%d", time.Now().UnixNano()), Type: hcn.NetworkL2Bridge,
+		Subnet: "10.244.7.0/24", Gateway: "10.244.7.1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ns := createNamespace(t)
+	primary, err := svc.CreateEndpoint(emuBG, hcn.EndpointSpec{Name: "cni-primary", NetworkID: cni.ID, DNSServers: []string{"10.96.0.10"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := svc.AddNamespaceEndpoint(emuBG, ns, primary.ID); err != nil {
+		t.Fatal(err)
+	}
+	mgr := hcn.NewManager(svc, hcn.ManagerConfig{Network: hcn.NetworkSpec{Name: n.Name}})
+	id := fmt.Sprintf("emu-route-%d", time.Now().UnixNano())
+	ep, _, err := mgr.Ensure(emuBG, hcn.Desired{SandboxID: id, Namespace: ns})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(ep.Routes) != 1 || ep.Routes[0].NextHop != "172.29.0.1" || ep.Routes[0].Metric != hcn.DefaultRouteMetric || len(ep.DNSServers) != 0 {
+		t.Errorf("our endpoint as HNS reports it: routes %v, DNS %v", ep.Routes, ep.DNSServers)
+	}
+	var st hcnsim.State
+	if err := json.Unmarshal([]byte(emu(t, "Emu.State")), &st); err != nil {
+		t.Fatal(err)
+	}
+	i := slices.IndexFunc(st.Namespaces, func(x hcnsim.Namespace) bool { return x.ID == ns })
+	if i < 0 {
+		t.Fatalf("namespace %s not in the emulator", ns)
+	}
+	defaults := st.Namespaces[i].DefaultRoutes()
+	if len(defaults) != 2 || defaults[0].NextHop != "10.244.7.1" || defaults[1].Metric <= defaults[0].Metric {
+		t.Errorf("namespace default routes %v: want the CNI's alone at the lowest metric", defaults)
+	}
+	if dns := st.Namespaces[i].DNSServers; !slices.Equal(dns, []string{"10.96.0.10"}) {
+		t.Errorf("namespace DNS %v, want only the CNI's", dns)
+	}
+	if _, err := mgr.Remove(emuBG, id); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestGoldenEndpointJSON: the exact endpoint JSON HNS receives from the
+// manager through hcsshim, per default_route mode (routes with metric, an
+// empty Dns), against hcn/testdata/endpoint-<mode>.json.
+func TestGoldenEndpointJSON(t *testing.T) {
+	for _, mode := range hcn.RouteModes() {
+		t.Run(string(mode), func(t *testing.T) {
+			svc, n := emuSetup(t)
+			mgr := hcn.NewManager(svc, hcn.ManagerConfig{Network: hcn.NetworkSpec{Name: n.Name}, DefaultRoute: mode, OutboundNAT: true})
+			if _, _, err := mgr.Ensure(emuBG, hcn.Desired{SandboxID: "golden", Namespace: createNamespace(t),
+				Policies: []hcn.PortMappingPolicy{{Protocol: hcn.TCP, ExternalPort: 28200, InternalPort: 80, Flags: hcn.NatFlagsLocalRoutedVip}}}); err != nil {
+				t.Fatal(err)
+			}
+			got := emu(t, "Emu.LastSettings", "HcnCreateEndpoint")
+			got = strings.ReplaceAll(strings.ReplaceAll(got, n.ID, "<network>"), strings.ToLower(n.ID), "<network>")
+			file := "testdata/endpoint-" + string(mode) + ".json"
+			want, err := os.ReadFile(file)
+			if err != nil {
+				t.Fatalf("%v (HNS received %s)", err, got)
+			}
+			if got != strings.TrimSpace(string(want)) {
+				t.Errorf("HNS received\n%s\nwant (%s)\n%s", got, file, want)
+			}
+			if _, err := mgr.Remove(emuBG, "golden"); err != nil {
+				t.Fatal(err)
+			}
+		})
 	}
 }

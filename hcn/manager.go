@@ -1,9 +1,11 @@
 package hcn
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 )
@@ -21,6 +23,10 @@ type ManagerConfig struct {
 	// IPv6 policies will be asked for (dual stack): a NAT network, which
 	// does not support IPv6, is refused with an error that says so.
 	IPv6 bool
+	// DefaultRoute is the endpoint's default route (RouteLowPriority when
+	// empty) and RouteMetric its metric (DefaultRouteMetric when 0).
+	DefaultRoute RouteMode
+	RouteMetric  uint16
 }
 
 // Manager builds, repairs and removes the plugin's endpoints through a
@@ -34,6 +40,7 @@ type Manager struct {
 	netMu     sync.Mutex // one network lookup-or-create at a time: HNS allows duplicate names
 	mu        sync.Mutex
 	networkID string // cached ID of cfg.Network
+	gateway   string // its gateway: as HNS reports it, else as configured
 	// known caches our endpoints per sandbox ID so that a start or stop
 	// need not list HNS first (one HNS round trip saved each, and none at
 	// all to stop a sandbox that never had an endpoint). It is trusted once
@@ -49,6 +56,12 @@ func NewManager(svc Service, cfg ManagerConfig) *Manager {
 	if cfg.Prefix == "" {
 		cfg.Prefix = DefaultEndpointPrefix
 	}
+	if cfg.DefaultRoute == "" {
+		cfg.DefaultRoute = RouteLowPriority
+	}
+	if cfg.RouteMetric == 0 {
+		cfg.RouteMetric = DefaultRouteMetric
+	}
 	return &Manager{svc: svc, cfg: cfg, known: map[string][]Endpoint{}, dirty: map[string]bool{}}
 }
 
@@ -63,12 +76,19 @@ func (m *Manager) endpointsOf(ctx context.Context, sandboxID string) ([]Endpoint
 	}
 	m.mu.Unlock()
 	name := m.EndpointName(sandboxID)
-	eps, err := m.svc.ListEndpointsByName(ctx, name)
+	eps, err := m.byName(ctx, name)
 	if err != nil {
 		return nil, stepErr(StepLookupEndpoint, name, err)
 	}
 	m.remember(sandboxID, eps, nil)
 	return eps, nil
+}
+
+// byName lists the endpoints named exactly name: HNS's name filter may fold
+// case, and an endpoint named like ours in other case is someone else's.
+func (m *Manager) byName(ctx context.Context, name string) ([]Endpoint, error) {
+	eps, err := m.svc.ListEndpointsByName(ctx, name)
+	return slices.DeleteFunc(eps, func(ep Endpoint) bool { return ep.Name != name }), err
 }
 
 // remember records what HNS now holds for the sandbox; after a failure the
@@ -146,8 +166,21 @@ func (m *Manager) EnsureNetwork(ctx context.Context) (string, error) {
 	}
 	m.mu.Lock()
 	m.networkID = n.ID
+	m.gateway = cmp.Or(n.Gateway, m.cfg.Network.Gateway)
 	m.mu.Unlock()
 	return n.ID, nil
+}
+
+// routes returns the routes the plugin's endpoints get on the network.
+func (m *Manager) routes() ([]Route, error) {
+	m.mu.Lock()
+	gw := m.gateway
+	m.mu.Unlock()
+	rs, err := m.cfg.DefaultRoute.Routes(gw, m.cfg.RouteMetric)
+	if err != nil {
+		return nil, stepErr(StepEnsureNetwork, m.cfg.Network.Name, err)
+	}
+	return rs, nil
 }
 
 func (m *Manager) cachedNetwork() string {
@@ -184,11 +217,16 @@ func (m *Manager) Ensure(ctx context.Context, d Desired) (ep *Endpoint, out Outc
 	if err != nil {
 		return nil, Unchanged, err
 	}
+	routes, err := m.routes()
+	if err != nil {
+		return nil, Unchanged, err
+	}
 	// Keep one matching endpoint, preferring one already attached where it
 	// belongs (a late-created duplicate must not replace a working one).
 	var keep *Endpoint
 	matches := func(ep *Endpoint) bool {
-		return ep.NetworkID == netID && ep.OutboundNAT == m.cfg.OutboundNAT && SamePolicies(ep.PortMappings, d.Policies)
+		return ep.NetworkID == netID && ep.OutboundNAT == m.cfg.OutboundNAT && SamePolicies(ep.PortMappings, d.Policies) &&
+			SameRoutes(ep.Routes, routes) && len(ep.DNSServers) == 0
 	}
 	for i := range existing {
 		if ep := &existing[i]; matches(ep) && ep.Namespace == d.Namespace {
@@ -218,15 +256,19 @@ func (m *Manager) Ensure(ctx context.Context, d Desired) (ep *Endpoint, out Outc
 	ep = keep
 	if ep == nil {
 		outcome = Created
-		spec := EndpointSpec{Name: name, NetworkID: netID, PortMappings: d.Policies, OutboundNAT: m.cfg.OutboundNAT}
+		spec := EndpointSpec{Name: name, NetworkID: netID, PortMappings: d.Policies, OutboundNAT: m.cfg.OutboundNAT, Routes: routes}
 		ep, err = m.svc.CreateEndpoint(ctx, spec)
 		if errors.Is(err, ErrNotFound) {
 			// The network went away under us (HNS restart, operator):
 			// look it up (or create it) again, once.
 			m.forgetNetwork()
-			if spec.NetworkID, err = m.EnsureNetwork(ctx); err != nil {
+			if netID, err = m.EnsureNetwork(ctx); err != nil {
 				return nil, Unchanged, err
 			}
+			if routes, err = m.routes(); err != nil { // a new network, maybe a new gateway
+				return nil, Unchanged, err
+			}
+			spec.NetworkID, spec.Routes = netID, routes
 			ep, err = m.svc.CreateEndpoint(ctx, spec)
 		}
 		if err != nil {
@@ -256,7 +298,7 @@ func (m *Manager) Ensure(ctx context.Context, d Desired) (ep *Endpoint, out Outc
 // findLate looks for an unattached endpoint of ours that a failed create
 // left behind.
 func (m *Manager) findLate(ctx context.Context, name string, matches func(*Endpoint) bool) *Endpoint {
-	eps, err := m.svc.ListEndpointsByName(ctx, name)
+	eps, err := m.byName(ctx, name)
 	if err != nil {
 		return nil
 	}

@@ -20,12 +20,55 @@ var (
 	web2 = []hcn.PortMappingPolicy{{Protocol: hcn.TCP, ExternalPort: 8081, InternalPort: 80, Flags: 1}}
 )
 
-func setup(t *testing.T, create bool) (*hcnsim.Sim, *hcn.Manager) {
-	t.Helper()
-	sim := hcnsim.New()
+func setup(hns func() *hcnsim.Sim, create bool) (*hcnsim.Sim, *hcn.Manager) {
+	sim := hns()
 	mgr := hcn.NewManager(sim, hcn.ManagerConfig{CreateNetwork: create,
 		Network: hcn.NetworkSpec{Name: "nat", Type: hcn.NetworkNAT, Subnet: "172.30.0.0/24", Gateway: "172.30.0.1"}})
 	return sim, mgr
+}
+
+// TestManager runs every manager test once per variant of the HNS rules
+// nobody has verified on a real node (hcnsim.Rules): the manager must be
+// right whichever HNS does.
+func TestManager(t *testing.T) {
+	tests := []struct {
+		name string
+		fn   func(*testing.T, func() *hcnsim.Sim)
+	}{
+		{"EnsureCreatesAttachesAndIsIdempotent", testEnsureCreatesAttachesAndIsIdempotent},
+		{"EnsureReplacesDifferentPoliciesAndDuplicates", testEnsureReplacesDifferentPoliciesAndDuplicates},
+		{"EnsureReattachesDetachedEndpoint", testEnsureReattachesDetachedEndpoint},
+		{"EnsureNetworkMissingNotCreated", testEnsureNetworkMissingNotCreated},
+		{"EnsureRecreatesNetworkThatVanished", testEnsureRecreatesNetworkThatVanished},
+		{"RemoveIsIdempotent", testRemoveIsIdempotent},
+		{"RemoveAfterNamespaceDeleted", testRemoveAfterNamespaceDeleted},
+		{"ForeignNameInOtherCaseIsLeftAlone", testForeignNameInOtherCaseIsLeftAlone},
+		{"FaultAtEachStep", testFaultAtEachStep},
+		{"RollbackFailureReportsBoth", testRollbackFailureReportsBoth},
+		{"AttachToMissingNamespaceRollsBack", testAttachToMissingNamespaceRollsBack},
+		{"OwnedAndSandboxID", testOwnedAndSandboxID},
+		{"EnsureKeepsAttachedAndDropsStrays", testEnsureKeepsAttachedAndDropsStrays},
+		{"BoundedGivesUpOnSlowHNS", testBoundedGivesUpOnSlowHNS},
+		{"EnsureAdoptsEndpointOfALostCreateAnswer", testEnsureAdoptsEndpointOfALostCreateAnswer},
+		{"KnownEndpointsSaveHNSCalls", testKnownEndpointsSaveHNSCalls},
+		{"KnownEndpointsRecheckedAfterExternalChange", testKnownEndpointsRecheckedAfterExternalChange},
+		{"ConcurrentStartsCreateOneNetwork", testConcurrentStartsCreateOneNetwork},
+		{"TimedOutCreateTakesEffectLate", testTimedOutCreateTakesEffectLate},
+		{"EnsureComparesGUIDsInOneForm", testEnsureComparesGUIDsInOneForm},
+		{"DualStackRefusesANATNetwork", testDualStackRefusesANATNetwork},
+	}
+	for _, rules := range hcnsim.AllRules() {
+		hns := func() *hcnsim.Sim {
+			sim := hcnsim.New()
+			sim.SetRules(rules)
+			return sim
+		}
+		t.Run(rules.String(), func(t *testing.T) {
+			for _, tc := range tests {
+				t.Run(tc.name, func(t *testing.T) { tc.fn(t, hns) })
+			}
+		})
+	}
 }
 
 // ours returns the endpoints of the sandbox, failing on duplicates.
@@ -43,8 +86,8 @@ func ours(t *testing.T, sim *hcnsim.Sim, mgr *hcn.Manager, id string) *hcn.Endpo
 	return found
 }
 
-func TestEnsureCreatesAttachesAndIsIdempotent(t *testing.T) {
-	sim, mgr := setup(t, true)
+func testEnsureCreatesAttachesAndIsIdempotent(t *testing.T, hns func() *hcnsim.Sim) {
+	sim, mgr := setup(hns, true)
 	ns := sim.CreateNamespace("")
 	ep, out, err := mgr.Ensure(ctx, hcn.Desired{SandboxID: "sb1", Namespace: ns, Policies: web})
 	if err != nil || out != hcn.Created {
@@ -66,8 +109,8 @@ func TestEnsureCreatesAttachesAndIsIdempotent(t *testing.T) {
 	}
 }
 
-func TestEnsureReplacesDifferentPoliciesAndDuplicates(t *testing.T) {
-	sim, mgr := setup(t, true)
+func testEnsureReplacesDifferentPoliciesAndDuplicates(t *testing.T, hns func() *hcnsim.Sim) {
+	sim, mgr := setup(hns, true)
 	ns := sim.CreateNamespace("")
 	old, _, err := mgr.Ensure(ctx, hcn.Desired{SandboxID: "sb1", Namespace: ns, Policies: web})
 	if err != nil {
@@ -88,11 +131,12 @@ func TestEnsureReplacesDifferentPoliciesAndDuplicates(t *testing.T) {
 	}
 }
 
-func TestEnsureReattachesDetachedEndpoint(t *testing.T) {
-	sim, mgr := setup(t, true)
+func testEnsureReattachesDetachedEndpoint(t *testing.T, hns func() *hcnsim.Sim) {
+	sim, mgr := setup(hns, true)
 	ns := sim.CreateNamespace("")
 	netID, _ := mgr.EnsureNetwork(ctx)
-	ep, _ := sim.CreateEndpoint(ctx, hcn.EndpointSpec{Name: mgr.EndpointName("sb1"), NetworkID: netID, PortMappings: web})
+	ep, _ := sim.CreateEndpoint(ctx, hcn.EndpointSpec{Name: mgr.EndpointName("sb1"), NetworkID: netID, PortMappings: web,
+		Routes: []hcn.Route{{DestinationPrefix: "0.0.0.0/0", NextHop: "172.30.0.1", Metric: hcn.DefaultRouteMetric}}})
 	_, out, err := mgr.Ensure(ctx, hcn.Desired{SandboxID: "sb1", Namespace: ns, Policies: web})
 	if err != nil || out != hcn.Repaired {
 		t.Fatalf("Ensure = %v, %v; want repaired", out, err)
@@ -102,8 +146,8 @@ func TestEnsureReattachesDetachedEndpoint(t *testing.T) {
 	}
 }
 
-func TestEnsureNetworkMissingNotCreated(t *testing.T) {
-	_, mgr := setup(t, false)
+func testEnsureNetworkMissingNotCreated(t *testing.T, hns func() *hcnsim.Sim) {
+	_, mgr := setup(hns, false)
 	_, _, err := mgr.Ensure(ctx, hcn.Desired{SandboxID: "sb1", Namespace: "ns", Policies: web})
 	var se *hcn.StepError
 	if !errors.As(err, &se) || se.Step != hcn.StepEnsureNetwork || !errors.Is(err, hcn.ErrNotFound) {
@@ -114,8 +158,8 @@ func TestEnsureNetworkMissingNotCreated(t *testing.T) {
 	}
 }
 
-func TestEnsureRecreatesNetworkThatVanished(t *testing.T) {
-	sim, mgr := setup(t, true)
+func testEnsureRecreatesNetworkThatVanished(t *testing.T, hns func() *hcnsim.Sim) {
+	sim, mgr := setup(hns, true)
 	ns := sim.CreateNamespace("")
 	if _, _, err := mgr.Ensure(ctx, hcn.Desired{SandboxID: "a", Namespace: ns, Policies: web}); err != nil {
 		t.Fatal(err)
@@ -131,8 +175,8 @@ func TestEnsureRecreatesNetworkThatVanished(t *testing.T) {
 	}
 }
 
-func TestRemoveIsIdempotent(t *testing.T) {
-	sim, mgr := setup(t, true)
+func testRemoveIsIdempotent(t *testing.T, hns func() *hcnsim.Sim) {
+	sim, mgr := setup(hns, true)
 	ns := sim.CreateNamespace("")
 	if _, _, err := mgr.Ensure(ctx, hcn.Desired{SandboxID: "sb1", Namespace: ns, Policies: web}); err != nil {
 		t.Fatal(err)
@@ -151,8 +195,33 @@ func TestRemoveIsIdempotent(t *testing.T) {
 	}
 }
 
-func TestRemoveAfterNamespaceDeleted(t *testing.T) {
-	sim, mgr := setup(t, true)
+// An endpoint whose name differs from ours only in case is someone else's,
+// even where HNS's name filter folds case.
+func testForeignNameInOtherCaseIsLeftAlone(t *testing.T, hns func() *hcnsim.Sim) {
+	sim, mgr := setup(hns, true)
+	ns := sim.CreateNamespace("")
+	netID, err := mgr.EnsureNetwork(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	foreign, err := sim.CreateEndpoint(ctx, hcn.EndpointSpec{Name: strings.ToUpper(mgr.EndpointName("sb1")), NetworkID: netID})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := mgr.Ensure(ctx, hcn.Desired{SandboxID: "sb1", Namespace: ns, Policies: web}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := mgr.Remove(ctx, "sb1"); err != nil {
+		t.Fatal(err)
+	}
+	st := sim.State()
+	if len(st.Endpoints) != 1 || st.Endpoints[0].ID != foreign.ID {
+		t.Fatalf("HNS holds %+v, want only the foreign endpoint %s", st.Endpoints, foreign.ID)
+	}
+}
+
+func testRemoveAfterNamespaceDeleted(t *testing.T, hns func() *hcnsim.Sim) {
+	sim, mgr := setup(hns, true)
 	ns := sim.CreateNamespace("")
 	if _, _, err := mgr.Ensure(ctx, hcn.Desired{SandboxID: "sb1", Namespace: ns, Policies: web}); err != nil {
 		t.Fatal(err)
@@ -173,7 +242,7 @@ func TestRemoveAfterNamespaceDeleted(t *testing.T) {
 // TestFaultAtEachStep injects every kind of failure at every HCN call Ensure
 // and Remove make: the error names the step, and nothing is left behind
 // that was not there before.
-func TestFaultAtEachStep(t *testing.T) {
+func testFaultAtEachStep(t *testing.T, hns func() *hcnsim.Sim) {
 	steps := map[string]string{
 		hcnsim.OpListEndpointsByName:     hcn.StepLookupEndpoint,
 		hcnsim.OpGetNetworkByName:        hcn.StepEnsureNetwork,
@@ -186,7 +255,7 @@ func TestFaultAtEachStep(t *testing.T) {
 	for op, step := range steps {
 		for _, kind := range []string{"internal", "unavailable", "port-in-use", "invalid"} {
 			t.Run(fmt.Sprintf("%s/%s", op, kind), func(t *testing.T) {
-				sim, mgr := setup(t, true)
+				sim, mgr := setup(hns, true)
 				ns := sim.CreateNamespace("")
 				removal := op == hcnsim.OpRemoveNamespaceEndpoint || op == hcnsim.OpDeleteEndpoint
 				if removal {
@@ -239,8 +308,8 @@ func TestFaultAtEachStep(t *testing.T) {
 	}
 }
 
-func TestRollbackFailureReportsBoth(t *testing.T) {
-	sim, mgr := setup(t, true)
+func testRollbackFailureReportsBoth(t *testing.T, hns func() *hcnsim.Sim) {
+	sim, mgr := setup(hns, true)
 	ns := sim.CreateNamespace("")
 	_ = sim.InjectFault(hcnsim.Fault{Op: hcnsim.OpAddNamespaceEndpoint, Kind: "internal"})
 	_ = sim.InjectFault(hcnsim.Fault{Op: hcnsim.OpDeleteEndpoint, Kind: "unavailable"})
@@ -257,8 +326,8 @@ func TestRollbackFailureReportsBoth(t *testing.T) {
 	}
 }
 
-func TestAttachToMissingNamespaceRollsBack(t *testing.T) {
-	sim, mgr := setup(t, true)
+func testAttachToMissingNamespaceRollsBack(t *testing.T, hns func() *hcnsim.Sim) {
+	sim, mgr := setup(hns, true)
 	_, _, err := mgr.Ensure(ctx, hcn.Desired{SandboxID: "sb1", Namespace: "6B1F3E2A-0000-0000-0000-000000000000", Policies: web})
 	if !errors.Is(err, hcn.ErrNotFound) {
 		t.Fatalf("err = %v, want ErrNotFound", err)
@@ -268,8 +337,8 @@ func TestAttachToMissingNamespaceRollsBack(t *testing.T) {
 	}
 }
 
-func TestOwnedAndSandboxID(t *testing.T) {
-	sim, mgr := setup(t, true)
+func testOwnedAndSandboxID(t *testing.T, hns func() *hcnsim.Sim) {
+	sim, mgr := setup(hns, true)
 	ns := sim.CreateNamespace("")
 	netID, _ := mgr.EnsureNetwork(ctx)
 	_, _ = sim.CreateEndpoint(ctx, hcn.EndpointSpec{Name: "someone-elses", NetworkID: netID})
@@ -288,8 +357,8 @@ func TestOwnedAndSandboxID(t *testing.T) {
 	}
 }
 
-func TestEnsureKeepsAttachedAndDropsStrays(t *testing.T) {
-	sim, mgr := setup(t, true)
+func testEnsureKeepsAttachedAndDropsStrays(t *testing.T, hns func() *hcnsim.Sim) {
+	sim, mgr := setup(hns, true)
 	ns := sim.CreateNamespace("")
 	good, _, err := mgr.Ensure(ctx, hcn.Desired{SandboxID: "sb1", Namespace: ns, Policies: web})
 	if err != nil {
@@ -312,8 +381,8 @@ func TestEnsureKeepsAttachedAndDropsStrays(t *testing.T) {
 	}
 }
 
-func TestBoundedGivesUpOnSlowHNS(t *testing.T) {
-	sim := hcnsim.New()
+func testBoundedGivesUpOnSlowHNS(t *testing.T, hns func() *hcnsim.Sim) {
+	sim := hns()
 	sim.SetLatency(time.Second)
 	svc := hcn.Bounded(sim, 20*time.Millisecond)
 	_, err := svc.ListEndpoints(ctx)
@@ -326,8 +395,8 @@ func TestBoundedGivesUpOnSlowHNS(t *testing.T) {
 	}
 }
 
-func TestEnsureAdoptsEndpointOfALostCreateAnswer(t *testing.T) {
-	sim, mgr := setup(t, true)
+func testEnsureAdoptsEndpointOfALostCreateAnswer(t *testing.T, hns func() *hcnsim.Sim) {
+	sim, mgr := setup(hns, true)
 	ns := sim.CreateNamespace("")
 	// HNS creates the endpoint but the answer is lost
 	_ = sim.InjectFault(hcnsim.Fault{Op: hcnsim.OpCreateEndpoint, Kind: "unavailable", After: true})
@@ -340,8 +409,8 @@ func TestEnsureAdoptsEndpointOfALostCreateAnswer(t *testing.T) {
 	}
 }
 
-func TestKnownEndpointsSaveHNSCalls(t *testing.T) {
-	sim, mgr := setup(t, true)
+func testKnownEndpointsSaveHNSCalls(t *testing.T, hns func() *hcnsim.Sim) {
+	sim, mgr := setup(hns, true)
 	if _, err := mgr.Owned(ctx); err != nil { // the full listing taken at start
 		t.Fatal(err)
 	}
@@ -371,8 +440,8 @@ func TestKnownEndpointsSaveHNSCalls(t *testing.T) {
 	}
 }
 
-func TestKnownEndpointsRecheckedAfterExternalChange(t *testing.T) {
-	sim, mgr := setup(t, true)
+func testKnownEndpointsRecheckedAfterExternalChange(t *testing.T, hns func() *hcnsim.Sim) {
+	sim, mgr := setup(hns, true)
 	if _, err := mgr.Owned(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -414,8 +483,8 @@ func TestKnownEndpointsRecheckedAfterExternalChange(t *testing.T) {
 
 // Regression (load and faults, 1): pods starting together with
 // create_network created one network each, since HNS allows duplicate names.
-func TestConcurrentStartsCreateOneNetwork(t *testing.T) {
-	sim, mgr := setup(t, true)
+func testConcurrentStartsCreateOneNetwork(t *testing.T, hns func() *hcnsim.Sim) {
+	sim, mgr := setup(hns, true)
 	sim.SetLatency(5 * time.Millisecond) // lookups overlap
 	var wg sync.WaitGroup
 	for i := range 8 {
@@ -436,8 +505,8 @@ func TestConcurrentStartsCreateOneNetwork(t *testing.T) {
 // Load and faults, 9: a create the caller gave up on still takes effect
 // (as in HNS); the next Ensure adopts it instead of creating a second, and a
 // Remove of a stopped pod deletes it.
-func TestTimedOutCreateTakesEffectLate(t *testing.T) {
-	sim := hcnsim.New()
+func testTimedOutCreateTakesEffectLate(t *testing.T, hns func() *hcnsim.Sim) {
+	sim := hns()
 	mgr := hcn.NewManager(hcn.Bounded(sim, 20*time.Millisecond), hcn.ManagerConfig{CreateNetwork: true,
 		Network: hcn.NetworkSpec{Name: "nat", Type: hcn.NetworkNAT}})
 	if _, err := mgr.EnsureNetwork(ctx); err != nil {
@@ -477,8 +546,8 @@ func TestTimedOutCreateTakesEffectLate(t *testing.T) {
 // at the boundary they are one GUID. The endpoint is in place
 // after the first Ensure; a second one must not "repair" it again (every
 // resync would otherwise delete and recreate a healthy endpoint).
-func TestEnsureComparesGUIDsInOneForm(t *testing.T) {
-	sim, mgr := setup(t, true)
+func testEnsureComparesGUIDsInOneForm(t *testing.T, hns func() *hcnsim.Sim) {
+	sim, mgr := setup(hns, true)
 	ns := sim.CreateNamespace("")
 	spelled := hcn.ParseGUID("{" + strings.ToLower(ns.String()) + "}") // as a spec may write it, read at the boundary
 	first, out, err := mgr.Ensure(ctx, hcn.Desired{SandboxID: "g", Namespace: spelled, Policies: web})
@@ -496,8 +565,8 @@ func TestEnsureComparesGUIDsInOneForm(t *testing.T) {
 
 // Issue 10: dual stack on an existing NAT network (NAT does not support
 // IPv6) is refused with an error that says so, naming the network.
-func TestDualStackRefusesANATNetwork(t *testing.T) {
-	sim := hcnsim.New()
+func testDualStackRefusesANATNetwork(t *testing.T, hns func() *hcnsim.Sim) {
+	sim := hns()
 	if _, err := sim.CreateNetwork(ctx, hcn.NetworkSpec{Name: "nat", Type: hcn.NetworkNAT}); err != nil {
 		t.Fatal(err)
 	}

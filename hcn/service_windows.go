@@ -86,6 +86,11 @@ func toNetwork(n *hcsshim.HostComputeNetwork) *Network {
 	for _, ipam := range n.Ipams {
 		for _, s := range ipam.Subnets {
 			out.Subnets = append(out.Subnets, s.IpAddressPrefix)
+			for _, r := range s.Routes {
+				if r.DestinationPrefix == "0.0.0.0/0" && out.Gateway == "" {
+					out.Gateway = r.NextHop
+				}
+			}
 		}
 	}
 	return out
@@ -100,6 +105,10 @@ func toEndpoint(e *hcsshim.HostComputeEndpoint) Endpoint {
 	if len(e.IpConfigurations) > 0 {
 		out.IPAddress = e.IpConfigurations[0].IpAddress
 	}
+	for _, r := range e.Routes {
+		out.Routes = append(out.Routes, Route{DestinationPrefix: r.DestinationPrefix, NextHop: r.NextHop, Metric: r.Metric})
+	}
+	out.DNSServers = e.Dns.ServerList
 	for _, p := range e.Policies {
 		switch p.Type {
 		case hcsshim.PortMapping:
@@ -184,8 +193,13 @@ func (w WindowsService) CreateEndpoint(ctx context.Context, spec EndpointSpec) (
 	if err != nil {
 		return nil, err
 	}
+	// Dns stays empty for our endpoints (spec.DNSServers is nil): the pod's
+	// DNS is the CNI's endpoint's
 	ep := &hcsshim.HostComputeEndpoint{Name: spec.Name, HostComputeNetwork: spec.NetworkID, Policies: policies,
-		SchemaVersion: hcsshim.V2SchemaVersion()}
+		Dns: hcsshim.Dns{ServerList: spec.DNSServers}, SchemaVersion: hcsshim.V2SchemaVersion()}
+	for _, r := range spec.Routes {
+		ep.Routes = append(ep.Routes, hcsshim.Route{DestinationPrefix: r.DestinationPrefix, NextHop: r.NextHop, Metric: r.Metric})
+	}
 	out, err := callBounded(ctx, w.lim, "CreateEndpoint", func() (*Endpoint, error) {
 		created, err := ep.Create()
 		if err != nil {

@@ -6,6 +6,7 @@
 package hcn
 
 import (
+	"cmp"
 	"fmt"
 	"net/netip"
 	"slices"
@@ -190,6 +191,93 @@ type Network struct {
 	Name    string      `json:"Name"`
 	Type    NetworkType `json:"Type"`
 	Subnets []string    `json:"Subnets,omitempty"`
+	// Gateway is the next hop of the subnet's default route, "" when HNS
+	// reports none.
+	Gateway string `json:"Gateway,omitempty"`
+}
+
+// Route is one route of an endpoint, as hcsshim's hcn.Route. A zero Metric
+// means HNS's default.
+type Route struct {
+	DestinationPrefix string `json:"DestinationPrefix"`
+	NextHop           string `json:"NextHop"`
+	Metric            uint16 `json:"Metric,omitempty"`
+}
+
+func (r Route) String() string {
+	return fmt.Sprintf("%s via %s metric %d", r.DestinationPrefix, r.NextHop, r.Metric)
+}
+
+// IsDefault reports whether r is a default route through a real next hop
+// (not the 0.0.0.0 marker that only suppresses HNS's implicit route).
+func (r Route) IsDefault() bool {
+	hop, err := netip.ParseAddr(r.NextHop)
+	return (r.DestinationPrefix == "0.0.0.0/0" || r.DestinationPrefix == "::/0") && err == nil && !hop.IsUnspecified()
+}
+
+// SortRoutes orders routes canonically.
+func SortRoutes(rs []Route) {
+	slices.SortFunc(rs, func(a, b Route) int {
+		return cmp.Or(strings.Compare(a.DestinationPrefix, b.DestinationPrefix), strings.Compare(a.NextHop, b.NextHop),
+			cmp.Compare(a.Metric, b.Metric))
+	})
+}
+
+// SameRoutes reports whether two route sets are equal regardless of order.
+func SameRoutes(a, b []Route) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	x, y := slices.Clone(a), slices.Clone(b)
+	SortRoutes(x)
+	SortRoutes(y)
+	return slices.Equal(x, y)
+}
+
+// RouteMode says which default route the plugin's endpoint gets. The pod
+// already has the CNI's endpoint with its default route; HNS gives a second
+// endpoint created without routes a default route of its own with the same
+// metric, which then competes for the pod's own traffic.
+type RouteMode string
+
+// Route modes (config hcn.default_route).
+const (
+	// RouteLowPriority: a default route via the network's gateway at a
+	// metric far above the CNI's, so replies to mapped flows (strong host
+	// model: they leave through our endpoint) have a way out, and the pod's
+	// own traffic keeps using the CNI's route.
+	RouteLowPriority RouteMode = "low-priority"
+	// RouteNone: the 0.0.0.0/0 via 0.0.0.0 route that stops HNS adding one
+	// (Azure CNI's workaround).
+	RouteNone RouteMode = "none"
+	// RouteHNS: no routes sent; HNS adds its own default route.
+	RouteHNS RouteMode = "hns"
+)
+
+// RouteModes lists the modes in the order the docs give them.
+func RouteModes() []RouteMode { return []RouteMode{RouteLowPriority, RouteNone, RouteHNS} }
+
+// DefaultRouteMetric is the metric of the low-priority default route:
+// well above Windows' default route metric (256, what a route gets when
+// nobody sets one, as CNIs do) plus interface metrics (5 to 75 automatic),
+// so it never wins, with room above it.
+const DefaultRouteMetric = 5000
+
+// Routes returns the routes an endpoint on a network with gateway gw gets
+// in mode (metric for low-priority).
+func (m RouteMode) Routes(gw string, metric uint16) ([]Route, error) {
+	switch m {
+	case RouteHNS:
+		return nil, nil
+	case RouteNone:
+		return []Route{{DestinationPrefix: "0.0.0.0/0", NextHop: "0.0.0.0"}}, nil
+	case RouteLowPriority, "":
+		if _, err := netip.ParseAddr(gw); err != nil {
+			return nil, fmt.Errorf("the network reports no gateway (%q) for the low-priority default route; set hcn.gateway, or hcn.default_route = \"none\": %w", gw, ErrInvalid)
+		}
+		return []Route{{DestinationPrefix: "0.0.0.0/0", NextHop: gw, Metric: metric}}, nil
+	}
+	return nil, fmt.Errorf("default route mode %q: %w", m, ErrInvalid)
 }
 
 // EndpointSpec is what CreateEndpoint needs. Namespace must stay empty: HNS
@@ -200,6 +288,10 @@ type EndpointSpec struct {
 	Namespace    GUID                `json:"Namespace,omitempty"`
 	PortMappings []PortMappingPolicy `json:"PortMappings,omitempty"`
 	OutboundNAT  bool                `json:"OutboundNAT,omitempty"`
+	Routes       []Route             `json:"Routes,omitempty"`
+	// DNSServers stays empty for the plugin's endpoints: the pod's DNS is
+	// the CNI's. Tests set it to build a CNI-like endpoint.
+	DNSServers []string `json:"DNSServers,omitempty"`
 }
 
 // Endpoint is an existing HNS endpoint.
@@ -211,6 +303,8 @@ type Endpoint struct {
 	IPAddress    string              `json:"IPAddress,omitempty"`
 	PortMappings []PortMappingPolicy `json:"PortMappings,omitempty"`
 	OutboundNAT  bool                `json:"OutboundNAT,omitempty"`
+	Routes       []Route             `json:"Routes,omitempty"`
+	DNSServers   []string            `json:"DNSServers,omitempty"`
 }
 
 // Namespace is an HNS (HCN) namespace: the network compartment of a pod.

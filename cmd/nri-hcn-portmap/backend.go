@@ -23,5 +23,7 @@ func newManager(ctx context.Context, cfg config.HCN, observe hcn.ObserveFunc) (*
 		CreateNetwork: cfg.CreateNetwork,
 		OutboundNAT:   cfg.OutboundNAT,
 		IPv6:          cfg.DualStack,
+		DefaultRoute:  hcn.RouteMode(cfg.DefaultRoute),
+		RouteMetric:   uint16(cfg.RouteMetric),
 	}), nil
 }

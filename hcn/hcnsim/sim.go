@@ -8,6 +8,7 @@
 package hcnsim
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -53,10 +54,82 @@ type Fault struct {
 
 // State is a snapshot of everything the simulator holds.
 type State struct {
-	Networks   []hcn.Network   `json:"networks"`
-	Endpoints  []hcn.Endpoint  `json:"endpoints"`
-	Namespaces []hcn.Namespace `json:"namespaces"`
+	Networks   []hcn.Network  `json:"networks"`
+	Endpoints  []hcn.Endpoint `json:"endpoints"`
+	Namespaces []Namespace    `json:"namespaces"`
 }
+
+// Namespace is a namespace as the simulator models it: its endpoints plus
+// the route table and DNS servers the compartment gets from them.
+type Namespace struct {
+	hcn.Namespace
+	// Routes: every attached endpoint's routes; an endpoint created
+	// without routes gets HNS's implicit default route via its network's
+	// gateway at ImplicitRouteMetric. A route via 0.0.0.0 only stops HNS
+	// adding one and is not in the table.
+	Routes []hcn.Route `json:"routes,omitempty"`
+	// DNSServers: the attached endpoints' DNS servers, in endpoint order.
+	DNSServers []string `json:"dnsServers,omitempty"`
+}
+
+// ImplicitRouteMetric is the metric of the default route HNS adds to an
+// endpoint created without routes: HNS's default, the same for every such
+// endpoint (moby 38187: both networks' default routes at the same metric).
+const ImplicitRouteMetric = 0
+
+// DefaultRoutes returns the namespace's default routes through a real
+// next hop, lowest metric first.
+func (n Namespace) DefaultRoutes() []hcn.Route {
+	var out []hcn.Route
+	for _, r := range n.Routes {
+		if r.IsDefault() {
+			out = append(out, r)
+		}
+	}
+	slices.SortFunc(out, func(a, b hcn.Route) int {
+		return cmp.Or(cmp.Compare(a.Metric, b.Metric), strings.Compare(a.NextHop, b.NextHop))
+	})
+	return out
+}
+
+// Rules are the HNS behaviours nobody has verified on a real node. Each has
+// two variants; the zero value is the one the simulator always had. The
+// product must be right under every combination (AllRules).
+type Rules struct {
+	// DeleteAttached: HNS deletes an endpoint still attached to a live
+	// namespace, instead of refusing with HCN_E_ENTITY_HAS_REFERENCES.
+	DeleteAttached bool `json:"deleteAttached,omitempty"`
+	// StaleNamespace: deleting a namespace leaves its endpoints naming it,
+	// instead of clearing their namespace.
+	StaleNamespace bool `json:"staleNamespace,omitempty"`
+	// NameFold: a name filter matches case-insensitively, not exactly.
+	NameFold bool `json:"nameFold,omitempty"`
+}
+
+// AllRules returns every combination of the rule variants, default first.
+func AllRules() []Rules {
+	var out []Rules
+	for i := range 8 {
+		out = append(out, Rules{DeleteAttached: i&1 != 0, StaleNamespace: i&2 != 0, NameFold: i&4 != 0})
+	}
+	return out
+}
+
+func (r Rules) String() string {
+	pick := func(b bool, no, yes string) string {
+		if b {
+			return yes
+		}
+		return no
+	}
+	return pick(r.DeleteAttached, "delete-attached-refused", "delete-attached-allowed") + "," +
+		pick(r.StaleNamespace, "namespace-delete-clears", "namespace-delete-leaves-guid") + "," +
+		pick(r.NameFold, "name-exact", "name-fold")
+}
+
+// implicitNAT is the subnet HNS picks for a NAT network created without
+// one (the real HNS picks a free range in 172.16.0.0/12).
+var implicitNAT = netip.MustParsePrefix("172.31.240.0/20")
 
 type network struct {
 	hcn.Network
@@ -68,6 +141,7 @@ type network struct {
 // Sim is one simulated HNS. The zero value is not usable; call New.
 type Sim struct {
 	mu         sync.Mutex
+	rules      Rules
 	networks   map[string]*network
 	endpoints  map[string]*hcn.Endpoint
 	namespaces map[hcn.GUID]map[string]bool // namespace -> endpoint IDs
@@ -87,6 +161,21 @@ func New() *Sim {
 	s := &Sim{}
 	s.Reset()
 	return s
+}
+
+// SetRules chooses the variants of the unverified HNS rules; they outlive
+// Reset.
+func (s *Sim) SetRules(r Rules) {
+	s.mu.Lock()
+	s.rules = r
+	s.mu.Unlock()
+}
+
+// Rules returns the rule variants in force.
+func (s *Sim) Rules() Rules {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.rules
 }
 
 // Reset drops all state, faults and latency.
@@ -184,7 +273,8 @@ func (s *Sim) CreateNamespace(spelled string) hcn.GUID {
 }
 
 // DeleteNamespace models containerd deleting a pod's namespace: endpoints in
-// it are detached (not deleted).
+// it are detached (not deleted); with Rules.StaleNamespace they keep naming
+// it.
 func (s *Sim) DeleteNamespace(id hcn.GUID) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -193,7 +283,7 @@ func (s *Sim) DeleteNamespace(id hcn.GUID) error {
 		return fmt.Errorf("namespace %s: %w", id, hcn.ErrNotFound)
 	}
 	for epID := range eps {
-		if ep := s.endpoints[epID]; ep != nil {
+		if ep := s.endpoints[epID]; ep != nil && !s.rules.StaleNamespace {
 			ep.Namespace = ""
 		}
 	}
@@ -244,22 +334,49 @@ func (s *Sim) State() State {
 		st.Endpoints = append(st.Endpoints, cloneEP(ep))
 	}
 	for id, eps := range s.namespaces {
-		ns := hcn.Namespace{ID: id}
+		ns := Namespace{Namespace: hcn.Namespace{ID: id}}
 		for e := range eps {
 			ns.Endpoints = append(ns.Endpoints, e)
 		}
 		slices.Sort(ns.Endpoints)
+		for _, e := range ns.Endpoints {
+			ep := s.endpoints[e]
+			if ep == nil {
+				continue
+			}
+			ns.Routes = append(ns.Routes, s.routesOf(ep)...)
+			ns.DNSServers = append(ns.DNSServers, ep.DNSServers...)
+		}
 		st.Namespaces = append(st.Namespaces, ns)
 	}
 	slices.SortFunc(st.Networks, func(a, b hcn.Network) int { return strings.Compare(a.Name+a.ID, b.Name+b.ID) })
 	slices.SortFunc(st.Endpoints, func(a, b hcn.Endpoint) int { return strings.Compare(a.Name+a.ID, b.Name+b.ID) })
-	slices.SortFunc(st.Namespaces, func(a, b hcn.Namespace) int { return strings.Compare(string(a.ID), string(b.ID)) })
+	slices.SortFunc(st.Namespaces, func(a, b Namespace) int { return strings.Compare(string(a.ID), string(b.ID)) })
 	return st
+}
+
+// routesOf returns what an endpoint adds to its compartment's route table.
+func (s *Sim) routesOf(ep *hcn.Endpoint) []hcn.Route {
+	if len(ep.Routes) == 0 {
+		if n := s.networks[ep.NetworkID]; n != nil && n.gateway.IsValid() {
+			return []hcn.Route{{DestinationPrefix: "0.0.0.0/0", NextHop: n.gateway.String(), Metric: ImplicitRouteMetric}}
+		}
+		return nil
+	}
+	var out []hcn.Route
+	for _, r := range ep.Routes {
+		if hop, err := netip.ParseAddr(r.NextHop); err == nil && !hop.IsUnspecified() {
+			out = append(out, r)
+		}
+	}
+	return out
 }
 
 func cloneEP(ep *hcn.Endpoint) hcn.Endpoint {
 	c := *ep
 	c.PortMappings = slices.Clone(ep.PortMappings)
+	c.Routes = slices.Clone(ep.Routes)
+	c.DNSServers = slices.Clone(ep.DNSServers)
 	return c
 }
 
@@ -367,6 +484,9 @@ func (s *Sim) createNetwork(spec hcn.NetworkSpec) (*hcn.Network, error) {
 		return nil, fmt.Errorf("network %q: type %q (HCN_E_INVALID_NETWORK_TYPE): %w", spec.Name, spec.Type, hcn.ErrInvalid)
 	}
 	n := &network{Network: hcn.Network{ID: newGUID(), Name: spec.Name, Type: spec.Type}}
+	if spec.Subnet == "" && spec.Type == hcn.NetworkNAT { // HNS picks one
+		spec.Subnet = implicitNAT.String()
+	}
 	if spec.Subnet != "" {
 		p, err := netip.ParsePrefix(spec.Subnet)
 		if err != nil {
@@ -380,6 +500,11 @@ func (s *Sim) createNetwork(spec hcn.NetworkSpec) (*hcn.Network, error) {
 				return nil, fmt.Errorf("network %q: gateway %q is not in subnet %s (HCN_E_INVALID_IP): %w", spec.Name, spec.Gateway, n.prefix, hcn.ErrInvalid)
 			}
 			n.gateway = gw
+		} else if spec.Type == hcn.NetworkNAT { // HNS: the subnet's first address
+			n.gateway = n.prefix.Addr().Next()
+		}
+		if n.gateway.IsValid() {
+			n.Gateway = n.gateway.String()
 		}
 		n.Subnets = []string{n.prefix.String()}
 	}
@@ -419,8 +544,16 @@ func (s *Sim) createEndpoint(spec hcn.EndpointSpec) (*hcn.Endpoint, error) {
 			}
 		}
 	}
+	for _, r := range spec.Routes {
+		_, perr := netip.ParsePrefix(r.DestinationPrefix)
+		_, herr := netip.ParseAddr(r.NextHop)
+		if perr != nil || herr != nil {
+			return nil, fmt.Errorf("endpoint %q: route %s (HCN_E_INVALID_JSON): %w", spec.Name, r, hcn.ErrInvalid)
+		}
+	}
 	ep := &hcn.Endpoint{ID: newGUID(), Name: spec.Name, NetworkID: n.ID,
-		PortMappings: slices.Clone(spec.PortMappings), OutboundNAT: spec.OutboundNAT}
+		PortMappings: slices.Clone(spec.PortMappings), OutboundNAT: spec.OutboundNAT,
+		Routes: slices.Clone(spec.Routes), DNSServers: slices.Clone(spec.DNSServers)}
 	if n.prefix.IsValid() {
 		ip := n.next
 		if ip == n.gateway {
@@ -468,7 +601,7 @@ func (s *Sim) ListEndpointsByName(ctx context.Context, name string) ([]hcn.Endpo
 	return run(ctx, s, OpListEndpointsByName, func() ([]hcn.Endpoint, error) {
 		var out []hcn.Endpoint
 		for _, ep := range s.endpoints {
-			if ep.Name == name {
+			if ep.Name == name || s.rules.NameFold && strings.EqualFold(ep.Name, name) {
 				out = append(out, cloneEP(ep))
 			}
 		}
@@ -489,8 +622,9 @@ func (s *Sim) ListEndpoints(ctx context.Context) ([]hcn.Endpoint, error) {
 	})
 }
 
-// DeleteEndpoint implements hcn.Service. An attached endpoint has references
-// and is not deleted.
+// DeleteEndpoint implements hcn.Service. An endpoint attached to a live
+// namespace has references and is not deleted, unless Rules.DeleteAttached
+// (then it leaves its namespace as it goes).
 func (s *Sim) DeleteEndpoint(ctx context.Context, id string) error {
 	id = hcn.CanonicalGUID(id)
 	_, err := run(ctx, s, OpDeleteEndpoint, func() (struct{}, error) {
@@ -498,11 +632,14 @@ func (s *Sim) DeleteEndpoint(ctx context.Context, id string) error {
 		switch {
 		case ep == nil:
 			return struct{}{}, fmt.Errorf("endpoint %s (ERROR_NOT_FOUND): %w", id, hcn.ErrNotFound)
-		case ep.Namespace != "" && s.namespaces[ep.Namespace] != nil:
+		case ep.Namespace != "" && s.namespaces[ep.Namespace] != nil && !s.rules.DeleteAttached:
 			// an endpoint naming a namespace that is gone (a stale one
 			// after a reboot) can be deleted: Azure CNI PR 1272 deletes
 			// endpoints whose detach failed with namespace not found
 			return struct{}{}, fmt.Errorf("endpoint %s is attached to namespace %s (HCN_E_ENTITY_HAS_REFERENCES): %w", id, ep.Namespace, hcn.ErrInUse)
+		}
+		if ns := s.namespaces[ep.Namespace]; ns != nil {
+			delete(ns, id)
 		}
 		delete(s.endpoints, id)
 		return struct{}{}, nil

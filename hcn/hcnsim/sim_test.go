@@ -7,6 +7,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"slices"
 	"testing"
 	"time"
 
@@ -313,5 +314,98 @@ func TestStaleEndpoint(t *testing.T) {
 	live := s.CreateNamespace("")
 	if _, err := s.AddStaleEndpoint(hcn.EndpointSpec{Name: "x", NetworkID: netID}, live); !errors.Is(err, hcn.ErrInvalid) {
 		t.Errorf("a stale endpoint in a live namespace: %v, want ErrInvalid", err)
+	}
+}
+
+// TestRules: each variant of the unverified HNS rules does what it says,
+// directly and over the wire (SetRules travels too).
+func TestRules(t *testing.T) {
+	for name, mk := range simulators(t) {
+		t.Run(name, func(t *testing.T) {
+			for _, r := range AllRules() {
+				t.Run(r.String(), func(t *testing.T) {
+					svc, sim := mk(t)
+					if c, ok := svc.(*Client); ok {
+						if err := c.SetRules(ctx, r); err != nil {
+							t.Fatal(err)
+						}
+					} else {
+						sim.SetRules(r)
+					}
+					if sim.Rules() != r {
+						t.Fatalf("rules in force %v, want %v", sim.Rules(), r)
+					}
+					netID := newNet(t, svc)
+					ns := sim.CreateNamespace("")
+					a, _ := svc.CreateEndpoint(ctx, hcn.EndpointSpec{Name: "ep-a", NetworkID: netID})
+					if err := svc.AddNamespaceEndpoint(ctx, ns, a.ID); err != nil {
+						t.Fatal(err)
+					}
+					err := svc.DeleteEndpoint(ctx, a.ID)
+					if r.DeleteAttached != (err == nil) || !r.DeleteAttached && !errors.Is(err, hcn.ErrInUse) {
+						t.Errorf("delete of an attached endpoint: %v", err)
+					}
+					if got, _ := svc.GetNamespace(ctx, ns); r.DeleteAttached && len(got.Endpoints) != 0 {
+						t.Errorf("a deleted endpoint is still in its namespace: %+v", got)
+					}
+					b, _ := svc.CreateEndpoint(ctx, hcn.EndpointSpec{Name: "ep-b", NetworkID: netID})
+					if err := svc.AddNamespaceEndpoint(ctx, ns, b.ID); err != nil {
+						t.Fatal(err)
+					}
+					if err := sim.DeleteNamespace(ns); err != nil {
+						t.Fatal(err)
+					}
+					got, _ := svc.ListEndpointsByName(ctx, "ep-b")
+					if want := map[bool]hcn.GUID{true: ns, false: ""}[r.StaleNamespace]; len(got) != 1 || got[0].Namespace != want {
+						t.Errorf("after the namespace's deletion: %+v, want namespace %q", got, want)
+					}
+					if err := svc.DeleteEndpoint(ctx, b.ID); err != nil {
+						t.Errorf("an endpoint whose namespace is gone must be deletable: %v", err)
+					}
+					folded, _ := svc.ListEndpointsByName(ctx, "EP-A")
+					if wantN := map[bool]int{true: 1, false: 0}[r.NameFold && !r.DeleteAttached]; len(folded) != wantN {
+						t.Errorf("name filter EP-A found %+v, want %d", folded, wantN)
+					}
+				})
+			}
+		})
+	}
+}
+
+// TestImplicitRouteAndNamespaceView: an endpoint created without routes
+// gets HNS's default route via its gateway; one with routes gets exactly
+// those (a 0.0.0.0 next hop only suppresses the implicit one); the
+// namespace shows both endpoints' routes and DNS servers. A NAT network
+// created without a subnet gets one and a gateway, as HNS picks them.
+func TestImplicitRouteAndNamespaceView(t *testing.T) {
+	s := New()
+	nat, err := s.CreateNetwork(ctx, hcn.NetworkSpec{Name: "nat", Type: hcn.NetworkNAT})
+	if err != nil || nat.Gateway == "" || len(nat.Subnets) != 1 {
+		t.Fatalf("NAT network without a subnet = %+v, %v; want HNS's subnet and gateway", nat, err)
+	}
+	ns := s.CreateNamespace("")
+	plain, _ := s.CreateEndpoint(ctx, hcn.EndpointSpec{Name: "plain", NetworkID: nat.ID, DNSServers: []string{"10.0.0.10"}})
+	none, _ := s.CreateEndpoint(ctx, hcn.EndpointSpec{Name: "none", NetworkID: nat.ID,
+		Routes: []hcn.Route{{DestinationPrefix: "0.0.0.0/0", NextHop: "0.0.0.0"}, {DestinationPrefix: "10.9.0.0/16", NextHop: nat.Gateway, Metric: 7}}})
+	for _, ep := range []*hcn.Endpoint{plain, none} {
+		if err := s.AddNamespaceEndpoint(ctx, ns, ep.ID); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var view Namespace
+	for _, n := range s.State().Namespaces {
+		if n.ID == ns {
+			view = n
+		}
+	}
+	want := []hcn.Route{{DestinationPrefix: "0.0.0.0/0", NextHop: nat.Gateway, Metric: ImplicitRouteMetric}, {DestinationPrefix: "10.9.0.0/16", NextHop: nat.Gateway, Metric: 7}}
+	if !hcn.SameRoutes(view.Routes, want) || !slices.Equal(view.DNSServers, []string{"10.0.0.10"}) {
+		t.Errorf("namespace view = routes %v DNS %v; want %v and the one DNS server", view.Routes, view.DNSServers, want)
+	}
+	if d := view.DefaultRoutes(); len(d) != 1 || d[0].NextHop != nat.Gateway {
+		t.Errorf("default routes %v", d)
+	}
+	if _, err := s.CreateEndpoint(ctx, hcn.EndpointSpec{Name: "bad", NetworkID: nat.ID, Routes: []hcn.Route{{DestinationPrefix: "default", NextHop: "x"}}}); !errors.Is(err, hcn.ErrInvalid) {
+		t.Errorf("a malformed route: %v, want ErrInvalid", err)
 	}
 }

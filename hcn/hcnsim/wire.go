@@ -31,6 +31,7 @@ type request struct {
 	Fault       *Fault            `json:"fault,omitempty"`
 	LatencyMS   int64             `json:"latencyMS,omitempty"`
 	Serialized  bool              `json:"serialized,omitempty"`
+	Rules       *Rules            `json:"rules,omitempty"`
 }
 
 type wireError struct {
@@ -136,6 +137,13 @@ func Handler(s *Sim) http.Handler {
 	})
 	handle("sim/SetSerialized", func(_ context.Context, r request) (response, error) {
 		s.SetSerialized(r.Serialized)
+		return response{}, nil
+	})
+	handle("sim/SetRules", func(_ context.Context, r request) (response, error) {
+		if r.Rules == nil {
+			return response{}, fmt.Errorf("no rules: %w", hcn.ErrInvalid)
+		}
+		s.SetRules(*r.Rules)
 		return response{}, nil
 	})
 	handle("sim/State", func(_ context.Context, _ request) (response, error) {
@@ -365,6 +373,12 @@ func (c *Client) SetLatency(ctx context.Context, d time.Duration) error {
 // included, as HNS does for much of its work.
 func (c *Client) SetSerialized(ctx context.Context, on bool) error {
 	_, err := c.call(ctx, "sim/SetSerialized", request{Serialized: on})
+	return err
+}
+
+// SetRules chooses the variants of the unverified HNS rules.
+func (c *Client) SetRules(ctx context.Context, r Rules) error {
+	_, err := c.call(ctx, "sim/SetRules", request{Rules: &r})
 	return err
 }
 

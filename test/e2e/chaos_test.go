@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/nri-hcn-portmap/nri-hcn-portmap/hcn"
+	"github.com/nri-hcn-portmap/nri-hcn-portmap/hcn/hcnsim"
 	"github.com/nri-hcn-portmap/nri-hcn-portmap/test/harness"
 )
 
@@ -47,6 +48,9 @@ type chaosPod struct {
 // At checkpoints and at the end HCN must equal what the live pods ask for:
 // no leaked endpoint, no missing mapping, one network, and no goroutine
 // growth. CHAOS_SEED replays a run; CHAOS_PODS sizes it (default 1000).
+// It runs once per variant of the HNS rules nobody has verified on a real
+// node (hcnsim.Rules): the full size under the default rules, a quarter
+// under each other variant.
 func TestChaos(t *testing.T) {
 	seed := uint64(time.Now().UnixNano())
 	if s := os.Getenv("CHAOS_SEED"); s != "" {
@@ -65,11 +69,23 @@ func TestChaos(t *testing.T) {
 		total = n
 	}
 	t.Logf("chaos seed %d, %d pods (replay: CHAOS_SEED=%d)", seed, total, seed)
-	rng := rand.New(rand.NewPCG(seed, 0x9e3779b9))
+	for i, rules := range hcnsim.AllRules() {
+		n := total
+		if i > 0 {
+			n = max(total/4, 1)
+		}
+		t.Run(rules.String(), func(t *testing.T) { chaos(t, rules, seed, n) })
+	}
+}
 
+func chaos(t *testing.T, rules hcnsim.Rules, seed uint64, total int) {
+	rng := rand.New(rand.NewPCG(seed, 0x9e3779b9))
 	env, ctx := newEnv(t, chaosConfig)
 	ctx, cancel := context.WithTimeout(ctx, 4*time.Minute)
 	defer cancel()
+	if err := env.SimClient.SetRules(ctx, rules); err != nil {
+		t.Fatal(err)
+	}
 	if err := env.StartPluginEvents(ctx); err != nil {
 		t.Fatal(err)
 	}

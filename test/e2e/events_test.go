@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"context"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -9,6 +10,7 @@ import (
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	"github.com/nri-hcn-portmap/nri-hcn-portmap/hcn"
+	"github.com/nri-hcn-portmap/nri-hcn-portmap/hcn/hcnsim"
 	"github.com/nri-hcn-portmap/nri-hcn-portmap/test/harness"
 )
 
@@ -330,7 +332,7 @@ func TestNRISourceUsesCRIHostPorts(t *testing.T) {
 		t.Fatal(err)
 	}
 	own, err := env.SimClient.CreateEndpoint(ctx, hcn.EndpointSpec{Name: "cbr0_" + cni.ID, NetworkID: bridge.ID,
-		PortMappings: []hcn.PortMappingPolicy{{Protocol: hcn.TCP, ExternalPort: 8655, InternalPort: 80}}})
+		PortMappings: []hcn.PortMappingPolicy{{Protocol: hcn.TCP, ExternalPort: 8655, InternalPort: 80}}, DNSServers: []string{"10.96.0.10"}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -341,4 +343,22 @@ func TestNRISourceUsesCRIHostPorts(t *testing.T) {
 		t.Fatalf("RunPodSandbox with a hostPort the CNI mapped: %v", err)
 	}
 	wantEndpoint(t, ctx, env, cni.ID, guid, []hcn.PortMappingPolicy{tcp(8656, 81, "", 1)})
+
+	// issue 10, item 1: the pod keeps the CNI's default route and DNS; ours
+	// has the default low-priority route behind it
+	st, _, err := env.SimClient.State(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	i := slices.IndexFunc(st.Namespaces, func(n hcnsim.Namespace) bool { return n.ID == guid })
+	if i < 0 {
+		t.Fatalf("namespace %s gone", guid)
+	}
+	d := st.Namespaces[i].DefaultRoutes()
+	if len(d) != 2 || d[0].NextHop != "10.245.0.1" || d[1].Metric != hcn.DefaultRouteMetric || d[1].NextHop != "172.30.0.1" {
+		t.Errorf("the pod's default routes %v: want the CNI's first and ours at metric %d", d, hcn.DefaultRouteMetric)
+	}
+	if dns := st.Namespaces[i].DNSServers; !slices.Equal(dns, []string{"10.96.0.10"}) {
+		t.Errorf("the pod's DNS servers %v: want only the CNI's", dns)
+	}
 }

@@ -225,7 +225,17 @@ type (
 		HostComputeNamespace string     `json:",omitempty"`
 		Policies             []policy   `json:",omitempty"`
 		IpConfigurations     []ipConfig `json:",omitempty"`
+		Dns                  dnsJSON    `json:",omitempty"`
+		Routes               []route    `json:",omitempty"`
 		SchemaVersion        version    `json:",omitempty"`
+	}
+	dnsJSON struct {
+		ServerList []string `json:",omitempty"`
+	}
+	route struct {
+		NextHop           string `json:",omitempty"`
+		DestinationPrefix string `json:",omitempty"`
+		Metric            uint16 `json:",omitempty"`
 	}
 	ipConfig struct {
 		IpAddress    string `json:",omitempty"`
@@ -240,11 +250,8 @@ type (
 		Ipams    []struct {
 			Type    string `json:",omitempty"`
 			Subnets []struct {
-				IpAddressPrefix string `json:",omitempty"`
-				Routes          []struct {
-					NextHop           string `json:",omitempty"`
-					DestinationPrefix string `json:",omitempty"`
-				} `json:",omitempty"`
+				IpAddressPrefix string  `json:",omitempty"`
+				Routes          []route `json:",omitempty"`
 			} `json:",omitempty"`
 		} `json:",omitempty"`
 		SchemaVersion version `json:",omitempty"`
@@ -263,7 +270,9 @@ type (
 
 var v2 = version{2, 0}
 
-func matches(query string, fields map[string]string) bool {
+// matches applies a query's filter: IDs in any case, names exactly or,
+// with fold, in any case (Rules.NameFold).
+func matches(query string, fields map[string]string, fold bool) bool {
 	var q struct{ Filter string }
 	if query == "" || json.Unmarshal([]byte(query), &q) != nil || q.Filter == "" {
 		return true
@@ -273,8 +282,9 @@ func matches(query string, fields map[string]string) bool {
 		return false
 	}
 	for k, v := range filter {
-		got, ok := fields[strings.ToUpper(k)]
-		if !ok || !strings.EqualFold(got, v) {
+		key := strings.ToUpper(k)
+		got, ok := fields[key]
+		if !ok || (key == "NAME" && !fold && got != v) || !strings.EqualFold(got, v) {
 			return false
 		}
 	}
@@ -309,6 +319,10 @@ func endpointOut(ep hcn.Endpoint) endpointJSON {
 	if ep.IPAddress != "" {
 		out.IpConfigurations = []ipConfig{{IpAddress: ep.IPAddress, PrefixLength: 16}}
 	}
+	for _, r := range ep.Routes {
+		out.Routes = append(out.Routes, route{NextHop: r.NextHop, DestinationPrefix: r.DestinationPrefix, Metric: r.Metric})
+	}
+	out.Dns.ServerList = ep.DNSServers
 	return out
 }
 
@@ -333,8 +347,9 @@ func (e *Emulator) dispatch(fn string, a []string) (uint32, uint64, string, stri
 
 	case "HcnEnumerateNetworks", "HcnEnumerateEndpoints", "HcnEnumerateNamespaces":
 		var ids []string
+		fold := e.sim.Rules().NameFold
 		for _, o := range e.objects(kindOf(fn, "HcnEnumerate")) {
-			if matches(arg(0), o) {
+			if matches(arg(0), o, fold) {
 				ids = append(ids, o["ID"])
 			}
 		}
@@ -375,7 +390,11 @@ func (e *Emulator) dispatch(fn string, a []string) (uint32, uint64, string, stri
 			if n.ID == id {
 				out := map[string]any{"ID": n.ID, "Name": n.Name, "Type": n.Type, "SchemaVersion": v2}
 				if len(n.Subnets) > 0 {
-					out["Ipams"] = []any{map[string]any{"Type": "Static", "Subnets": []any{map[string]any{"IpAddressPrefix": n.Subnets[0]}}}}
+					subnet := map[string]any{"IpAddressPrefix": n.Subnets[0]}
+					if n.Gateway != "" {
+						subnet["Routes"] = []route{{NextHop: n.Gateway, DestinationPrefix: "0.0.0.0/0"}}
+					}
+					out["Ipams"] = []any{map[string]any{"Type": "Static", "Subnets": []any{subnet}}}
 				}
 				b, _ := json.Marshal(out)
 				return ok(string(b))
@@ -393,7 +412,11 @@ func (e *Emulator) dispatch(fn string, a []string) (uint32, uint64, string, stri
 		if err := json.Unmarshal([]byte(arg(2)), &in); err != nil {
 			return fail(fmt.Errorf("endpoint settings: %v: %w", err, hcn.ErrInvalid))
 		}
-		spec := hcn.EndpointSpec{Name: in.Name, NetworkID: netID, Namespace: hcn.ParseGUID(in.HostComputeNamespace)}
+		spec := hcn.EndpointSpec{Name: in.Name, NetworkID: netID, Namespace: hcn.ParseGUID(in.HostComputeNamespace),
+			DNSServers: in.Dns.ServerList}
+		for _, r := range in.Routes {
+			spec.Routes = append(spec.Routes, hcn.Route{DestinationPrefix: r.DestinationPrefix, NextHop: r.NextHop, Metric: r.Metric})
+		}
 		for _, p := range in.Policies {
 			switch p.Type {
 			case "PortMapping":
@@ -533,6 +556,13 @@ func (e *Emulator) dispatch(fn string, a []string) (uint32, uint64, string, stri
 			return fail(err)
 		}
 		return ok(ep.ID)
+	case "Emu.SetRules": // hcnsim.Rules JSON: the variants of the unverified HNS rules
+		var r hcnsim.Rules
+		if err := json.Unmarshal([]byte(arg(0)), &r); err != nil {
+			return fail(fmt.Errorf("rules: %v: %w", err, hcn.ErrInvalid))
+		}
+		e.sim.SetRules(r)
+		return ok("")
 	case "Emu.State":
 		b, _ := json.Marshal(e.sim.State())
 		return ok(string(b))
