@@ -23,3 +23,14 @@ type Service interface {
 	RemoveNamespaceEndpoint(ctx context.Context, namespaceID GUID, endpointID string) error
 	GetNamespace(ctx context.Context, id GUID) (*Namespace, error)
 }
+
+// Node is what a check of the node asks HNS beyond Service: its version,
+// and throwaway namespaces for a self-test. Implementations: the hcsshim
+// adapter, the simulator and its client.
+type Node interface {
+	Service
+	// Version is HNS's version as "major.minor".
+	Version(ctx context.Context) (string, error)
+	NewNamespace(ctx context.Context) (GUID, error)
+	RemoveNamespace(ctx context.Context, id GUID) error
+}

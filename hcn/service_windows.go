@@ -17,12 +17,12 @@ import (
 // limiter until HNS answers.
 type WindowsService struct{ lim *Limiter }
 
-var _ Service = WindowsService{}
+var _ Node = WindowsService{}
 
 // NewWindowsService checks that HNS speaks the v2 API, as long as ctx
 // allows, and returns the adapter; lim caps its HNS calls in flight (nil:
 // no cap).
-func NewWindowsService(ctx context.Context, lim *Limiter) (Service, error) {
+func NewWindowsService(ctx context.Context, lim *Limiter) (Node, error) {
 	if _, err := callBounded(ctx, lim, "V2ApiSupported", func() (struct{}, error) {
 		return struct{}{}, hcsshim.V2ApiSupported()
 	}); err != nil {
@@ -291,4 +291,34 @@ func (w WindowsService) GetNamespace(ctx context.Context, id GUID) (*Namespace, 
 		}
 		return out, nil
 	})
+}
+
+// Version implements Node.
+func (w WindowsService) Version(ctx context.Context) (string, error) {
+	return hnsCall(ctx, w.lim, "Version", func() (string, error) {
+		g, err := hcsshim.GetGlobals()
+		if err != nil {
+			return "", err
+		}
+		return fmt.Sprintf("%d.%d", g.Version.Major, g.Version.Minor), nil
+	})
+}
+
+// NewNamespace implements Node.
+func (w WindowsService) NewNamespace(ctx context.Context) (GUID, error) {
+	return hnsCall(ctx, w.lim, "NewNamespace", func() (GUID, error) {
+		ns, err := hcsshim.NewNamespace(hcsshim.NamespaceTypeHostDefault).Create()
+		if err != nil {
+			return "", err
+		}
+		return ParseGUID(ns.Id), nil
+	})
+}
+
+// RemoveNamespace implements Node.
+func (w WindowsService) RemoveNamespace(ctx context.Context, id GUID) error {
+	_, err := hnsCall(ctx, w.lim, "RemoveNamespace", func() (struct{}, error) {
+		return struct{}{}, (&hcsshim.HostComputeNamespace{Id: id.String()}).Delete()
+	})
+	return err
 }

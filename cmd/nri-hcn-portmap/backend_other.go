@@ -26,3 +26,12 @@ func newService(ctx context.Context, cfg config.HCN) (hcn.Service, error) {
 		return hcn.NewWindowsService(ctx, lim)
 	}
 }
+
+// newNode is the HCN backend with the calls a node check needs, not
+// capped (the doctor makes one call at a time).
+func newNode(ctx context.Context, cfg config.HCN) (hcn.Node, error) {
+	if cfg.Backend == config.BackendSimulated {
+		return hcnsim.NewClient(cfg.SimulatorAddress)
+	}
+	return hcn.NewWindowsService(ctx, nil)
+}

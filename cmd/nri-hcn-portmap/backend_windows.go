@@ -13,3 +13,9 @@ import (
 func newService(ctx context.Context, cfg config.HCN) (hcn.Service, error) {
 	return hcn.NewWindowsService(ctx, hcn.NewLimiter(cfg.MaxConcurrentCalls))
 }
+
+// newNode is HNS with the calls a node check needs, not capped (the
+// doctor makes one call at a time).
+func newNode(ctx context.Context, _ config.HCN) (hcn.Node, error) {
+	return hcn.NewWindowsService(ctx, nil)
+}

@@ -24,6 +24,10 @@ Usage:
   nri-hcn-portmap health [flags]       ask the running plugin's /healthz (exit 1 when unhealthy)
   nri-hcn-portmap reload [flags]       make the running plugin re-read its configuration
   nri-hcn-portmap cleanup [flags]      detach and delete every endpoint the plugin created
+  nri-hcn-portmap doctor [--selftest] [flags] [-o table|json]
+                                       check the node (HNS, network, containerd, event source,
+                                       NRI socket, admin address, Hyper-V pods); --selftest builds,
+                                       reads back and removes a throwaway endpoint; exit 1 if unfit
   nri-hcn-portmap service install --config PATH | service uninstall
                                        register or remove the Windows service
 %s  nri-hcn-portmap version
@@ -59,6 +63,8 @@ func mainArgs(args []string, stdout, stderr io.Writer) int {
 		err = adminCmd("reload", args, stdout, stderr)
 	case "cleanup":
 		err = cleanupCmd(args, stdout, stderr)
+	case "doctor":
+		err = doctorCmd(args, stdout, stderr)
 	case "service":
 		err = serviceCmd(args, stdout, stderr)
 	case "simulator":

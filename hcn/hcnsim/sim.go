@@ -154,7 +154,10 @@ type Sim struct {
 	serialized bool
 }
 
-var _ hcn.Service = (*Sim)(nil)
+var _ hcn.Node = (*Sim)(nil)
+
+// SimVersion is the HNS version the simulator reports.
+const SimVersion = "15.1"
 
 // New returns an empty simulator.
 func New() *Sim {
@@ -290,6 +293,17 @@ func (s *Sim) DeleteNamespace(id hcn.GUID) error {
 	delete(s.namespaces, id)
 	return nil
 }
+
+// Version implements hcn.Node.
+func (s *Sim) Version(ctx context.Context) (string, error) {
+	return run(ctx, s, "Version", func() (string, error) { return SimVersion, nil })
+}
+
+// NewNamespace implements hcn.Node.
+func (s *Sim) NewNamespace(context.Context) (hcn.GUID, error) { return s.CreateNamespace(""), nil }
+
+// RemoveNamespace implements hcn.Node.
+func (s *Sim) RemoveNamespace(_ context.Context, id hcn.GUID) error { return s.DeleteNamespace(id) }
 
 // RestartHNS models the HNS service restarting (calico 5164): every
 // endpoint is gone, and with it every namespace's endpoint list; networks

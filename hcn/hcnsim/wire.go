@@ -46,6 +46,7 @@ type response struct {
 	Namespace *hcn.Namespace `json:"namespace,omitempty"`
 	State     *State         `json:"state,omitempty"`
 	Calls     map[string]int `json:"calls,omitempty"`
+	Version   string         `json:"version,omitempty"`
 	Error     *wireError     `json:"error,omitempty"`
 }
 
@@ -107,6 +108,10 @@ func Handler(s *Sim) http.Handler {
 	handle(OpGetNamespace, func(ctx context.Context, r request) (response, error) {
 		ns, err := s.GetNamespace(ctx, hcn.ParseGUID(r.ID))
 		return response{Namespace: ns}, err
+	})
+	handle("sim/Version", func(ctx context.Context, _ request) (response, error) {
+		v, err := s.Version(ctx)
+		return response{Version: v}, err
 	})
 	handle("sim/CreateNamespace", func(_ context.Context, r request) (response, error) {
 		return response{Namespace: &hcn.Namespace{ID: s.CreateNamespace(r.ID)}}, nil
@@ -196,7 +201,7 @@ type Client struct {
 	http *http.Client
 }
 
-var _ hcn.Service = (*Client)(nil)
+var _ hcn.Node = (*Client)(nil)
 
 // NewClient returns a client for the simulator at address (see Listen).
 func NewClient(address string) (*Client, error) {
@@ -339,6 +344,25 @@ func (c *Client) CreateNamespace(ctx context.Context, id string) (hcn.GUID, erro
 func (c *Client) DeleteNamespace(ctx context.Context, id hcn.GUID) error {
 	_, err := c.call(ctx, "sim/DeleteNamespace", request{ID: id.String()})
 	return err
+}
+
+// Version implements hcn.Node.
+func (c *Client) Version(ctx context.Context) (string, error) {
+	r, err := c.call(ctx, "sim/Version", request{})
+	if err != nil {
+		return "", err
+	}
+	return r.Version, nil
+}
+
+// NewNamespace implements hcn.Node.
+func (c *Client) NewNamespace(ctx context.Context) (hcn.GUID, error) {
+	return c.CreateNamespace(ctx, "")
+}
+
+// RemoveNamespace implements hcn.Node.
+func (c *Client) RemoveNamespace(ctx context.Context, id hcn.GUID) error {
+	return c.DeleteNamespace(ctx, id)
 }
 
 // RestartHNS drops every endpoint, as an HNS restart does.

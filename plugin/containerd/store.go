@@ -139,6 +139,16 @@ func (s *Store) Ping(ctx context.Context) error {
 	return err
 }
 
+// Version is containerd's version.
+func (s *Store) Version(ctx context.Context) (string, error) {
+	c, err := s.Client()
+	if err != nil {
+		return "", err
+	}
+	v, err := c.Version(ctx)
+	return v.Version, err
+}
+
 // Namespace is the containerd namespace read.
 func (s *Store) Namespace() string { return s.namespace }
 

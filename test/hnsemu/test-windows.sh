@@ -56,7 +56,9 @@ echo "test-windows: wine $("$WINE" --version 2>/dev/null || true), emulator at $
 # admission policy, the backoff). Not config and logfile: wine's file
 # deletion fails t.TempDir's cleanup, and config's tests of the simulated
 # backend are Linux semantics; the windows workflow runs them on Windows.
-GOOS=windows GOARCH=amd64 go test -count=1 -tags hnsemu -v "$@" ./hcn/ ./cmd/nri-hcn-portmap/service/ \
+# -p 1: the packages share one emulator, so one package's injected faults,
+# rule variants and HNS restarts must not hit another's calls.
+GOOS=windows GOARCH=amd64 go test -p 1 -count=1 -tags hnsemu -v "$@" ./hcn/ ./plugin/doctor/ ./cmd/nri-hcn-portmap/service/ \
 	./plugin/request/ ./plugin/admission/ ./plugin/backoff/ 2>&1 | tee "$work/test.log"
 status=${PIPESTATUS[0]}
 exit "$status"

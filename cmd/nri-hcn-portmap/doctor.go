@@ -1,0 +1,99 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"runtime"
+	"time"
+
+	"github.com/nri-hcn-portmap/nri-hcn-portmap/plugin/admin"
+	"github.com/nri-hcn-portmap/nri-hcn-portmap/plugin/containerd"
+	"github.com/nri-hcn-portmap/nri-hcn-portmap/plugin/doctor"
+)
+
+// doctorCmd checks the node (and with --selftest builds, reads back and
+// removes a throwaway endpoint); it fails when a check fails.
+func doctorCmd(args []string, stdout, stderr io.Writer) error {
+	var (
+		format   string
+		selftest bool
+		o        doctor.SelfTestOptions
+		port     uint
+	)
+	cfg, _, err := parse("doctor", args, stderr, func(fs *flag.FlagSet) {
+		fs.StringVar(&format, "o", "table", "output format: table or json")
+		fs.BoolVar(&selftest, "selftest", false, "also build a throwaway namespace and endpoint as the plugin does, read them back from HNS, compare, remove")
+		fs.BoolVar(&o.Keep, "keep", false, "with --selftest: leave the namespace and endpoint for inspection (the next self-test removes them)")
+		fs.UintVar(&port, "port", 47999, "with --selftest: the host port the throwaway endpoint maps")
+	})
+	if err != nil {
+		return err
+	}
+	if format != "table" && format != "json" {
+		return fmt.Errorf("doctor: -o %q: want table or json", format)
+	}
+	if port == 0 || port > 65535 {
+		return fmt.Errorf("doctor: --port %d: want 1 to 65535", port)
+	}
+	o.HostPort = uint16(port)
+	ctx := context.Background()
+	store := containerd.NewStore(cfg.Containerd.Address, cfg.Containerd.Namespace)
+	defer store.Close()
+	d := &doctor.Doctor{
+		Config:     cfg,
+		Containerd: store,
+		Health:     func(ctx context.Context) (admin.HealthReport, error) { return askHealth(ctx, cfg.Admin.Listen) },
+		Stat:       func(p string) error { _, err := os.Stat(p); return err },
+		Listen: func(addr string) error {
+			l, err := net.Listen("tcp", addr)
+			if err == nil {
+				l.Close()
+			}
+			return err
+		},
+		Windows: runtime.GOOS == "windows",
+	}
+	d.HNS, d.HNSErr = newNode(ctx, cfg.HCN)
+	rep := d.Run(ctx)
+	if selftest {
+		rep.Results = append(rep.Results, d.SelfTest(ctx, o).Results...)
+	}
+	if err := doctor.Write(stdout, rep, format); err != nil {
+		return err
+	}
+	if !rep.Fit() {
+		return errors.New("doctor: the node is not fit for the plugin (see the failed checks)")
+	}
+	return nil
+}
+
+// askHealth reads the running plugin's /healthz; doctor.ErrNotRunning when
+// nothing answers there.
+func askHealth(ctx context.Context, addr string) (admin.HealthReport, error) {
+	var rep admin.HealthReport
+	if addr == "" {
+		return rep, fmt.Errorf("admin.listen is empty: %w", doctor.ErrNotRunning)
+	}
+	ctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+addr+"/healthz", nil)
+	if err != nil {
+		return rep, err
+	}
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return rep, fmt.Errorf("%s: %w: %w", addr, doctor.ErrNotRunning, err)
+	}
+	defer res.Body.Close()
+	if err := json.NewDecoder(res.Body).Decode(&rep); err != nil {
+		return rep, fmt.Errorf("%s/healthz (%s) is not the plugin's: %w", addr, res.Status, err)
+	}
+	return rep, nil
+}

@@ -1,0 +1,281 @@
+// Package doctor checks whether a node is fit for the plugin: a table of
+// checks, each pass, warn or fail with a one-line fix, and a self-test that
+// builds a throwaway namespace and endpoint the way the plugin does, reads
+// everything back from HNS and compares it field by field with what was
+// sent, then removes all of it.
+package doctor
+
+import (
+	"cmp"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"slices"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/nri-hcn-portmap/nri-hcn-portmap/config"
+	"github.com/nri-hcn-portmap/nri-hcn-portmap/hcn"
+	"github.com/nri-hcn-portmap/nri-hcn-portmap/plugin"
+	"github.com/nri-hcn-portmap/nri-hcn-portmap/plugin/admin"
+)
+
+// Status of one check.
+type Status string
+
+// Check outcomes; any Fail makes the node unfit.
+const (
+	Pass Status = "pass"
+	Warn Status = "warn"
+	Fail Status = "fail"
+)
+
+// Result is one row of the report.
+type Result struct {
+	Check  string `json:"check"`
+	Status Status `json:"status"`
+	Detail string `json:"detail"`
+	Fix    string `json:"fix,omitempty"`
+}
+
+// Report is every check's result, in order.
+type Report struct {
+	Results []Result `json:"results"`
+}
+
+// Fit reports whether no check failed.
+func (r Report) Fit() bool {
+	return !slices.ContainsFunc(r.Results, func(x Result) bool { return x.Status == Fail })
+}
+
+// Containerd is what the checks read from containerd.
+type Containerd interface {
+	Version(ctx context.Context) (string, error)
+	ListSandboxes(ctx context.Context) ([]string, error)
+	Sandbox(ctx context.Context, id string) (*plugin.SandboxInfo, error)
+}
+
+// ErrNotRunning: no plugin answers at the admin address.
+var ErrNotRunning = errors.New("no plugin answers")
+
+// Doctor runs the checks of one node against its configuration. Every
+// field but Config and HNS may be nil: its checks then say what they could
+// not look at.
+type Doctor struct {
+	Config config.Config
+	// HNS, or HNSErr when it could not be reached at all.
+	HNS    hcn.Node
+	HNSErr error
+	// Containerd, as configured.
+	Containerd Containerd
+	// Health asks the running plugin's /healthz; ErrNotRunning when none
+	// answers.
+	Health func(ctx context.Context) (admin.HealthReport, error)
+	// Stat says whether a path exists (the NRI socket).
+	Stat func(path string) error
+	// Listen tries to bind an address and lets it go again.
+	Listen func(addr string) error
+	// Windows: the node is Windows (containerd there opens no NRI socket).
+	Windows bool
+	// Timeout bounds each check (hcn.call_timeout when zero).
+	Timeout time.Duration
+}
+
+// SelfTestPrefix names the self-test's endpoints; it is not the plugin's
+// prefix, so a running plugin never takes them for its own orphans.
+const SelfTestPrefix = "hcn-portmap-selftest-"
+
+func (d *Doctor) timeout() time.Duration {
+	return cmp.Or(d.Timeout, d.Config.HCN.CallTimeout.Duration, 10*time.Second)
+}
+
+// Run runs every node check.
+func (d *Doctor) Run(ctx context.Context) Report {
+	var r Report
+	checks := []func(context.Context) Result{d.checkHNS, d.checkNetwork, d.checkIPv6, d.checkContainerd,
+		d.checkEvents, d.checkNRISocket, d.checkAdmin, d.checkHyperV}
+	for _, c := range checks {
+		cctx, cancel := context.WithTimeout(ctx, d.timeout())
+		r.Results = append(r.Results, c(cctx))
+		cancel()
+	}
+	return r
+}
+
+func (d *Doctor) checkHNS(ctx context.Context) Result {
+	const name = "HNS"
+	if d.HNSErr != nil {
+		return Result{name, Fail, d.HNSErr.Error(), "HNS v2 (Windows Server 2019 or later) must run: Start-Service hns"}
+	}
+	v, err := d.HNS.Version(ctx)
+	if err != nil {
+		return Result{name, Fail, "version: " + err.Error(), "check the hns service: Get-Service hns; Restart-Service hns"}
+	}
+	return Result{name, Pass, "v2 API, version " + v, ""}
+}
+
+// network looks the configured network up once per run of a check.
+func (d *Doctor) network(ctx context.Context) (*hcn.Network, error) {
+	if d.HNSErr != nil {
+		return nil, d.HNSErr
+	}
+	return d.HNS.GetNetworkByName(ctx, d.Config.HCN.Network)
+}
+
+func (d *Doctor) checkNetwork(ctx context.Context) Result {
+	c := d.Config.HCN
+	name := "network " + c.Network
+	n, err := d.network(ctx)
+	switch {
+	case errors.Is(err, hcn.ErrNotFound) && c.CreateNetwork:
+		return Result{name, Warn, "does not exist; created at the first mapped pod (hcn.create_network)", ""}
+	case errors.Is(err, hcn.ErrNotFound):
+		return Result{name, Fail, "does not exist", "create it (e.g. a NAT network), or set hcn.network to an existing one, or hcn.create_network = true"}
+	case err != nil:
+		return Result{name, Fail, err.Error(), "HNS must answer: see the HNS check"}
+	}
+	detail := fmt.Sprintf("type %s, subnets %s, gateway %s", n.Type, strings.Join(n.Subnets, " "), cmp.Or(n.Gateway, "(none)"))
+	if _, err := hcn.RouteMode(c.DefaultRoute).Routes(cmp.Or(n.Gateway, c.Gateway), uint16(c.RouteMetric)); err != nil {
+		return Result{name, Fail, detail + "; " + err.Error(), `set hcn.gateway to the network's gateway, or hcn.default_route = "none"`}
+	}
+	return Result{name, Pass, detail, ""}
+}
+
+func (d *Doctor) checkIPv6(ctx context.Context) Result {
+	const name = "IPv6"
+	if !d.Config.HCN.DualStack {
+		return Result{name, Pass, "IPv4 policies only (hcn.dual_stack off)", ""}
+	}
+	n, err := d.network(ctx)
+	if err != nil {
+		return Result{name, Warn, "not checked: " + err.Error(), ""}
+	}
+	if n.Type == hcn.NetworkNAT {
+		return Result{name, Fail, fmt.Sprintf("hcn.dual_stack is on but network %s is NAT, which does not support IPv6", n.Name),
+			"use an L2Bridge network, or turn hcn.dual_stack off"}
+	}
+	return Result{name, Pass, fmt.Sprintf("dual stack on %s network %s", n.Type, n.Name), ""}
+}
+
+func (d *Doctor) checkContainerd(ctx context.Context) Result {
+	name := "containerd"
+	if d.Containerd == nil {
+		return Result{name, Warn, "not checked", ""}
+	}
+	v, err := d.Containerd.Version(ctx)
+	if err != nil {
+		return Result{name, Fail, fmt.Sprintf("%s: %v", d.Config.Containerd.Address, err),
+			"start containerd, or set containerd.address to where it listens"}
+	}
+	return Result{name, Pass, fmt.Sprintf("%s at %s", v, d.Config.Containerd.Address), ""}
+}
+
+func (d *Doctor) checkEvents(ctx context.Context) Result {
+	const name = "event subscription"
+	if d.Health == nil {
+		return Result{name, Warn, "not checked", ""}
+	}
+	rep, err := d.Health(ctx)
+	switch {
+	case errors.Is(err, ErrNotRunning):
+		return Result{name, Warn, "the plugin is not running (nothing answers at admin.listen " + d.Config.Admin.Listen + ")",
+			"start it: Start-Service nri-hcn-portmap, or its DaemonSet"}
+	case err != nil:
+		return Result{name, Fail, err.Error(), "see the plugin's log"}
+	}
+	if state, ok := rep.Checks["event source"]; ok && state != "ok" {
+		return Result{name, Fail, state, "see the plugin's log; is containerd running?"}
+	}
+	return Result{name, Pass, "the running plugin's event source is live", ""}
+}
+
+func (d *Doctor) checkNRISocket(context.Context) Result {
+	const name = "NRI socket"
+	src := d.Config.Plugin.Source
+	if d.Windows {
+		if src == config.SourceNRI {
+			return Result{name, Fail, "plugin.source = nri, but containerd on Windows opens no NRI socket", `set plugin.source = "auto" or "containerd"`}
+		}
+		return Result{name, Pass, "none on Windows: the plugin follows containerd's events", ""}
+	}
+	if d.Stat == nil {
+		return Result{name, Warn, "not checked", ""}
+	}
+	if err := d.Stat(d.Config.NRI.Socket); err != nil {
+		if src == config.SourceNRI {
+			return Result{name, Fail, d.Config.NRI.Socket + ": " + err.Error(), "enable NRI in containerd's config ([plugins.\"io.containerd.nri.v1.nri\"] disable = false)"}
+		}
+		return Result{name, Warn, d.Config.NRI.Socket + " absent: the plugin will follow containerd's events", ""}
+	}
+	return Result{name, Pass, d.Config.NRI.Socket + " present", ""}
+}
+
+func (d *Doctor) checkAdmin(ctx context.Context) Result {
+	const name = "admin address"
+	addr := d.Config.Admin.Listen
+	if addr == "" {
+		return Result{name, Pass, "disabled (admin.listen is empty)", ""}
+	}
+	if d.Health != nil {
+		if _, err := d.Health(ctx); !errors.Is(err, ErrNotRunning) {
+			return Result{name, Pass, addr + " served by the running plugin", ""}
+		}
+	}
+	if d.Listen == nil {
+		return Result{name, Warn, "not checked", ""}
+	}
+	if err := d.Listen(addr); err != nil {
+		return Result{name, Fail, addr + " is taken by another program: " + err.Error(), "set admin.listen to a free address"}
+	}
+	return Result{name, Pass, addr + " free", ""}
+}
+
+func (d *Doctor) checkHyperV(ctx context.Context) Result {
+	const name = "Hyper-V pods"
+	handlers := strings.Join(d.Config.Plugin.HyperVRuntimeHandlers, ", ")
+	if d.Containerd == nil {
+		return Result{name, Warn, "not checked", ""}
+	}
+	ids, err := d.Containerd.ListSandboxes(ctx)
+	if err != nil {
+		return Result{name, Warn, "not checked: " + err.Error(), ""}
+	}
+	var hyperV []string
+	for _, id := range ids {
+		sb, err := d.Containerd.Sandbox(ctx, id)
+		if err == nil && sb.HyperV != "" {
+			hyperV = append(hyperV, id)
+		}
+	}
+	if len(hyperV) > 0 {
+		return Result{name, Warn, fmt.Sprintf("%d of %d sandboxes are Hyper-V isolated (%s): their host ports are refused", len(hyperV), len(ids), strings.Join(hyperV, ", ")),
+			"map host ports of Hyper-V pods with the CNI's portMappings"}
+	}
+	return Result{name, Pass, fmt.Sprintf("none among %d sandboxes (handlers treated as Hyper-V: %s)", len(ids), cmp.Or(handlers, "none")), ""}
+}
+
+// Write prints the report as a table (a fix under its row) or JSON.
+func Write(w io.Writer, r Report, format string) error {
+	if format == "json" {
+		enc := json.NewEncoder(w)
+		enc.SetIndent("", "  ")
+		return enc.Encode(r)
+	}
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "CHECK\tRESULT\tDETAIL")
+	for _, x := range r.Results {
+		fmt.Fprintf(tw, "%s\t%s\t%s\n", x.Check, strings.ToUpper(string(x.Status)), x.Detail)
+		if x.Fix != "" {
+			fmt.Fprintf(tw, "\t\tfix: %s\n", x.Fix)
+		}
+	}
+	verdict := "fit: no check failed"
+	if !r.Fit() {
+		verdict = "NOT fit: fix the failed checks"
+	}
+	fmt.Fprintln(tw, "\t\t"+verdict)
+	return tw.Flush()
+}

@@ -1,0 +1,282 @@
+package doctor
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/nri-hcn-portmap/nri-hcn-portmap/config"
+	"github.com/nri-hcn-portmap/nri-hcn-portmap/hcn"
+	"github.com/nri-hcn-portmap/nri-hcn-portmap/hcn/hcnsim"
+	"github.com/nri-hcn-portmap/nri-hcn-portmap/plugin"
+	"github.com/nri-hcn-portmap/nri-hcn-portmap/plugin/admin"
+)
+
+var ctx = context.Background()
+
+type fakeContainerd struct {
+	err       error
+	sandboxes map[string]*plugin.SandboxInfo
+}
+
+func (f *fakeContainerd) Version(context.Context) (string, error) { return "v2.4.2", f.err }
+func (f *fakeContainerd) ListSandboxes(context.Context) ([]string, error) {
+	var ids []string
+	for id := range f.sandboxes {
+		ids = append(ids, id)
+	}
+	return ids, f.err
+}
+func (f *fakeContainerd) Sandbox(_ context.Context, id string) (*plugin.SandboxInfo, error) {
+	return f.sandboxes[id], f.err
+}
+
+// healthy is a node where every check passes: HNS with the NAT network,
+// containerd, a running plugin with a live event source, the NRI socket.
+func healthy(t *testing.T) (*Doctor, *hcnsim.Sim) {
+	t.Helper()
+	sim := hcnsim.New()
+	if _, err := sim.CreateNetwork(ctx, hcn.NetworkSpec{Name: "nat", Type: hcn.NetworkNAT, Subnet: "172.30.0.0/16", Gateway: "172.30.0.1"}); err != nil {
+		t.Fatal(err)
+	}
+	cfg := config.Default()
+	return &Doctor{
+		Config:     cfg,
+		HNS:        sim,
+		Containerd: &fakeContainerd{sandboxes: map[string]*plugin.SandboxInfo{"sb1": {ID: "sb1"}}},
+		Health: func(context.Context) (admin.HealthReport, error) {
+			return admin.HealthReport{Status: "ok", Checks: map[string]string{"event source": "ok"}}, nil
+		},
+		Stat:   func(string) error { return nil },
+		Listen: func(string) error { return nil },
+	}, sim
+}
+
+func TestChecks(t *testing.T) {
+	notRunning := func(context.Context) (admin.HealthReport, error) { return admin.HealthReport{}, ErrNotRunning }
+	tests := []struct {
+		name   string
+		mutate func(*Doctor, *hcnsim.Sim)
+		check  string
+		want   Status
+		detail string // in the row's detail
+		fix    string // in the row's fix
+	}{
+		{"healthy node", func(*Doctor, *hcnsim.Sim) {}, "network nat", Pass, "type NAT, subnets 172.30.0.0/16, gateway 172.30.0.1", ""},
+		{"HNS version", func(*Doctor, *hcnsim.Sim) {}, "HNS", Pass, "version " + hcnsim.SimVersion, ""},
+		{"HNS unreachable", func(d *Doctor, _ *hcnsim.Sim) { d.HNSErr = errors.New("HNS v2 API not supported") }, "HNS", Fail, "not supported", "Start-Service hns"},
+		{"network missing", func(d *Doctor, _ *hcnsim.Sim) { d.Config.HCN.Network = "pods" }, "network pods", Fail, "does not exist", "hcn.create_network"},
+		{"network created later", func(d *Doctor, _ *hcnsim.Sim) { d.Config.HCN.Network = "pods"; d.Config.HCN.CreateNetwork = true }, "network pods", Warn, "created at the first mapped pod", ""},
+		{"network without gateway", func(d *Doctor, s *hcnsim.Sim) {
+			_, _ = s.CreateNetwork(ctx, hcn.NetworkSpec{Name: "l2", Type: hcn.NetworkL2Bridge, Subnet: "10.1.0.0/24"})
+			d.Config.HCN.Network = "l2"
+		}, "network l2", Fail, "no gateway", "hcn.gateway"},
+		{"network without gateway, route none", func(d *Doctor, s *hcnsim.Sim) {
+			_, _ = s.CreateNetwork(ctx, hcn.NetworkSpec{Name: "l2", Type: hcn.NetworkL2Bridge, Subnet: "10.1.0.0/24"})
+			d.Config.HCN.Network, d.Config.HCN.DefaultRoute = "l2", "none"
+		}, "network l2", Pass, "gateway (none)", ""},
+		{"IPv4 only", func(*Doctor, *hcnsim.Sim) {}, "IPv6", Pass, "dual_stack off", ""},
+		{"dual stack on NAT", func(d *Doctor, _ *hcnsim.Sim) { d.Config.HCN.DualStack = true }, "IPv6", Fail, "NAT, which does not support IPv6", "L2Bridge"},
+		{"containerd", func(*Doctor, *hcnsim.Sim) {}, "containerd", Pass, "v2.4.2 at ", ""},
+		{"containerd down", func(d *Doctor, _ *hcnsim.Sim) { d.Containerd = &fakeContainerd{err: errors.New("connection refused")} }, "containerd", Fail, "connection refused", "containerd.address"},
+		{"events live", func(*Doctor, *hcnsim.Sim) {}, "event subscription", Pass, "live", ""},
+		{"plugin not running", func(d *Doctor, _ *hcnsim.Sim) { d.Health = notRunning }, "event subscription", Warn, "not running", "Start-Service"},
+		{"events down", func(d *Doctor, _ *hcnsim.Sim) {
+			d.Health = func(context.Context) (admin.HealthReport, error) {
+				return admin.HealthReport{Status: "unhealthy", Checks: map[string]string{"event source": "containerd events: subscription lost"}}, nil
+			}
+		}, "event subscription", Fail, "subscription lost", "log"},
+		{"NRI socket", func(*Doctor, *hcnsim.Sim) {}, "NRI socket", Pass, "present", ""},
+		{"NRI socket absent, auto", func(d *Doctor, _ *hcnsim.Sim) { d.Stat = func(string) error { return errors.New("no such file") } }, "NRI socket", Warn, "containerd's events", ""},
+		{"NRI socket absent, nri", func(d *Doctor, _ *hcnsim.Sim) {
+			d.Stat = func(string) error { return errors.New("no such file") }
+			d.Config.Plugin.Source = config.SourceNRI
+		}, "NRI socket", Fail, "no such file", "io.containerd.nri.v1.nri"},
+		{"Windows", func(d *Doctor, _ *hcnsim.Sim) { d.Windows = true; d.Stat = nil }, "NRI socket", Pass, "containerd's events", ""},
+		{"Windows with source nri", func(d *Doctor, _ *hcnsim.Sim) { d.Windows = true; d.Config.Plugin.Source = config.SourceNRI }, "NRI socket", Fail, "opens no NRI socket", "plugin.source"},
+		{"admin served by the plugin", func(*Doctor, *hcnsim.Sim) {}, "admin address", Pass, "served by the running plugin", ""},
+		{"admin free", func(d *Doctor, _ *hcnsim.Sim) { d.Health = notRunning }, "admin address", Pass, "free", ""},
+		{"admin taken", func(d *Doctor, _ *hcnsim.Sim) {
+			d.Health = notRunning
+			d.Listen = func(string) error { return errors.New("address already in use") }
+		}, "admin address", Fail, "taken by another program", "admin.listen"},
+		{"no Hyper-V pods", func(*Doctor, *hcnsim.Sim) {}, "Hyper-V pods", Pass, "none among 1 sandboxes", ""},
+		{"Hyper-V pods", func(d *Doctor, _ *hcnsim.Sim) {
+			d.Containerd = &fakeContainerd{sandboxes: map[string]*plugin.SandboxInfo{"vm1": {ID: "vm1", HyperV: "runhcs options: HYPERVISOR"}}}
+		}, "Hyper-V pods", Warn, "1 of 1 sandboxes are Hyper-V isolated (vm1)", "portMappings"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			d, sim := healthy(t)
+			tc.mutate(d, sim)
+			rep := d.Run(ctx)
+			var row *Result
+			for i := range rep.Results {
+				if rep.Results[i].Check == tc.check {
+					row = &rep.Results[i]
+				}
+			}
+			if row == nil {
+				t.Fatalf("no check %q in %+v", tc.check, rep.Results)
+			}
+			if row.Status != tc.want || !strings.Contains(row.Detail, tc.detail) || !strings.Contains(row.Fix, tc.fix) || (tc.want != Pass) != (row.Fix != "" || tc.want == Warn) {
+				t.Errorf("%s = %+v; want %s with detail ~%q, fix ~%q", tc.check, *row, tc.want, tc.detail, tc.fix)
+			}
+			if rep.Fit() != (tc.want != Fail) {
+				t.Errorf("Fit = %v with %+v", rep.Fit(), rep.Results)
+			}
+			if len(sim.State().Endpoints) != 0 {
+				t.Errorf("a check created an endpoint")
+			}
+		})
+	}
+}
+
+// nothingLeft fails when HNS holds any endpoint or namespace.
+func nothingLeft(t *testing.T, sim *hcnsim.Sim) {
+	t.Helper()
+	if st := sim.State(); len(st.Endpoints) != 0 || len(st.Namespaces) != 0 {
+		t.Errorf("the self-test left %+v %+v", st.Endpoints, st.Namespaces)
+	}
+}
+
+func statusOf(rep Report, check string) (Status, string) {
+	for _, r := range rep.Results {
+		if r.Check == check {
+			return r.Status, r.Detail + " | " + r.Fix
+		}
+	}
+	return "", ""
+}
+
+// TestSelfTest passes on HNS as modelled, under every variant of its
+// unverified rules, and leaves nothing behind.
+func TestSelfTest(t *testing.T) {
+	for _, rules := range hcnsim.AllRules() {
+		t.Run(rules.String(), func(t *testing.T) {
+			d, sim := healthy(t)
+			sim.SetRules(rules)
+			rep := d.SelfTest(ctx, SelfTestOptions{HostPort: 47999})
+			if !rep.Fit() {
+				t.Fatalf("self-test failed: %+v", rep.Results)
+			}
+			for _, check := range []string{"selftest: namespace", "selftest: endpoint", "selftest: read back", "selftest: cleanup"} {
+				if st, detail := statusOf(rep, check); st != Pass {
+					t.Errorf("%s = %s %s", check, st, detail)
+				}
+			}
+			if _, detail := statusOf(rep, "selftest: read back"); !strings.Contains(detail, "metric 5000") {
+				t.Errorf("read back does not name the route: %s", detail)
+			}
+			nothingLeft(t, sim)
+		})
+	}
+}
+
+// forgetful is an HNS that does not keep an endpoint's routes: the
+// self-test must see it.
+type forgetful struct{ *hcnsim.Sim }
+
+func (f forgetful) ListEndpointsByName(ctx context.Context, name string) ([]hcn.Endpoint, error) {
+	eps, err := f.Sim.ListEndpointsByName(ctx, name)
+	for i := range eps {
+		eps[i].Routes = nil
+	}
+	return eps, err
+}
+
+func TestSelfTestFindsWhatHNSDoesNotKeep(t *testing.T) {
+	d, sim := healthy(t)
+	d.HNS = forgetful{sim}
+	rep := d.SelfTest(ctx, SelfTestOptions{HostPort: 47999})
+	st, detail := statusOf(rep, "selftest: read back")
+	if rep.Fit() || st != Fail || !strings.Contains(detail, "routes: sent [0.0.0.0/0 via 172.30.0.1 metric 5000], HNS has []") {
+		t.Fatalf("read back = %s %s; want a failure naming the routes", st, detail)
+	}
+	nothingLeft(t, sim)
+}
+
+func TestSelfTestPortTaken(t *testing.T) {
+	d, sim := healthy(t)
+	n, _ := sim.GetNetworkByName(ctx, "nat")
+	holder, err := sim.CreateEndpoint(ctx, hcn.EndpointSpec{Name: "host-service", NetworkID: n.ID,
+		PortMappings: []hcn.PortMappingPolicy{{Protocol: hcn.TCP, ExternalPort: 47999, InternalPort: 80}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rep := d.SelfTest(ctx, SelfTestOptions{HostPort: 47999})
+	if st, detail := statusOf(rep, "selftest: endpoint"); st != Fail || !strings.Contains(detail, "host port 47999 is taken") {
+		t.Fatalf("endpoint = %s %s", st, detail)
+	}
+	if st, _ := statusOf(rep, "selftest: cleanup"); st != Pass {
+		t.Errorf("cleanup = %s", st)
+	}
+	if st := sim.State(); len(st.Endpoints) != 1 || st.Endpoints[0].ID != holder.ID || len(st.Namespaces) != 0 {
+		t.Errorf("after the failed self-test: %+v", st)
+	}
+}
+
+// TestSelfTestKeepThenNextRunRemoves: --keep leaves both objects, and the
+// next self-test removes them first.
+func TestSelfTestKeepThenNextRunRemoves(t *testing.T) {
+	d, sim := healthy(t)
+	rep := d.SelfTest(ctx, SelfTestOptions{HostPort: 47999, Keep: true})
+	if st, _ := statusOf(rep, "selftest: cleanup"); st != Warn || !rep.Fit() {
+		t.Fatalf("kept run: %+v", rep.Results)
+	}
+	if st := sim.State(); len(st.Endpoints) != 1 || len(st.Namespaces) != 1 {
+		t.Fatalf("kept: %+v", st)
+	}
+	rep = d.SelfTest(ctx, SelfTestOptions{HostPort: 47999})
+	if st, detail := statusOf(rep, "selftest: leftovers"); st != Pass || !strings.Contains(detail, "removed 1") {
+		t.Fatalf("leftovers = %s %s", st, detail)
+	}
+	if !rep.Fit() {
+		t.Fatalf("second run: %+v", rep.Results)
+	}
+	nothingLeft(t, sim)
+}
+
+func TestWrite(t *testing.T) {
+	rep := Report{Results: []Result{{"HNS", Pass, "v2 API, version 15.1", ""}, {"network pods", Fail, "does not exist", "create it"}}}
+	var b bytes.Buffer
+	if err := Write(&b, rep, "table"); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"CHECK", "network pods  FAIL", "fix: create it", "NOT fit"} {
+		if !strings.Contains(b.String(), want) {
+			t.Errorf("table lacks %q:\n%s", want, b.String())
+		}
+	}
+	b.Reset()
+	if err := Write(&b, rep, "json"); err != nil {
+		t.Fatal(err)
+	}
+	var back Report
+	if err := json.Unmarshal(b.Bytes(), &back); err != nil || len(back.Results) != 2 || back.Results[1].Status != Fail {
+		t.Errorf("json = %s (%v)", b.String(), err)
+	}
+}
+
+// TestSelfTestCreatesTheNetworkAsThePluginWould: with hcn.create_network
+// the self-test builds the network the plugin would; without it, a missing
+// network fails the self-test before anything is created.
+func TestSelfTestCreatesTheNetworkAsThePluginWould(t *testing.T) {
+	d, sim := healthy(t)
+	d.Config.HCN.Network = "pods"
+	rep := d.SelfTest(ctx, SelfTestOptions{HostPort: 47999})
+	if st, detail := statusOf(rep, "selftest"); st != Fail || !strings.Contains(detail, "network pods") {
+		t.Fatalf("missing network: %s %s", st, detail)
+	}
+	nothingLeft(t, sim)
+	d.Config.HCN.CreateNetwork, d.Config.HCN.Subnet, d.Config.HCN.Gateway = true, "10.50.0.0/24", "10.50.0.1"
+	if rep := d.SelfTest(ctx, SelfTestOptions{HostPort: 47999}); !rep.Fit() {
+		t.Fatalf("with create_network: %+v", rep.Results)
+	}
+	if n, err := sim.GetNetworkByName(ctx, "pods"); err != nil || n.Gateway != "10.50.0.1" {
+		t.Errorf("network pods = %+v, %v", n, err)
+	}
+}
