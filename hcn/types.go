@@ -157,13 +157,16 @@ func SortPolicies(ps []PortMappingPolicy) {
 }
 
 // SamePolicies reports whether two policy sets are equal regardless of order.
-func SamePolicies(a, b []PortMappingPolicy) bool {
+func SamePolicies(a, b []PortMappingPolicy) bool { return sameSet(a, b, SortPolicies) }
+
+// sameSet reports whether a and b hold the same elements, sorted by sort.
+func sameSet[T comparable](a, b []T, sort func([]T)) bool {
 	if len(a) != len(b) {
 		return false
 	}
 	x, y := slices.Clone(a), slices.Clone(b)
-	SortPolicies(x)
-	SortPolicies(y)
+	sort(x)
+	sort(y)
 	return slices.Equal(x, y)
 }
 
@@ -224,15 +227,7 @@ func SortRoutes(rs []Route) {
 }
 
 // SameRoutes reports whether two route sets are equal regardless of order.
-func SameRoutes(a, b []Route) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	x, y := slices.Clone(a), slices.Clone(b)
-	SortRoutes(x)
-	SortRoutes(y)
-	return slices.Equal(x, y)
-}
+func SameRoutes(a, b []Route) bool { return sameSet(a, b, SortRoutes) }
 
 // RouteMode says which default route the plugin's endpoint gets. The pod
 // already has the CNI's endpoint with its default route; HNS gives a second
