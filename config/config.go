@@ -380,6 +380,11 @@ func (c *Config) validate(source string, origin map[string]string, goos string) 
 	}
 	if c.Containerd.Address == "" {
 		bad("containerd.address", c.Containerd.Address, "must not be empty")
+	} else if hostport, ok := strings.CutPrefix(c.Containerd.Address, "tcp://"); ok {
+		// a relay to containerd's socket: no authentication
+		if ap, err := netip.ParseAddrPort(hostport); err != nil || !ap.Addr().IsLoopback() {
+			bad("containerd.address", c.Containerd.Address, "a tcp:// address must be a loopback IP and port, like tcp://127.0.0.1:10010 (a relay to containerd's socket has no authentication)")
+		}
 	}
 	if c.Containerd.Namespace == "" {
 		bad("containerd.namespace", c.Containerd.Namespace, "must not be empty")

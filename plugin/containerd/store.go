@@ -15,6 +15,8 @@ import (
 	"time"
 
 	"github.com/Microsoft/hcsshim/cmd/containerd-shim-runhcs-v1/options"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/protobuf/proto"
 
 	"github.com/nri-hcn-portmap/nri-hcn-portmap/hcn"
@@ -121,12 +123,30 @@ func (s *Store) Client() (*client.Client, error) {
 	if s.client != nil {
 		return s.client, nil
 	}
-	c, err := client.New(s.address, client.WithDefaultNamespace(s.namespace), client.WithTimeout(5*time.Second))
+	c, err := dial(s.address, s.namespace)
 	if err != nil {
 		return nil, fmt.Errorf("connecting to containerd at %s: %w", s.address, err)
 	}
 	s.client = c
 	return c, nil
+}
+
+// dial connects to containerd at its socket or named pipe or, only when
+// configured so, at a loopback tcp:// address: a relay to containerd's
+// socket, without authentication, for rigs such as wine, whose named pipes
+// go-winio cannot use (containerd's own [grpc] tcp_address serves none of
+// the services the plugin uses).
+func dial(address, namespace string) (*client.Client, error) {
+	hostport, ok := strings.CutPrefix(address, "tcp://")
+	if !ok {
+		return client.New(address, client.WithDefaultNamespace(namespace), client.WithTimeout(5*time.Second))
+	}
+	conn, err := grpc.NewClient("passthrough:///"+hostport, grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(16<<20), grpc.MaxCallSendMsgSize(16<<20)))
+	if err != nil {
+		return nil, err
+	}
+	return client.NewWithConn(conn, client.WithDefaultNamespace(namespace))
 }
 
 // Ping reports whether containerd answers.

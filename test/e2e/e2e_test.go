@@ -55,9 +55,16 @@ func pod(name, annotation string) harness.Pod {
 // shows their logs when the test fails.
 func newEnv(t *testing.T, config string) (*harness.Env, context.Context) {
 	t.Helper()
+	return newEnvWith(t, harness.Options{Config: config})
+}
+
+// newEnvWith is newEnv with more options.
+func newEnvWith(t *testing.T, o harness.Options) (*harness.Env, context.Context) {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	t.Cleanup(cancel)
-	env, err := harness.Start(ctx, harness.Options{PluginBin: pluginBin, Config: config})
+	o.PluginBin = pluginBin
+	env, err := harness.Start(ctx, o)
 	if err != nil {
 		t.Fatalf("starting the environment: %v", err)
 	}

@@ -174,6 +174,30 @@ func TestContainerdEventSource(t *testing.T) {
 	}
 }
 
+// TestContainerdOverLoopbackTCP: with containerd.address = tcp://127.0.0.1:port
+// (a relay to containerd's socket, how the Windows build reaches containerd
+// under wine) the event source and the lookups work as over the socket, and
+// containerd restarting under the plugin is survived.
+func TestContainerdOverLoopbackTCP(t *testing.T) {
+	env, ctx := newEnvWith(t, harness.Options{Config: eventsConfig, ContainerdTCP: true})
+	if err := env.StartPluginEvents(ctx, "--containerd-address", env.CtrTCP); err != nil {
+		t.Fatal(err)
+	}
+	p := pod("tcp-web", "18490:80")
+	guid := runSandbox(t, ctx, env, p)
+	wantEndpoint(t, ctx, env, p.ID, guid, []hcn.PortMappingPolicy{tcp(18490, 80, "", 1)})
+	if err := env.RestartContainerd(ctx, nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := env.WaitSubscribed(ctx, 2, 30*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	if err := env.PublishExit(ctx, p.ID); err != nil {
+		t.Fatal(err)
+	}
+	wantNoEndpoint(t, ctx, env, p.ID)
+}
+
 func TestEventsLostWhilePluginDownAreRepaired(t *testing.T) {
 	env, ctx := startEventsEnv(t, eventsConfig)
 	stopped, started := pod("stopped-while-down", "8281:80"), pod("started-while-down", "")

@@ -26,6 +26,10 @@ type Env struct {
 	PluginBin  string
 	Containerd *Process
 	CtrAddress string
+	// CtrTCP is a loopback TCP relay to containerd's socket
+	// (tcp://127.0.0.1:port) when Options.ContainerdTCP asked for one.
+	CtrTCP     string
+	ctrRelay   *connProxy
 	Ctr        *client.Client
 	Sim        *Process
 	SimAddress string
@@ -38,6 +42,8 @@ type Env struct {
 	ConfigPath string
 
 	ctrBin      string
+	pluginPre   []string // arguments before the command (the .exe under wine)
+	windows     bool
 	mu          sync.Mutex
 	pods        map[string]*api.PodSandbox // what the runtime reports in Synchronize
 	syncs       chan struct{}
@@ -52,6 +58,17 @@ type Options struct {
 	// NAT network is used when empty. The simulator address and sockets
 	// are passed as flags.
 	Config string
+	// PluginCmd, when set, runs the plugin as this command line plus its
+	// arguments (e.g. wine64 and the .exe), instead of PluginBin.
+	PluginCmd []string
+	// Windows: the plugin is the Windows build; it is given containerd's
+	// TCP address and no simulator flags.
+	Windows bool
+	// ContainerdTCP also relays a loopback TCP port to containerd.
+	ContainerdTCP bool
+	// Simulator is the address of an HNS model already serving (the wine
+	// emulator's); none is started then.
+	Simulator string
 }
 
 // NetworkConfig creates the NAT network the endpoints go on and logs at
@@ -81,7 +98,11 @@ func Start(ctx context.Context, o Options) (_ *Env, retErr error) {
 	if err != nil {
 		return nil, err
 	}
-	e := &Env{Dir: dir, PluginBin: o.PluginBin, pods: map[string]*api.PodSandbox{}, syncs: make(chan struct{}, 64)}
+	e := &Env{Dir: dir, PluginBin: o.PluginBin, pods: map[string]*api.PodSandbox{}, syncs: make(chan struct{}, 64),
+		windows: o.Windows}
+	if len(o.PluginCmd) > 0 {
+		e.PluginBin, e.pluginPre = o.PluginCmd[0], o.PluginCmd[1:]
+	}
 	defer func() {
 		if retErr != nil {
 			e.Close()
@@ -98,9 +119,24 @@ func Start(ctx context.Context, o Options) (_ *Env, retErr error) {
 	if err := e.StartContainerd(ctx); err != nil {
 		return nil, err
 	}
-	e.SimAddress = "unix://" + filepath.Join(dir, "hns.sock")
-	if e.Sim, err = start("simulator", filepath.Join(dir, "simulator.log"), e.PluginBin, "simulator", "--listen", e.SimAddress); err != nil {
-		return nil, err
+	if o.ContainerdTCP {
+		if e.ctrRelay, err = newTCPRelay(e.CtrAddress); err != nil {
+			return nil, err
+		}
+		e.CtrTCP = "tcp://" + e.ctrRelay.l.Addr().String()
+	}
+	e.SimAddress = o.Simulator
+	if e.SimAddress == "" {
+		e.SimAddress = "unix://" + filepath.Join(dir, "hns.sock")
+		simBin := e.PluginBin
+		if len(o.PluginCmd) > 0 { // the simulator is a Linux command
+			if simBin, err = BuildPlugin(dir); err != nil {
+				return nil, err
+			}
+		}
+		if e.Sim, err = start("simulator", filepath.Join(dir, "simulator.log"), simBin, "simulator", "--listen", e.SimAddress); err != nil {
+			return nil, err
+		}
 	}
 	if e.SimClient, err = hcnsim.NewClient(e.SimAddress); err != nil {
 		return nil, err
@@ -135,6 +171,9 @@ func (e *Env) Close() {
 	}
 	if e.nriProxy != nil {
 		e.nriProxy.close()
+	}
+	if e.ctrRelay != nil {
+		e.ctrRelay.close()
 	}
 	if e.SimClient != nil {
 		e.SimClient.Close()

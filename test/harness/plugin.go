@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"time"
 
 	"github.com/nri-hcn-portmap/nri-hcn-portmap/plugin/status"
@@ -76,14 +77,19 @@ func (e *Env) WaitSubscribed(ctx context.Context, n int, d time.Duration) error 
 // PluginArgs are the arguments of a plugin command against this
 // environment.
 func (e *Env) PluginArgs(cmd string) []string {
-	switch cmd {
-	case "health", "reload": // they only find the running plugin
-		return []string{cmd, "--config", e.ConfigPath, "--admin-listen", e.AdminAddr}
-	case "cleanup": // HCN only
-		return []string{cmd, "--config", e.ConfigPath, "--hcn-backend", "simulated", "--hcn-simulator", e.SimAddress}
+	args := append(slices.Clone(e.pluginPre), cmd, "--config", e.ConfigPath)
+	switch {
+	case cmd == "health" || cmd == "reload": // they only find the running plugin
+		return append(args, "--admin-listen", e.AdminAddr)
+	case e.windows && cmd == "cleanup": // HNS (the emulator) only
+		return args
+	case e.windows: // HNS is the default backend; containerd over TCP
+		return append(args, "--containerd-address", e.CtrTCP, "--admin-listen", e.AdminAddr)
+	case cmd == "cleanup": // HCN only
+		return append(args, "--hcn-backend", "simulated", "--hcn-simulator", e.SimAddress)
 	}
-	return []string{cmd, "--config", e.ConfigPath, "--nri-socket", e.NRISocket, "--containerd-address", e.CtrAddress,
-		"--hcn-backend", "simulated", "--hcn-simulator", e.SimAddress, "--admin-listen", e.AdminAddr}
+	return append(args, "--nri-socket", e.NRISocket, "--containerd-address", e.CtrAddress,
+		"--hcn-backend", "simulated", "--hcn-simulator", e.SimAddress, "--admin-listen", e.AdminAddr)
 }
 
 // Command runs a plugin command (status, health, reload, cleanup) and

@@ -7,10 +7,13 @@ import (
 	"sync"
 )
 
-// connProxy forwards a unix socket to another one and can drop every
-// connection at once. The NRI adaptation does not close external plugin
-// connections on Stop (in containerd the process dies and the kernel closes
-// them); the proxy reproduces that "runtime went away" for a test.
+// connProxy forwards a unix socket (or a loopback TCP port) to a unix
+// socket and can drop every connection at once. The NRI adaptation does not
+// close external plugin connections on Stop (in containerd the process dies
+// and the kernel closes them); the proxy reproduces that "runtime went away"
+// for a test. On TCP it is the relay that lets the Windows build, under
+// wine, reach containerd: wine's named pipes do not work with go-winio, and
+// containerd's own tcp_address serves none of the API the plugin uses.
 type connProxy struct {
 	l       net.Listener
 	backend string
@@ -24,9 +27,22 @@ func newConnProxy(front, backend string) (*connProxy, error) {
 	if err != nil {
 		return nil, err
 	}
+	return proxyFrom(l, backend), nil
+}
+
+// newTCPRelay listens on a free loopback port and forwards to backend.
+func newTCPRelay(backend string) (*connProxy, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, err
+	}
+	return proxyFrom(l, backend), nil
+}
+
+func proxyFrom(l net.Listener, backend string) *connProxy {
 	p := &connProxy{l: l, backend: backend, conns: map[net.Conn]bool{}}
 	go p.serve()
-	return p, nil
+	return p
 }
 
 func (p *connProxy) serve() {
