@@ -9,7 +9,7 @@ export CONTAINERD_BIN := $(CONTAINERD)
 VERSION            ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 LDFLAGS            := -X main.version=$(VERSION)
 
-.PHONY: all build build-windows vet test unit e2e demo containerd helm manifests clean fuzz bench test-windows
+.PHONY: all build build-windows vet test unit e2e demo containerd helm manifests clean fuzz bench test-windows e2e-windows
 
 all: build build-windows
 
@@ -94,3 +94,8 @@ bench: containerd
 # HNS emulator; needs wine64 and gcc-mingw-w64-x86-64 (.ci/run installs them).
 test-windows:
 	bash test/hnsemu/test-windows.sh
+
+# the release .exe doing its main job under wine, against real containerd
+# (make containerd) and the HNS emulator
+e2e-windows: build-windows
+	PLUGIN_EXE=$(CURDIR)/bin/nri-hcn-portmap.exe bash test/hnsemu/e2e-windows.sh

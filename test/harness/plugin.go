@@ -10,6 +10,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/nri-hcn-portmap/nri-hcn-portmap/plugin/status"
@@ -53,7 +54,14 @@ func (e *Env) StartNRIPlugin(ctx context.Context, name, bin string, args ...stri
 // waits until its subscription is live and the resync that follows it is
 // over.
 func (e *Env) StartPluginEvents(ctx context.Context, extraArgs ...string) error {
-	args := append(e.PluginArgs("run"), append([]string{"--source", "containerd"}, extraArgs...)...)
+	return e.StartPluginSubscribing(ctx, append([]string{"--source", "containerd"}, extraArgs...)...)
+}
+
+// StartPluginSubscribing starts the plugin with its configured event
+// source and waits as StartPluginEvents does (the Windows build's default,
+// auto, is containerd's events).
+func (e *Env) StartPluginSubscribing(ctx context.Context, extraArgs ...string) error {
+	args := append(e.PluginArgs("run"), extraArgs...)
 	p, err := start("plugin", filepath.Join(e.Dir, "plugin.log"), e.PluginBin, args...)
 	if err != nil {
 		return err
@@ -77,7 +85,7 @@ func (e *Env) WaitSubscribed(ctx context.Context, n int, d time.Duration) error 
 // PluginArgs are the arguments of a plugin command against this
 // environment.
 func (e *Env) PluginArgs(cmd string) []string {
-	args := append(slices.Clone(e.pluginPre), cmd, "--config", e.ConfigPath)
+	args := append(slices.Clone(e.pluginPre), cmd, "--config", e.hostPath(e.ConfigPath))
 	switch {
 	case cmd == "health" || cmd == "reload": // they only find the running plugin
 		return append(args, "--admin-listen", e.AdminAddr)
@@ -90,6 +98,14 @@ func (e *Env) PluginArgs(cmd string) []string {
 	}
 	return append(args, "--nri-socket", e.NRISocket, "--containerd-address", e.CtrAddress,
 		"--hcn-backend", "simulated", "--hcn-simulator", e.SimAddress, "--admin-listen", e.AdminAddr)
+}
+
+// hostPath is path as the plugin sees it: under wine, / is drive Z:.
+func (e *Env) hostPath(path string) string {
+	if e.windows {
+		return `Z:` + strings.ReplaceAll(path, "/", `\`)
+	}
+	return path
 }
 
 // Command runs a plugin command (status, health, reload, cleanup) and

@@ -54,6 +54,9 @@ func New() *Emulator {
 		hresults: map[string][]uint32{}}
 }
 
+// Model is the HNS model the emulator answers from.
+func (e *Emulator) Model() *hcnsim.Sim { return e.sim }
+
 // Serve answers connections on l until it is closed.
 func (e *Emulator) Serve(l net.Listener) error {
 	for {
