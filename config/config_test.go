@@ -292,3 +292,47 @@ func TestWrongTypeErrors(t *testing.T) {
 		}
 	}
 }
+
+// TestResolveData: the configuration NRI hands a launched plugin replaces
+// --config, is decoded as strictly (errors name it, the line and the key),
+// flags still win, and an empty one falls back to --config.
+func TestResolveData(t *testing.T) {
+	file := write(t, "[log]\nlevel = \"debug\"\n")
+	const name = "NRI configuration of 10-hcn-portmap (10-hcn-portmap.conf)"
+	tests := []struct {
+		name    string
+		data    string
+		args    []string
+		check   func(Config) bool
+		wantErr string
+	}{
+		{"replaces --config", "[admin]\nlisten = \"127.0.0.1:9999\"\n", []string{"--config", file},
+			func(c Config) bool { return c.Admin.Listen == "127.0.0.1:9999" && c.Log.Level == "info" }, ""},
+		{"flags win", "[admin]\nlisten = \"127.0.0.1:9999\"\n", []string{"--admin-listen", "127.0.0.1:9998"},
+			func(c Config) bool { return c.Admin.Listen == "127.0.0.1:9998" }, ""},
+		{"empty falls back to --config", "  \n", []string{"--config", file},
+			func(c Config) bool { return c.Log.Level == "debug" }, ""},
+		{"unknown key", "[plugin]\nsorce = \"nri\"\n", nil, nil, name + `:2: unknown key "plugin.sorce"`},
+		{"bad value", "[plugin]\nfailure_policy = \"sometimes\"\n", nil, nil, name + `:2: plugin.failure_policy = "sometimes"`},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			fs := flag.NewFlagSet("t", flag.ContinueOnError)
+			fs.SetOutput(io.Discard)
+			f := RegisterFlags(fs)
+			if err := fs.Parse(tc.args); err != nil {
+				t.Fatal(err)
+			}
+			cfg, err := f.ResolveData(name, []byte(tc.data))
+			if tc.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+					t.Fatalf("ResolveData: %v, want ~%q", err, tc.wantErr)
+				}
+				return
+			}
+			if err != nil || !tc.check(cfg) {
+				t.Fatalf("ResolveData = %+v, %v", cfg, err)
+			}
+		})
+	}
+}

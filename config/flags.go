@@ -1,6 +1,7 @@
 package config
 
 import (
+	"bytes"
 	"flag"
 	"fmt"
 	"os"
@@ -59,18 +60,42 @@ func (f *Flags) ConfigPath() string { return f.configPath }
 // Resolve loads the file named by --config (or the defaults), applies the
 // flags that were set, and validates the result. Call after fs.Parse.
 func (f *Flags) Resolve() (Config, error) {
+	if f.configPath == "" {
+		return f.resolve("defaults", nil, nil)
+	}
+	data, err := os.ReadFile(f.configPath)
+	if err != nil {
+		return f.resolve(f.configPath, nil, fmt.Errorf("config: %w", err))
+	}
+	return f.resolve(f.configPath, data, nil)
+}
+
+// ResolveData is Resolve with the file's content handed over, named name in
+// errors: the configuration NRI passes a plugin the runtime launched. Empty
+// data falls back to Resolve (--config, or the defaults); otherwise it
+// replaces --config. Flags still win.
+func (f *Flags) ResolveData(name string, data []byte) (Config, error) {
+	if len(bytes.TrimSpace(data)) == 0 {
+		return f.Resolve()
+	}
+	return f.resolve(name, data, nil)
+}
+
+// resolve decodes data (named source) over the defaults, applies the flags
+// that were set and validates; readErr is a failure to read the file.
+func (f *Flags) resolve(source string, data []byte, readErr error) (Config, error) {
 	cfg := Default()
-	source := "defaults"
-	var loadErr error
-	if f.configPath != "" {
-		if cfg, loadErr = Load(f.configPath); loadErr != nil {
+	loadErr := readErr
+	if loadErr == nil && data != nil {
+		if loadErr = Decode(source, data, &cfg); loadErr != nil {
 			cfg = Default()
 		}
-		source = f.configPath
 	}
 	origin := map[string]string{}
-	if f.configPath != "" && loadErr == nil {
-		origin = fileOrigins(f.configPath)
+	if data != nil && loadErr == nil {
+		for key, line := range keyLines(data) {
+			origin[key] = fmt.Sprintf("%s:%d", source, line)
+		}
 	}
 	f.fs.Visit(func(fl *flag.Flag) {
 		for _, k := range flagKeys {

@@ -64,7 +64,10 @@ func runCmd(args []string, stderr io.Writer) error {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	app, err := build(ctx, cfg, flags, log)
+	if nri.Launched() {
+		return runLaunched(ctx, flags, logger, stderr)
+	}
+	app, err := build(ctx, cfg, flags, log, nil)
 	if err != nil {
 		if cfg.Log.File != "" { // stderr gets it from main, once
 			log.WithError(err).Error("nri-hcn-portmap cannot start")
@@ -86,6 +89,7 @@ func runCmd(args []string, stderr io.Writer) error {
 type app struct {
 	cfg     config.Config
 	flags   *config.Flags
+	resolve func() (config.Config, error) // what reload reads: flags.Resolve, or the NRI configuration
 	log     *logrus.Entry
 	core    *plugin.Core
 	store   *containerd.Store
@@ -97,9 +101,10 @@ type app struct {
 
 // build wires the plugin: HCN (bounded, instrumented), containerd, the core
 // with its request limits and admission policy, the event sources, the
-// admin endpoints.
-func build(ctx context.Context, cfg config.Config, flags *config.Flags, log *logrus.Entry) (*app, error) {
-	a := &app{cfg: cfg, flags: flags, log: log, metrics: telemetry.New()}
+// admin endpoints. launched is the NRI source of a plugin the runtime
+// launched (its only event source), nil otherwise.
+func build(ctx context.Context, cfg config.Config, flags *config.Flags, log *logrus.Entry, launched *nri.Source) (*app, error) {
+	a := &app{cfg: cfg, flags: flags, resolve: flags.Resolve, log: log, metrics: telemetry.New()}
 	mgr, err := newManager(ctx, cfg.HCN, a.metrics.HCNCall)
 	if err != nil {
 		return nil, err
@@ -123,10 +128,16 @@ func build(ctx context.Context, cfg config.Config, flags *config.Flags, log *log
 		HyperVHandlers: cfg.Plugin.HyperVRuntimeHandlers,
 	}, log)
 	resync := plugin.NewResyncer(a.core, cfg.Plugin.ResyncInterval.Duration, log)
-	a.srcs = sources.New(cfg.Plugin.Source,
-		nri.NewSource(a.core, nri.Config{Socket: cfg.NRI.Socket, PluginName: cfg.NRI.PluginName,
-			PluginIndex: cfg.NRI.PluginIndex, ReconnectMax: cfg.NRI.ReconnectMax.Duration}, log),
-		containerd.NewEventSource(a.core, a.store, resync, cfg.NRI.ReconnectMax.Duration, log),
+	mode, nriSrc := cfg.Plugin.Source, launched
+	if nriSrc != nil {
+		mode = config.SourceNRI
+		nriSrc.SetCore(a.core)
+		nriSrc.SetRegistered(a.metrics.NRIRegistered)
+	} else {
+		nriSrc = nri.NewSource(a.core, nri.Config{Socket: cfg.NRI.Socket, PluginName: cfg.NRI.PluginName,
+			PluginIndex: cfg.NRI.PluginIndex, ReconnectMax: cfg.NRI.ReconnectMax.Duration, Registered: a.metrics.NRIRegistered}, log)
+	}
+	a.srcs = sources.New(mode, nriSrc, containerd.NewEventSource(a.core, a.store, resync, cfg.NRI.ReconnectMax.Duration, log),
 		resync, cfg.NRI.Socket, log)
 	a.srcs.Chosen = a.metrics.SourceChosen
 	a.admin = &admin.Admin{
@@ -177,7 +188,7 @@ func (a *app) run(ctx context.Context) error {
 func (a *app) reload() (string, error) {
 	a.reloads.Lock()
 	defer a.reloads.Unlock()
-	next, err := a.flags.Resolve()
+	next, err := a.resolve()
 	if err != nil {
 		a.metrics.Reloaded(false)
 		a.log.WithError(err).Error("configuration reload rejected; the running configuration stays in force")
@@ -247,7 +258,7 @@ func buildRetrying(ctx context.Context, cfg config.Config, flags *config.Flags, 
 	retry := backoff.New(time.Second, 30*time.Second)
 	for {
 		bctx, cancel := context.WithTimeout(ctx, cfg.HCN.CallTimeout.Duration)
-		a, err := build(bctx, cfg, flags, log)
+		a, err := build(bctx, cfg, flags, log, nil)
 		cancel()
 		if err == nil || !errors.Is(err, hcn.ErrUnavailable) {
 			return a, err
@@ -257,4 +268,78 @@ func buildRetrying(ctx context.Context, cfg config.Config, flags *config.Flags, 
 			return nil, err
 		}
 	}
+}
+
+// runLaunched runs a plugin the runtime launched (NRI's environment names
+// its socket, name and index): it registers under the runtime's name and
+// index, and builds everything from the configuration NRI hands over in
+// Configure (the runtime's <index>-<name>.conf; it replaces --config, flags
+// still win; a bad one fails Configure, so the runtime logs why). When the
+// runtime closes the connection the plugin exits non-zero: the runtime
+// launches it again when it starts again.
+func runLaunched(ctx context.Context, flags *config.Flags, logger *logrus.Logger, stderr io.Writer) error {
+	id := nri.Identity()
+	log := logrus.NewEntry(logger).WithField("nri_plugin", id)
+	name := "NRI configuration of " + id + " (" + id + ".conf in the runtime's plugin_config_path)"
+	appCtx, cancelApp := context.WithCancel(ctx)
+	defer cancelApp()
+	var (
+		mu       sync.Mutex
+		running  *app
+		done     = make(chan error, 1)
+		closeLog io.Closer
+		src      *nri.Source
+	)
+	defer func() {
+		if closeLog != nil {
+			closeLog.Close()
+		}
+	}()
+	configure := func(cctx context.Context, text string) error {
+		mu.Lock()
+		defer mu.Unlock()
+		if running != nil {
+			return errors.New("nri-hcn-portmap: configured twice on one connection")
+		}
+		cfg, err := flags.ResolveData(name, []byte(text))
+		if err != nil {
+			return err
+		}
+		if cfg.Plugin.Source == config.SourceContainerd {
+			return fmt.Errorf("%s: plugin.source = %q: a plugin the runtime launches takes its pod events from NRI (use nri or auto)", name, cfg.Plugin.Source)
+		}
+		if strings.TrimSpace(text) != "" && flags.ConfigPath() != "" {
+			log.WithField("config", flags.ConfigPath()).Warn("the NRI configuration replaces --config")
+		}
+		nl, c, err := newLogger(cfg.Log, stderr) // its [log] section, from now on
+		if err != nil {
+			return err
+		}
+		logger.SetOutput(nl.Out)
+		logger.SetFormatter(nl.Formatter)
+		logger.SetLevel(nl.GetLevel())
+		closeLog = c
+		a, err := build(cctx, cfg, flags, log, src)
+		if err != nil {
+			return err
+		}
+		a.resolve = func() (config.Config, error) { return flags.ResolveData(name, []byte(text)) }
+		running = a
+		go func() { done <- a.run(appCtx) }()
+		return nil
+	}
+	defaults, _ := flags.Resolve() // only its NRI timing; Configure resolves for real
+	src = nri.NewSource(nil, nri.Config{Launched: true, Configure: configure, ReconnectMax: defaults.NRI.ReconnectMax.Duration}, log)
+	log.Info("launched by the NRI runtime: waiting for its configuration")
+	err := src.Run(ctx)
+	cancelApp()
+	mu.Lock()
+	started := running != nil
+	mu.Unlock()
+	if started {
+		if aerr := <-done; err == nil {
+			err = aerr
+		}
+	}
+	return err
 }

@@ -1,12 +1,17 @@
 // Package nri is the plugin's NRI adapter: it registers with the runtime's
 // NRI socket, turns RunPodSandbox, StopPodSandbox, RemovePodSandbox and
 // Synchronize into core operations, and reconnects when the runtime
-// restarts.
+// restarts. A plugin the runtime launched (NRI's environment names its
+// socket, name and index) registers under the runtime's name and index,
+// takes its configuration from Configure, and ends when the runtime closes
+// its connection.
 package nri
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"os"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -26,24 +31,59 @@ type Config struct {
 	PluginIndex  string
 	ReconnectMin time.Duration // first backoff step (default 500ms)
 	ReconnectMax time.Duration // backoff cap
+	// Launched: the runtime started this process (Launched()). Name, index
+	// and socket come from the runtime; there is one connection only.
+	Launched bool
+	// Configure, when set, receives the configuration NRI hands over (the
+	// runtime's <index>-<name>.conf, "" without one) before any event; an
+	// error fails the registration with that message.
+	Configure func(ctx context.Context, config string) error
+	// Registered, when set, hears the registration begin and end, with the
+	// name the runtime knows the plugin by (<index>-<name>) and the mode
+	// (launched or external).
+	Registered func(plugin, mode string, on bool)
 }
+
+// Launched reports whether the runtime launched this process: NRI's
+// environment names a pre-connected socket.
+func Launched() bool { return os.Getenv(api.PluginSocketEnvVar) != "" }
+
+// Identity is the name and index the runtime gave a launched plugin
+// ("<index>-<name>"), "" when not launched.
+func Identity() string {
+	if !Launched() {
+		return ""
+	}
+	return os.Getenv(api.PluginIdxEnvVar) + "-" + os.Getenv(api.PluginNameEnvVar)
+}
+
+// ErrRuntimeGone: the runtime that launched the plugin closed its
+// connection; a launched plugin ends (the runtime launches it again when it
+// starts again).
+var ErrRuntimeGone = errors.New("the runtime closed the NRI connection of the plugin it launched")
 
 // Source feeds NRI pod events into the core. It keeps the plugin
 // registered: when the connection drops (the runtime restarts) it reconnects
 // with capped exponential backoff instead of exiting.
 type Source struct {
-	core       *plugin.Core
+	core       atomic.Pointer[plugin.Core]
 	cfg        Config
 	log        *logrus.Entry
 	registered chan struct{}
 	once       sync.Once
+	hookMu     sync.Mutex // guards cfg.Registered
 	connected  atomic.Bool
+	// launched mode: the one connection's Run, and when it ended
+	running atomic.Bool
+	gone    chan struct{}
+	goneErr error
 }
 
 // Connected reports whether the plugin is registered with the runtime now.
 func (s *Source) Connected() bool { return s.connected.Load() }
 
-// NewSource returns an NRI event source for core.
+// NewSource returns an NRI event source for core (nil: set later with
+// SetCore, from cfg.Configure, before any event).
 func NewSource(core *plugin.Core, cfg Config, log *logrus.Entry) *Source {
 	if cfg.ReconnectMin <= 0 {
 		cfg.ReconnectMin = 500 * time.Millisecond
@@ -51,7 +91,36 @@ func NewSource(core *plugin.Core, cfg Config, log *logrus.Entry) *Source {
 	if cfg.ReconnectMax < cfg.ReconnectMin {
 		cfg.ReconnectMax = cfg.ReconnectMin
 	}
-	return &Source{core: core, cfg: cfg, log: log.WithField("source", "nri"), registered: make(chan struct{})}
+	s := &Source{cfg: cfg, log: log.WithField("source", "nri"), registered: make(chan struct{}), gone: make(chan struct{})}
+	s.core.Store(core)
+	return s
+}
+
+// SetRegistered sets cfg.Registered (a launched plugin has its metrics only
+// once Configure built them).
+func (s *Source) SetRegistered(f func(plugin, mode string, on bool)) {
+	s.hookMu.Lock()
+	s.cfg.Registered = f
+	s.hookMu.Unlock()
+}
+
+func (s *Source) registeredHook() func(plugin, mode string, on bool) {
+	s.hookMu.Lock()
+	defer s.hookMu.Unlock()
+	return s.cfg.Registered
+}
+
+// SetCore gives the source the core its events go to.
+func (s *Source) SetCore(core *plugin.Core) { s.core.Store(core) }
+
+// errNotConfigured: an event before Configure built the core.
+var errNotConfigured = errors.New("nri-hcn-portmap: not configured yet")
+
+func (h *nriHandler) coreOrErr() (*plugin.Core, error) {
+	if c := h.src.core.Load(); c != nil {
+		return c, nil
+	}
+	return nil, errNotConfigured
 }
 
 // Registered is closed once the runtime has accepted the plugin.
@@ -63,6 +132,7 @@ type nriHandler struct {
 }
 
 var (
+	_ stub.ConfigureInterface   = (*nriHandler)(nil)
 	_ stub.SynchronizeInterface = (*nriHandler)(nil)
 	_ stub.RunPodInterface      = (*nriHandler)(nil)
 	_ stub.StopPodInterface     = (*nriHandler)(nil)
@@ -80,22 +150,35 @@ func failurePolicy() *api.FailurePolicy {
 	return &api.FailurePolicy{FailRequest: false, KeepConnected: true}
 }
 
+// stubOptions are the stub's options: a launched plugin keeps the name,
+// index and socket the runtime gave it.
+func (s *Source) stubOptions() []stub.Option {
+	opts := []stub.Option{
+		stub.WithLogger(nriLogger{s.log}),
+		// Never be disconnected for a slow answer (the plugin answers
+		// within its own deadline anyway); fail or pass the request as
+		// the failure policy says. Runtimes before NRI v0.12.4 ignore it.
+		stub.WithFailurePolicy(failurePolicy()),
+	}
+	if !s.cfg.Launched {
+		opts = append(opts, stub.WithPluginName(s.cfg.PluginName), stub.WithPluginIdx(s.cfg.PluginIndex),
+			stub.WithSocketPath(s.cfg.Socket))
+	}
+	return opts
+}
+
 // Run connects, serves and reconnects until ctx ends. It returns nil when ctx
-// is cancelled, and an error only when the stub cannot even be built.
+// is cancelled, and an error only when the stub cannot even be built. A
+// launched plugin has one connection: Run returns ErrRuntimeGone when the
+// runtime closes it, and a second Run only waits for that.
 func (s *Source) Run(ctx context.Context) error {
+	if s.cfg.Launched {
+		return s.runLaunched(ctx)
+	}
 	retry := backoff.New(s.cfg.ReconnectMin, s.cfg.ReconnectMax)
 	for {
 		h := &nriHandler{src: s}
-		st, err := stub.New(h,
-			stub.WithPluginName(s.cfg.PluginName),
-			stub.WithPluginIdx(s.cfg.PluginIndex),
-			stub.WithSocketPath(s.cfg.Socket),
-			stub.WithLogger(nriLogger{s.log}),
-			// Never be disconnected for a slow answer (the plugin answers
-			// within its own deadline anyway); fail or pass the request as
-			// the failure policy says. Runtimes before NRI v0.12.4 ignore it.
-			stub.WithFailurePolicy(failurePolicy()),
-		)
+		st, err := stub.New(h, s.stubOptions()...)
 		if err != nil {
 			return fmt.Errorf("nri: creating plugin stub: %w", err)
 		}
@@ -104,7 +187,9 @@ func (s *Source) Run(ctx context.Context) error {
 		if ctx.Err() != nil {
 			return nil
 		}
-		s.core.Observer().Reconnected("nri")
+		if c := s.core.Load(); c != nil {
+			c.Observer().Reconnected("nri")
+		}
 		if time.Since(started) > 10*s.cfg.ReconnectMax {
 			retry.Reset() // it was up for a good while: start over
 		}
@@ -116,6 +201,36 @@ func (s *Source) Run(ctx context.Context) error {
 	}
 }
 
+func (s *Source) runLaunched(ctx context.Context) error {
+	if !s.running.CompareAndSwap(false, true) {
+		select {
+		case <-s.gone:
+			return s.goneErr
+		case <-ctx.Done():
+			return nil
+		}
+	}
+	st, err := stub.New(&nriHandler{src: s}, s.stubOptions()...)
+	if err == nil {
+		err = s.serve(ctx, st)
+	}
+	if ctx.Err() != nil {
+		err = nil
+	} else {
+		err = fmt.Errorf("%w (%s): %w", ErrRuntimeGone, Identity(), closedOrErr(err))
+	}
+	s.goneErr = err
+	close(s.gone)
+	return err
+}
+
+func closedOrErr(err error) error {
+	if err == nil {
+		return errors.New("connection closed")
+	}
+	return err
+}
+
 // serve registers and serves one connection until it closes or ctx ends.
 func (s *Source) serve(ctx context.Context, st stub.Stub) error {
 	if err := st.Start(ctx); err != nil {
@@ -123,6 +238,14 @@ func (s *Source) serve(ctx context.Context, st stub.Stub) error {
 	}
 	s.connected.Store(true)
 	defer s.connected.Store(false)
+	if f := s.registeredHook(); f != nil {
+		id, mode := s.cfg.PluginIndex+"-"+s.cfg.PluginName, "external"
+		if s.cfg.Launched {
+			id, mode = Identity(), "launched"
+		}
+		f(id, mode, true)
+		defer f(id, mode, false)
+	}
 	s.once.Do(func() { close(s.registered) })
 	done := make(chan struct{})
 	go func() {
@@ -139,16 +262,25 @@ func (s *Source) serve(ctx context.Context, st stub.Stub) error {
 	}
 }
 
-func closedOr(err error) string {
-	if err == nil {
-		return "connection closed"
-	}
-	return err.Error()
-}
+func closedOr(err error) string { return closedOrErr(err).Error() }
 
 func podFromNRI(p *api.PodSandbox) plugin.Pod {
 	return plugin.Pod{ID: p.GetId(), Name: p.GetName(), Namespace: p.GetNamespace(), UID: p.GetUid(),
 		Annotations: p.GetAnnotations(), Labels: p.GetLabels(), RuntimeHandler: p.GetRuntimeHandler()}
+}
+
+// Configure hands the runtime's configuration to cfg.Configure; its error
+// fails the registration, so the runtime logs why.
+func (h *nriHandler) Configure(ctx context.Context, config, runtime, version string) (api.EventMask, error) {
+	h.src.log.WithFields(logrus.Fields{"runtime": runtime, "runtime_version": version, "launched": h.src.cfg.Launched,
+		"config_bytes": len(config)}).Info("configured by the NRI runtime")
+	if f := h.src.cfg.Configure; f != nil {
+		if err := f(ctx, config); err != nil {
+			h.src.log.WithError(err).Error("the configuration the NRI runtime handed over is rejected")
+			return 0, err
+		}
+	}
+	return 0, nil // every event the stub implements
 }
 
 // Synchronize answers at once and reconciles in the background: NRI gives the
@@ -160,9 +292,12 @@ func (h *nriHandler) Synchronize(_ context.Context, pods []*api.PodSandbox, _ []
 	for _, p := range pods {
 		ps = append(ps, podFromNRI(p))
 	}
+	core, err := h.coreOrErr()
+	if err != nil {
+		return nil, err
+	}
 	log := h.src.log.WithField("pods", len(ps))
 	log.Info("synchronizing with the runtime")
-	core := h.src.core
 	core.Go(func(ctx context.Context) { // joined when the core closes
 		sum, err := core.Reconcile(ctx, ps)
 		if err != nil {
@@ -180,23 +315,31 @@ func (h *nriHandler) Synchronize(_ context.Context, pods []*api.PodSandbox, _ []
 // with fail-closed, an HCN slower than the deadline) is reported to the
 // kubelet.
 func (h *nriHandler) RunPodSandbox(ctx context.Context, p *api.PodSandbox) error {
-	pod := podFromNRI(p)
-	err := h.src.core.StartPod(ctx, pod)
+	core, err := h.coreOrErr()
 	if err != nil {
-		h.src.core.PodLog(pod).WithError(err).Error("RunPodSandbox: port mappings not applied")
+		return err
 	}
-	return err
+	pod := podFromNRI(p)
+	if err := core.StartPod(ctx, pod); err != nil {
+		core.PodLog(pod).WithError(err).Error("RunPodSandbox: port mappings not applied")
+		return err
+	}
+	return nil
 }
 
 // StopPodSandbox removes the pod's endpoint.
 func (h *nriHandler) StopPodSandbox(ctx context.Context, p *api.PodSandbox) error {
-	h.src.core.StopPod(ctx, podFromNRI(p))
+	if core, err := h.coreOrErr(); err == nil {
+		core.StopPod(ctx, podFromNRI(p))
+	}
 	return nil
 }
 
 // RemovePodSandbox removes anything left (a no-op when Stop did the work).
 func (h *nriHandler) RemovePodSandbox(ctx context.Context, p *api.PodSandbox) error {
-	h.src.core.StopPod(ctx, podFromNRI(p))
+	if core, err := h.coreOrErr(); err == nil {
+		core.StopPod(ctx, podFromNRI(p))
+	}
 	return nil
 }
 

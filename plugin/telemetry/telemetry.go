@@ -23,6 +23,7 @@ type Metrics struct {
 	reconnects *prometheus.CounterVec
 	reloads    *prometheus.CounterVec
 	source     *prometheus.GaugeVec
+	nri        *prometheus.GaugeVec
 }
 
 // New registers the metrics (the endpoint gauge comes with CountEndpoints).
@@ -51,7 +52,10 @@ func New() *Metrics {
 		Help: "Configuration reloads by result (applied, rejected)."}, []string{"result"})
 	m.source = prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "nri_hcn_portmap_event_source",
 		Help: "1 for the event source the plugin chose (nri or containerd)."}, []string{"source"})
-	for _, c := range []prometheus.Collector{m.source, m.operations, m.denials, m.hcnCalls, m.hcnErrors, m.reconciles, m.repairs, m.reconnects, m.reloads} {
+	m.nri = prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "nri_hcn_portmap_nri_registered",
+		Help: "1 while registered with the NRI runtime, by the name the runtime knows the plugin by (<index>-<name>) and mode (launched by the runtime, or external)."},
+		[]string{"plugin", "mode"})
+	for _, c := range []prometheus.Collector{m.nri, m.source, m.operations, m.denials, m.hcnCalls, m.hcnErrors, m.reconciles, m.repairs, m.reconnects, m.reloads} {
 		f(c)
 	}
 	return m
@@ -100,6 +104,16 @@ func (m *Metrics) HCNCall(call string, d time.Duration, err error) {
 func (m *Metrics) SourceChosen(source string) {
 	m.source.Reset()
 	m.source.WithLabelValues(source).Set(1)
+}
+
+// NRIRegistered records the NRI registration: plugin is <index>-<name>,
+// mode launched or external, and on whether it holds now.
+func (m *Metrics) NRIRegistered(plugin, mode string, on bool) {
+	v := 0.0
+	if on {
+		v = 1
+	}
+	m.nri.WithLabelValues(plugin, mode).Set(v)
 }
 
 // Reloaded counts a configuration reload.

@@ -18,17 +18,37 @@ import (
 func (e *Env) StartContainerd(ctx context.Context) error {
 	e.CtrAddress = filepath.Join(e.Dir, "containerd.sock")
 	conf := filepath.Join(e.Dir, "containerd.toml")
+	disabled := "'io.containerd.grpc.v1.cri', 'io.containerd.cri.v1.runtime', 'io.containerd.cri.v1.images', "
+	nri := ""
+	if e.ctrNRI {
+		// containerd starts its NRI with CRI: CRI on (no CNI, no pods
+		// unless a test makes them), NRI with its socket, plugin and
+		// configuration directories in e.Dir
+		disabled = ""
+		nri = fmt.Sprintf(`[plugins.'io.containerd.nri.v1.nri']
+  disable = false
+  socket_path = '%[1]s'
+  plugin_path = '%[2]s'
+  plugin_config_path = '%[3]s'
+  plugin_registration_timeout = '5s'
+  plugin_request_timeout = '2s'
+[plugins.'io.containerd.grpc.v1.cri']
+  disable_tcp_service = true
+  stream_server_address = '127.0.0.1'
+  stream_server_port = '0'
+`, e.CtrNRISocket, e.NRIPluginDir, e.NRIConfDir)
+	}
 	body := fmt.Sprintf(`version = 3
 root = '%[1]s/root'
 state = '%[1]s/state'
-disabled_plugins = ['io.containerd.grpc.v1.cri', 'io.containerd.cri.v1.runtime', 'io.containerd.cri.v1.images', 'io.containerd.internal.v1.tracing']
+disabled_plugins = [%[3]s'io.containerd.internal.v1.tracing']
 [grpc]
   address = '%[2]s'
 [ttrpc]
   address = '%[2]s.ttrpc'
 [debug]
   address = ''
-`, e.Dir, e.CtrAddress)
+%[4]s`, e.Dir, e.CtrAddress, disabled, nri)
 	if err := os.WriteFile(conf, []byte(body), 0o644); err != nil {
 		return err
 	}

@@ -28,18 +28,22 @@ type Env struct {
 	CtrAddress string
 	// CtrTCP is a loopback TCP relay to containerd's socket
 	// (tcp://127.0.0.1:port) when Options.ContainerdTCP asked for one.
-	CtrTCP     string
-	ctrRelay   *connProxy
-	Ctr        *client.Client
-	Sim        *Process
-	SimAddress string
-	SimClient  *hcnsim.Client
-	NRISocket  string // where the plugin connects (a proxy in front of the runtime side)
-	AdminAddr  string // the plugin's /healthz, /metrics and /reload
-	NRI        *adaptation.Adaptation
-	nriProxy   *connProxy
-	Plugin     *Process
-	ConfigPath string
+	CtrTCP   string
+	ctrRelay *connProxy
+	// With Options.ContainerdNRI: containerd's own NRI socket, and the
+	// directories it launches plugins from and reads their conf from.
+	CtrNRISocket, NRIPluginDir, NRIConfDir string
+	ctrNRI                                 bool
+	Ctr                                    *client.Client
+	Sim                                    *Process
+	SimAddress                             string
+	SimClient                              *hcnsim.Client
+	NRISocket                              string // where the plugin connects (a proxy in front of the runtime side)
+	AdminAddr                              string // the plugin's /healthz, /metrics and /reload
+	NRI                                    *adaptation.Adaptation
+	nriProxy                               *connProxy
+	Plugin                                 *Process
+	ConfigPath                             string
 
 	ctrBin      string
 	pluginPre   []string // arguments before the command (the .exe under wine)
@@ -64,6 +68,8 @@ type Options struct {
 	// Windows: the plugin is the Windows build; it is given containerd's
 	// TCP address and no simulator flags.
 	Windows bool
+	// ContainerdNRI runs containerd with its own NRI (and so CRI) on.
+	ContainerdNRI bool
 	// ContainerdTCP also relays a loopback TCP port to containerd.
 	ContainerdTCP bool
 	// Simulator is the address of an HNS model already serving (the wine
@@ -115,6 +121,16 @@ func Start(ctx context.Context, o Options) (_ *Env, retErr error) {
 	}
 	if e.ctrBin, err = FindContainerd(); err != nil {
 		return nil, err
+	}
+	if o.ContainerdNRI {
+		e.ctrNRI = true
+		e.CtrNRISocket = filepath.Join(dir, "ctr-nri.sock")
+		e.NRIPluginDir, e.NRIConfDir = filepath.Join(dir, "nri-plugins"), filepath.Join(dir, "nri-conf")
+		for _, d := range []string{e.NRIPluginDir, e.NRIConfDir} {
+			if err := os.MkdirAll(d, 0o755); err != nil {
+				return nil, err
+			}
+		}
 	}
 	if err := e.StartContainerd(ctx); err != nil {
 		return nil, err

@@ -70,6 +70,17 @@ func (e *Env) StartPluginSubscribing(ctx context.Context, extraArgs ...string) e
 	return e.WaitSubscribed(ctx, 1, 20*time.Second)
 }
 
+// StartProcess starts the plugin binary with args as e.Plugin and does not
+// wait for anything.
+func (e *Env) StartProcess(_ context.Context, name string, args ...string) error {
+	p, err := start(name, filepath.Join(e.Dir, name+".log"), e.PluginBin, args...)
+	if err != nil {
+		return err
+	}
+	e.Plugin = p
+	return nil
+}
+
 // SubscribedResyncs is the metric counting the resyncs that follow each
 // live subscription of the plugin process.
 const SubscribedResyncs = `nri_hcn_portmap_reconcile_runs_total{trigger="subscribed"}`
