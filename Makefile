@@ -3,6 +3,7 @@ GO                 ?= go
 CONTAINERD_VERSION ?= v2.4.2
 GOBIN              ?= $(shell $(GO) env GOPATH)/bin
 CONTAINERD         := $(GOBIN)/containerd
+CONTAINERD_SHIM    := $(GOBIN)/containerd-shim-runc-v2
 export CONTAINERD_BIN := $(CONTAINERD)
 # The version stamped into the binaries (nri-hcn-portmap version, the start
 # log line): the git description of the tree, or VERSION=... to override.
@@ -49,9 +50,12 @@ manifests: $(HELM)
 
 # containerd for the end-to-end tests and the demo, built from source with
 # the Go toolchain (about two minutes the first time).
-containerd: $(CONTAINERD)
+containerd: $(CONTAINERD) $(CONTAINERD_SHIM)
 $(CONTAINERD):
 	$(GO) install github.com/containerd/containerd/v2/cmd/containerd@$(CONTAINERD_VERSION)
+# the runc shim: the CRI e2e test runs a real (hostNetwork) pod with runc
+$(CONTAINERD_SHIM):
+	$(GO) install github.com/containerd/containerd/v2/cmd/containerd-shim-runc-v2@$(CONTAINERD_VERSION)
 
 # Everything: vet (Linux and Windows), unit tests with the race detector,
 # end-to-end tests against a real containerd. Needs root for containerd.

@@ -19,7 +19,13 @@ type Observer interface {
 	Reconnected(source string)
 	// HCNCall: one HNS call and how it went.
 	HCNCall(call string, d time.Duration, err error)
+	// Skipped: a pod with mappings was left alone for reason (SkipNoNetNS).
+	Skipped(reason string)
 }
+
+// SkipNoNetNS: the sandbox has no Windows network namespace (a Linux or
+// HostProcess sandbox): there is nothing to attach an endpoint to.
+const SkipNoNetNS = "no-windows-namespace"
 
 // Operation results.
 const (
@@ -57,3 +63,4 @@ func (nopObserver) Operation(string, string)              {}
 func (nopObserver) Reconciled(string, int, int, int, int) {}
 func (nopObserver) Reconnected(string)                    {}
 func (nopObserver) HCNCall(string, time.Duration, error)  {}
+func (nopObserver) Skipped(string)                        {}

@@ -75,11 +75,12 @@ func (c *Core) resolveAndApply(ctx context.Context, p Pod) (Change, error) {
 
 func (c *Core) apply(ctx context.Context, r *resolved) (Change, error) {
 	log := c.PodLog(r.pod)
-	if r.sb.NetNS == "" {
-		log.Info("sandbox has no Windows network namespace (Linux or HostProcess sandbox); skipped")
+	if len(r.mappings) == 0 {
 		return NoChange, nil
 	}
-	if len(r.mappings) == 0 {
+	if r.sb.NetNS == "" {
+		log.Info("sandbox has no Windows network namespace (Linux or HostProcess sandbox); skipped")
+		c.opt.Observer.Skipped(SkipNoNetNS)
 		return NoChange, nil
 	}
 	if why := c.hyperV(r); why != "" {

@@ -75,6 +75,8 @@ type Source struct {
 	connected  atomic.Bool
 	// launched mode: the one connection's Run, and when it ended
 	running atomic.Bool
+	// refused: why Configure refused the runtime's configuration
+	refused atomic.Pointer[error]
 	gone    chan struct{}
 	goneErr error
 }
@@ -117,6 +119,9 @@ func (s *Source) SetCore(core *plugin.Core) { s.core.Store(core) }
 var errNotConfigured = errors.New("nri-hcn-portmap: not configured yet")
 
 func (h *nriHandler) coreOrErr() (*plugin.Core, error) {
+	if err := h.src.refused.Load(); err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrConfigRefused, *err)
+	}
 	if c := h.src.core.Load(); c != nil {
 		return c, nil
 	}
@@ -269,19 +274,26 @@ func podFromNRI(p *api.PodSandbox) plugin.Pod {
 		Annotations: p.GetAnnotations(), Labels: p.GetLabels(), RuntimeHandler: p.GetRuntimeHandler()}
 }
 
-// Configure hands the runtime's configuration to cfg.Configure; its error
-// fails the registration, so the runtime logs why.
+// Configure hands the runtime's configuration to cfg.Configure. A refusal
+// fails the registration at Synchronize, the next step, so that the runtime
+// logs why: NRI v0.12.5's stub closes the connection as soon as Configure
+// returns an error, often before the reply is out, and the runtime then
+// logs only "ttrpc: closed".
 func (h *nriHandler) Configure(ctx context.Context, config, runtime, version string) (api.EventMask, error) {
 	h.src.log.WithFields(logrus.Fields{"runtime": runtime, "runtime_version": version, "launched": h.src.cfg.Launched,
 		"config_bytes": len(config)}).Info("configured by the NRI runtime")
 	if f := h.src.cfg.Configure; f != nil {
 		if err := f(ctx, config); err != nil {
 			h.src.log.WithError(err).Error("the configuration the NRI runtime handed over is rejected")
-			return 0, err
+			h.src.refused.Store(&err)
 		}
 	}
 	return 0, nil // every event the stub implements
 }
+
+// ErrConfigRefused: the configuration the runtime handed over was refused;
+// the plugin fails its registration.
+var ErrConfigRefused = errors.New("nri-hcn-portmap refuses its NRI configuration")
 
 // Synchronize answers at once and reconciles in the background: NRI gives the
 // whole exchange 2 s and holds the runtime's lock meanwhile, while a

@@ -35,8 +35,9 @@ func TestLaunchedIdentity(t *testing.T) {
 }
 
 // TestConfigureHandsOverTheRuntimesConfiguration: Configure passes the text
-// on and fails with the hook's error; before it succeeded no event reaches
-// a core (pod starts are refused, stops are no-ops).
+// on; a refusal fails Synchronize (and everything after) with the hook's
+// error; before a core exists no event reaches one (pod starts are
+// refused, stops are no-ops).
 func TestConfigureHandsOverTheRuntimesConfiguration(t *testing.T) {
 	var got []string
 	refuse := errors.New("10-hcn-portmap.conf:2: unknown key")
@@ -58,13 +59,17 @@ func TestConfigureHandsOverTheRuntimesConfiguration(t *testing.T) {
 	if err := h.StopPodSandbox(context.Background(), pod); err != nil {
 		t.Fatalf("StopPodSandbox before Configure: %v", err)
 	}
-	if _, err := h.Configure(context.Background(), "bad", "containerd", "v2.4.2"); !errors.Is(err, refuse) {
-		t.Fatalf("Configure with a bad configuration: %v", err)
+	// a refusal fails the registration at Synchronize, with the reason
+	if _, err := h.Configure(context.Background(), "bad", "containerd", "v2.4.2"); err != nil {
+		t.Fatalf("Configure: %v", err)
 	}
-	if _, err := h.Configure(context.Background(), "[log]\nlevel = \"debug\"\n", "containerd", "v2.4.2"); err != nil {
-		t.Fatal(err)
-	}
-	if len(got) != 2 || got[1] != "[log]\nlevel = \"debug\"\n" {
+	if len(got) != 1 || got[0] != "bad" {
 		t.Fatalf("hook got %q", got)
+	}
+	if _, err := h.Synchronize(context.Background(), nil, nil); !errors.Is(err, ErrConfigRefused) || !errors.Is(err, refuse) {
+		t.Fatalf("Synchronize after a refused configuration: %v", err)
+	}
+	if err := h.RunPodSandbox(context.Background(), pod); !errors.Is(err, refuse) {
+		t.Fatalf("RunPodSandbox after a refused configuration: %v", err)
 	}
 }

@@ -24,6 +24,7 @@ type Metrics struct {
 	reloads    *prometheus.CounterVec
 	source     *prometheus.GaugeVec
 	nri        *prometheus.GaugeVec
+	skipped    *prometheus.CounterVec
 }
 
 // New registers the metrics (the endpoint gauge comes with CountEndpoints).
@@ -55,7 +56,9 @@ func New() *Metrics {
 	m.nri = prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "nri_hcn_portmap_nri_registered",
 		Help: "1 while registered with the NRI runtime, by the name the runtime knows the plugin by (<index>-<name>) and mode (launched by the runtime, or external)."},
 		[]string{"plugin", "mode"})
-	for _, c := range []prometheus.Collector{m.nri, m.source, m.operations, m.denials, m.hcnCalls, m.hcnErrors, m.reconciles, m.repairs, m.reconnects, m.reloads} {
+	m.skipped = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "nri_hcn_portmap_skipped_total",
+		Help: "Pods with mappings left alone, by reason (no-windows-namespace: a Linux or HostProcess sandbox)."}, []string{"reason"})
+	for _, c := range []prometheus.Collector{m.skipped, m.nri, m.source, m.operations, m.denials, m.hcnCalls, m.hcnErrors, m.reconciles, m.repairs, m.reconnects, m.reloads} {
 		f(c)
 	}
 	return m
@@ -115,6 +118,9 @@ func (m *Metrics) NRIRegistered(plugin, mode string, on bool) {
 	}
 	m.nri.WithLabelValues(plugin, mode).Set(v)
 }
+
+// Skipped implements plugin.Observer.
+func (m *Metrics) Skipped(reason string) { m.skipped.WithLabelValues(reason).Inc() }
 
 // Reloaded counts a configuration reload.
 func (m *Metrics) Reloaded(applied bool) {

@@ -4,12 +4,16 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
 
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+
+	"github.com/nri-hcn-portmap/nri-hcn-portmap/plugin/request"
 	"github.com/nri-hcn-portmap/nri-hcn-portmap/test/harness"
 )
 
@@ -132,7 +136,14 @@ func TestLaunchedByContainerdNRI(t *testing.T) {
 		}
 		return nil
 	}); err != nil {
-		t.Fatalf("%v\n%s", err, env.Containerd.Tail(20))
+		b, _ := os.ReadFile(env.Containerd.Log)
+		var lines []string
+		for _, l := range strings.Split(string(b), "\n") {
+			if strings.Contains(l, "hcn-portmap") {
+				lines = append(lines, l)
+			}
+		}
+		t.Fatalf("%v; its lines about the plugin:\n%s\n--- its tail:\n%s", err, strings.Join(lines, "\n"), env.Containerd.Tail(25))
 	}
 }
 
@@ -168,5 +179,56 @@ func waitSample(t *testing.T, ctx context.Context, env *harness.Env, sample stri
 	t.Helper()
 	if err := env.WaitMetric(ctx, sample, want, 20*time.Second); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestCRIPodReachesThePluginThroughContainerdNRI: a real pod, made through
+// containerd's CRI (RunPodSandbox, StopPodSandbox, RemovePodSandbox; runc,
+// a hostNetwork pod, a sandbox image built here), reaches the plugin
+// through containerd's own NRI, the path real nodes use. On Linux the
+// sandbox has no Windows namespace: the plugin records the skip and creates
+// nothing.
+func TestCRIPodReachesThePluginThroughContainerdNRI(t *testing.T) {
+	if _, err := exec.LookPath("runc"); err != nil {
+		t.Fatalf("runc is needed (apt-get install runc; .ci/run installs it): %v", err)
+	}
+	env, ctx := newEnvWith(t, harness.Options{Config: eventsConfig, ContainerdNRI: true})
+	if err := env.ImportPauseImage(ctx); err != nil {
+		t.Fatal(err)
+	}
+	args := append(env.PluginArgs("run"), "--source", "nri", "--nri-socket", env.CtrNRISocket)
+	if err := env.StartProcess(ctx, "plugin", args...); err != nil {
+		t.Fatal(err)
+	}
+	waitSample(t, ctx, env, `nri_hcn_portmap_nri_registered{mode="external",plugin="50-hcn-portmap"}`, 1)
+	cri, closeCRI, err := env.CRI()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(closeCRI)
+	cfg := env.HostNetworkPod("cri-web", map[string]string{request.AnnotationPortMappings: "18600:80"})
+	run, err := cri.RunPodSandbox(ctx, &runtimeapi.RunPodSandboxRequest{Config: cfg})
+	if err != nil {
+		t.Fatalf("CRI RunPodSandbox: %v\n%s", err, env.Containerd.Tail(30))
+	}
+	t.Cleanup(func() { // a failed test leaves no running pod behind
+		_, _ = cri.StopPodSandbox(context.WithoutCancel(ctx), &runtimeapi.StopPodSandboxRequest{PodSandboxId: run.PodSandboxId})
+		_, _ = cri.RemovePodSandbox(context.WithoutCancel(ctx), &runtimeapi.RemovePodSandboxRequest{PodSandboxId: run.PodSandboxId})
+	})
+	waitSample(t, ctx, env, `nri_hcn_portmap_skipped_total{reason="no-windows-namespace"}`, 1)
+	waitSample(t, ctx, env, `nri_hcn_portmap_operations_total{kind="start",result="ok"}`, 1)
+	if _, err := cri.StopPodSandbox(ctx, &runtimeapi.StopPodSandboxRequest{PodSandboxId: run.PodSandboxId}); err != nil {
+		t.Fatalf("CRI StopPodSandbox: %v", err)
+	}
+	waitSample(t, ctx, env, `nri_hcn_portmap_operations_total{kind="stop",result="ok"}`, 1)
+	if _, err := cri.RemovePodSandbox(ctx, &runtimeapi.RemovePodSandboxRequest{PodSandboxId: run.PodSandboxId}); err != nil {
+		t.Fatalf("CRI RemovePodSandbox: %v", err)
+	}
+	st, _, err := env.SimClient.State(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(st.Endpoints) != 0 || len(st.Networks) != 0 {
+		t.Errorf("a pod without a Windows namespace left HNS with %+v", st)
 	}
 }

@@ -36,7 +36,11 @@ func (e *Env) StartContainerd(ctx context.Context) error {
   disable_tcp_service = true
   stream_server_address = '127.0.0.1'
   stream_server_port = '0'
-`, e.CtrNRISocket, e.NRIPluginDir, e.NRIConfDir)
+[plugins.'io.containerd.cri.v1.images'.pinned_images]
+  sandbox = '%[4]s'
+[plugins.'io.containerd.cri.v1.runtime']
+  restrict_oom_score_adj = true
+`, e.CtrNRISocket, e.NRIPluginDir, e.NRIConfDir, PauseImage)
 	}
 	body := fmt.Sprintf(`version = 3
 root = '%[1]s/root'
@@ -52,7 +56,9 @@ disabled_plugins = [%[3]s'io.containerd.internal.v1.tracing']
 	if err := os.WriteFile(conf, []byte(body), 0o644); err != nil {
 		return err
 	}
-	p, err := start("containerd", filepath.Join(e.Dir, "containerd.log"), e.ctrBin, "--config", conf)
+	// its shims (containerd-shim-runc-v2, installed next to it) on PATH
+	path := "PATH=" + filepath.Dir(e.ctrBin) + string(os.PathListSeparator) + os.Getenv("PATH")
+	p, err := startEnv([]string{path}, "containerd", filepath.Join(e.Dir, "containerd.log"), e.ctrBin, "--config", conf)
 	if err != nil {
 		return err
 	}

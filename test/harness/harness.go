@@ -11,6 +11,8 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -203,6 +205,12 @@ func (e *Env) Close() {
 	if e.Containerd != nil {
 		e.Containerd.Stop()
 	}
+	if e.ctrNRI {
+		// what containerd started and does not stop with itself: plugins
+		// it launched (they end by themselves unless a test broke that),
+		// CRI pods' shims
+		killUnder(e.Dir)
+	}
 	if os.Getenv("KEEP_E2E_DIR") == "" {
 		os.RemoveAll(e.Dir)
 	}
@@ -251,6 +259,25 @@ func Consistently(ctx context.Context, d time.Duration, f func() error) error {
 // Eventually polls f until it returns nil or d passes.
 func Eventually(ctx context.Context, d time.Duration, f func() error) error {
 	return waitFor(ctx, d, f)
+}
+
+// killUnder kills the processes whose executable or command line names a
+// path under dir.
+func killUnder(dir string) {
+	entries, _ := os.ReadDir("/proc")
+	for _, d := range entries {
+		pid, err := strconv.Atoi(d.Name())
+		if err != nil || pid == os.Getpid() {
+			continue
+		}
+		exe, _ := os.Readlink(filepath.Join("/proc", d.Name(), "exe"))
+		cmdline, _ := os.ReadFile(filepath.Join("/proc", d.Name(), "cmdline"))
+		if strings.HasPrefix(exe, dir+"/") || strings.Contains(string(cmdline), dir+"/") {
+			if p, err := os.FindProcess(pid); err == nil {
+				_ = p.Kill()
+			}
+		}
+	}
 }
 
 func freeLoopbackAddr() (string, error) {

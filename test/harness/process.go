@@ -21,11 +21,19 @@ type Process struct {
 }
 
 func start(name, logPath, bin string, args ...string) (*Process, error) {
+	return startEnv(nil, name, logPath, bin, args...)
+}
+
+// startEnv is start with env added to the process's environment.
+func startEnv(env []string, name, logPath, bin string, args ...string) (*Process, error) {
 	f, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {
 		return nil, err
 	}
 	cmd := exec.Command(bin, args...)
+	if env != nil {
+		cmd.Env = append(os.Environ(), env...)
+	}
 	cmd.Stdout, cmd.Stderr = f, f
 	if err := cmd.Start(); err != nil {
 		f.Close()

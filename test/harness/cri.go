@@ -1,0 +1,155 @@
+// A real CRI pod through containerd's own CRI and NRI: a sandbox image
+// built here (no registry is reachable) and a CRI client.
+
+package harness
+
+import (
+	"archive/tar"
+	"bytes"
+	"compress/gzip"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+
+	"github.com/containerd/containerd/v2/pkg/namespaces"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+)
+
+// PauseImage is the sandbox image containerd's CRI is pinned to in an Env
+// with Options.CRI.
+const PauseImage = "localhost/hcnpm-pause:1"
+
+// ImportPauseImage builds the pause program statically, packs it as an OCI
+// image and imports and unpacks it into containerd's k8s.io namespace, as
+// `ctr -n k8s.io images import` would.
+func (e *Env) ImportPauseImage(ctx context.Context) error {
+	root, err := ModuleRoot()
+	if err != nil {
+		return err
+	}
+	bin := filepath.Join(e.Dir, "pause")
+	cmd := exec.Command("go", "build", "-o", bin, "./test/pause")
+	cmd.Dir = root
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return fmt.Errorf("building pause: %w\n%s", err, out)
+	}
+	archive, err := pauseArchive(bin)
+	if err != nil {
+		return err
+	}
+	ctx = namespaces.WithNamespace(ctx, K8s)
+	imgs, err := e.Ctr.Import(ctx, bytes.NewReader(archive))
+	if err != nil {
+		return fmt.Errorf("importing the pause image: %w", err)
+	}
+	for _, im := range imgs {
+		img, err := e.Ctr.GetImage(ctx, im.Name)
+		if err != nil {
+			return err
+		}
+		if err := img.Unpack(ctx, "overlayfs"); err != nil {
+			return fmt.Errorf("unpacking %s: %w", im.Name, err)
+		}
+	}
+	return nil
+}
+
+// pauseArchive is an OCI image layout (tar) of one layer holding /pause.
+func pauseArchive(bin string) ([]byte, error) {
+	data, err := os.ReadFile(bin)
+	if err != nil {
+		return nil, err
+	}
+	var layer, raw bytes.Buffer
+	gz := gzip.NewWriter(&layer)
+	tw := tar.NewWriter(io.MultiWriter(gz, &raw))
+	if err := tw.WriteHeader(&tar.Header{Name: "pause", Mode: 0o755, Size: int64(len(data)), Typeflag: tar.TypeReg}); err != nil {
+		return nil, err
+	}
+	if _, err := tw.Write(data); err != nil {
+		return nil, err
+	}
+	if err := tw.Close(); err != nil {
+		return nil, err
+	}
+	if err := gz.Close(); err != nil {
+		return nil, err
+	}
+	digest := func(b []byte) string { s := sha256.Sum256(b); return "sha256:" + hex.EncodeToString(s[:]) }
+	config, _ := json.Marshal(map[string]any{
+		"architecture": "amd64", "os": "linux",
+		"config": map[string]any{"Entrypoint": []string{"/pause"}},
+		"rootfs": map[string]any{"type": "layers", "diff_ids": []string{digest(raw.Bytes())}},
+	})
+	desc := func(mediaType string, b []byte) map[string]any {
+		return map[string]any{"mediaType": mediaType, "digest": digest(b), "size": len(b)}
+	}
+	manifest, _ := json.Marshal(map[string]any{"schemaVersion": 2, "mediaType": "application/vnd.oci.image.manifest.v1+json",
+		"config": desc("application/vnd.oci.image.config.v1+json", config),
+		"layers": []any{desc("application/vnd.oci.image.layer.v1.tar+gzip", layer.Bytes())}})
+	md := desc("application/vnd.oci.image.manifest.v1+json", manifest)
+	md["annotations"] = map[string]string{"io.containerd.image.name": PauseImage, "org.opencontainers.image.ref.name": "1"}
+	md["platform"] = map[string]string{"architecture": "amd64", "os": "linux"}
+	index, _ := json.Marshal(map[string]any{"schemaVersion": 2, "mediaType": "application/vnd.oci.image.index.v1+json", "manifests": []any{md}})
+
+	var out bytes.Buffer
+	w := tar.NewWriter(&out)
+	add := func(name string, b []byte) error {
+		if err := w.WriteHeader(&tar.Header{Name: name, Mode: 0o644, Size: int64(len(b)), Typeflag: tar.TypeReg}); err != nil {
+			return err
+		}
+		_, err := w.Write(b)
+		return err
+	}
+	files := []struct {
+		name string
+		data []byte
+	}{
+		{"oci-layout", []byte(`{"imageLayoutVersion":"1.0.0"}`)},
+		{"index.json", index},
+		{"blobs/sha256/" + digest(config)[7:], config},
+		{"blobs/sha256/" + digest(manifest)[7:], manifest},
+		{"blobs/sha256/" + digest(layer.Bytes())[7:], layer.Bytes()},
+	}
+	for _, f := range files {
+		if err := add(f.name, f.data); err != nil {
+			return nil, err
+		}
+	}
+	if err := w.Close(); err != nil {
+		return nil, err
+	}
+	return out.Bytes(), nil
+}
+
+// CRI returns a CRI runtime client of containerd.
+func (e *Env) CRI() (runtimeapi.RuntimeServiceClient, func(), error) {
+	conn, err := grpc.NewClient("unix://"+e.CtrAddress, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		return nil, nil, err
+	}
+	return runtimeapi.NewRuntimeServiceClient(conn), func() { conn.Close() }, nil
+}
+
+// HostNetworkPod is a CRI sandbox config of a hostNetwork pod (no CNI
+// needed; CRI wants an empty hostname then).
+func (e *Env) HostNetworkPod(name string, annotations map[string]string) *runtimeapi.PodSandboxConfig {
+	logs := filepath.Join(e.Dir, "pod-logs", name)
+	_ = os.MkdirAll(logs, 0o755)
+	return &runtimeapi.PodSandboxConfig{
+		Metadata:     &runtimeapi.PodSandboxMetadata{Name: name, Uid: "uid-" + name, Namespace: "default"},
+		LogDirectory: logs,
+		Annotations:  annotations,
+		Linux: &runtimeapi.LinuxPodSandboxConfig{SecurityContext: &runtimeapi.LinuxSandboxSecurityContext{
+			NamespaceOptions: &runtimeapi.NamespaceOption{Network: runtimeapi.NamespaceMode_NODE}}},
+	}
+}
