@@ -4,13 +4,17 @@ CONTAINERD_VERSION ?= v2.4.2
 GOBIN              ?= $(shell $(GO) env GOPATH)/bin
 CONTAINERD         := $(GOBIN)/containerd
 CONTAINERD_SHIM    := $(GOBIN)/containerd-shim-runc-v2
+KUBE_APISERVER     := $(GOBIN)/kube-apiserver-v1.37.2
+ETCD               := $(GOBIN)/etcd-v3.6.16
+export KUBE_APISERVER_BIN := $(KUBE_APISERVER)
+export ETCD_BIN := $(ETCD)
 export CONTAINERD_BIN := $(CONTAINERD)
 # The version stamped into the binaries (nri-hcn-portmap version, the start
 # log line): the git description of the tree, or VERSION=... to override.
 VERSION            ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 LDFLAGS            := -X main.version=$(VERSION)
 
-.PHONY: all build build-windows vet test unit e2e demo containerd helm manifests clean fuzz bench test-windows e2e-windows
+.PHONY: all build build-windows vet test unit e2e demo containerd helm manifests clean fuzz bench test-windows e2e-windows kube
 
 all: build build-windows
 
@@ -57,13 +61,22 @@ $(CONTAINERD):
 $(CONTAINERD_SHIM):
 	$(GO) install github.com/containerd/containerd/v2/cmd/containerd-shim-runc-v2@$(CONTAINERD_VERSION)
 
+# A real kube-apiserver and etcd for the Kubernetes e2e tests, built from
+# source by the wrapper modules in hack/kube (about 7 minutes the first time
+# on 2 cores; cached in GOBIN).
+kube: $(KUBE_APISERVER) $(ETCD)
+$(KUBE_APISERVER):
+	cd hack/kube/apiserver && $(GO) build -o $@ k8s.io/kubernetes/cmd/kube-apiserver
+$(ETCD):
+	cd hack/kube/etcd && $(GO) build -o $@ go.etcd.io/etcd/server/v3
+
 # Everything: vet (Linux and Windows), unit tests with the race detector,
 # end-to-end tests against a real containerd. Needs root for containerd.
 # Each package has a short -timeout, so a leaked lock fails in minutes, not
 # after go test's default ten.
 UNIT_TIMEOUT ?= 2m
 E2E_TIMEOUT  ?= 8m
-test: vet containerd helm unit
+test: vet containerd helm kube unit
 	$(GO) test -race -count=1 -timeout $(E2E_TIMEOUT) ./test/...
 
 unit:

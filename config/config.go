@@ -61,6 +61,7 @@ type Config struct {
 	NRI        NRI             `toml:"nri"`
 	Containerd Containerd      `toml:"containerd"`
 	HCN        HCN             `toml:"hcn"`
+	Kubernetes Kubernetes      `toml:"kubernetes"`
 	Admission  admission.Rules `toml:"admission"`
 	Admin      Admin           `toml:"admin"`
 	Log        Log             `toml:"log"`
@@ -118,6 +119,22 @@ type NRI struct {
 type Containerd struct {
 	Address   string `toml:"address"`
 	Namespace string `toml:"namespace"`
+}
+
+// Kubernetes is how the plugin tells pod owners what became of their host
+// ports: events on the pod and a pod condition, through the API server.
+type Kubernetes struct {
+	Enabled bool `toml:"enabled"`
+	// Kubeconfig: a kubeconfig file (a Windows service); empty: the
+	// in-cluster configuration (the HostProcess DaemonSet's service
+	// account).
+	Kubeconfig string `toml:"kubeconfig"`
+	// NodeName: this node (empty: the NODE_NAME environment variable, the
+	// downward API); reports go only to pods of this node.
+	NodeName string `toml:"node_name"`
+	// QueueSize bounds the reports waiting for the API server; when it is
+	// full the oldest is dropped.
+	QueueSize int `toml:"queue_size"`
 }
 
 // HCN is how endpoints are built.
@@ -198,8 +215,9 @@ func Default() Config {
 		HCN: HCN{Backend: BackendWindows, Network: "nat", NetworkType: "NAT", LocalRoutedVIP: true,
 			DefaultRoute: string(hcn.RouteLowPriority), RouteMetric: hcn.DefaultRouteMetric,
 			CallTimeout: Duration{10 * time.Second}, RetryMax: Duration{10 * time.Second}, MaxConcurrentCalls: 12},
-		Admin: Admin{Listen: "127.0.0.1:9466"},
-		Log:   Log{Level: "info", Format: "text", MaxSizeMB: 10, MaxFiles: 5},
+		Admin:      Admin{Listen: "127.0.0.1:9466"},
+		Kubernetes: Kubernetes{QueueSize: 256},
+		Log:        Log{Level: "info", Format: "text", MaxSizeMB: 10, MaxFiles: 5},
 	}
 }
 
@@ -428,6 +446,9 @@ func (c *Config) validate(source string, origin map[string]string, goos string) 
 	}
 	if c.HCN.CreateNetwork && c.HCN.NetworkType == "L2Bridge" && c.HCN.Subnet == "" {
 		bad("hcn.subnet", c.HCN.Subnet, "must be set to create an L2Bridge network")
+	}
+	if n := c.Kubernetes.QueueSize; n < 1 || n > 65536 {
+		bad("kubernetes.queue_size", n, "must be 1 to 65536")
 	}
 	if !slices.Contains(hcn.RouteModes(), hcn.RouteMode(c.HCN.DefaultRoute)) {
 		bad("hcn.default_route", c.HCN.DefaultRoute, "must be one of low-priority, none, hns")

@@ -73,6 +73,12 @@ call_timeout = "3s"
 max_concurrent_calls = 2
 retry_max = "2s"
 
+[kubernetes]
+enabled = true
+kubeconfig = "C:\\ProgramData\\nri-hcn-portmap\\kubeconfig"
+node_name = "win-node-1"
+queue_size = 64
+
 [admin]
 listen = "127.0.0.1:9999"
 
@@ -101,8 +107,9 @@ max_files = 2
 		HCN: HCN{Backend: "simulated", SimulatorAddress: "unix:///tmp/sim.sock", Network: "pods", CreateNetwork: true,
 			NetworkType: "L2Bridge", Subnet: "10.244.0.0/24", Gateway: "10.244.0.1", Adapter: "Ethernet",
 			DualStack: true, OutboundNAT: true, DefaultRoute: "none", RouteMetric: 9000, CallTimeout: Duration{3 * time.Second}, MaxConcurrentCalls: 2, RetryMax: Duration{2 * time.Second}},
-		Admin: Admin{Listen: "127.0.0.1:9999"},
-		Log:   Log{Level: "debug", Format: "json", File: `C:\ProgramData\nri-hcn-portmap\log.txt`, MaxSizeMB: 20, MaxFiles: 2},
+		Kubernetes: Kubernetes{Enabled: true, Kubeconfig: `C:\ProgramData\nri-hcn-portmap\kubeconfig`, NodeName: "win-node-1", QueueSize: 64},
+		Admin:      Admin{Listen: "127.0.0.1:9999"},
+		Log:        Log{Level: "debug", Format: "json", File: `C:\ProgramData\nri-hcn-portmap\log.txt`, MaxSizeMB: 20, MaxFiles: 2},
 	}
 	if !reflect.DeepEqual(cfg, want) {
 		t.Errorf("Load =\n%+v\nwant\n%+v", cfg, want)
@@ -208,6 +215,7 @@ func TestValidate(t *testing.T) {
 		{"containerd over remote TCP", func(c *Config) { c.Containerd.Address = "tcp://10.0.0.5:10010" }, `containerd.address = "tcp://10.0.0.5:10010": a tcp:// address must be a loopback IP and port`},
 		{"containerd TCP without port", func(c *Config) { c.Containerd.Address = "tcp://localhost" }, `containerd.address = "tcp://localhost"`},
 		{"default route mode", func(c *Config) { c.HCN.DefaultRoute = "low" }, `hcn.default_route = "low": must be one of low-priority, none, hns`},
+		{"kubernetes queue empty", func(c *Config) { c.Kubernetes.QueueSize = 0 }, `kubernetes.queue_size = "0": must be 1 to 65536`},
 		{"default route hns", func(c *Config) { c.HCN.DefaultRoute = "hns" }, ""},
 		{"route metric zero", func(c *Config) { c.HCN.RouteMetric = 0 }, `hcn.route_metric = "0": must be 1 to 65535`},
 		{"route metric over 16 bits", func(c *Config) { c.HCN.RouteMetric = 65536 }, `hcn.route_metric = "65536"`},

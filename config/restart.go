@@ -15,6 +15,7 @@ func (c Config) RestartNeeded(next Config) []string {
 	changed("admin", c.Admin == next.Admin)
 	changed("containerd", c.Containerd == next.Containerd)
 	changed("hcn", c.HCN == next.HCN)
+	changed("kubernetes", c.Kubernetes == next.Kubernetes)
 	changed("log", c.Log == next.Log)
 	changed("nri", c.NRI == next.NRI)
 	changed("plugin", c.Plugin.sameAs(next.Plugin))

@@ -30,6 +30,8 @@ type Options struct {
 	RetryMin, RetryMax time.Duration
 	// Observer is told what happens (metrics); nil: nobody.
 	Observer Observer
+	// Reporter tells pods' owners (Kubernetes); nil: nobody.
+	Reporter Reporter
 	// HyperVHandlers are CRI runtime handlers that run Hyper-V isolated
 	// pods, besides what the container record and the spec tell
 	// (plugin.hyperv_runtime_handlers; its default lives in config).
@@ -74,6 +76,9 @@ func NewCore(mgr *hcn.Manager, store SandboxStore, opt Options, log *logrus.Entr
 	}
 	if opt.RetryMax < opt.RetryMin {
 		opt.RetryMax = max(opt.RetryMin, 10*time.Second)
+	}
+	if opt.Reporter == nil {
+		opt.Reporter = nopReporter{}
 	}
 	if opt.Observer == nil {
 		opt.Observer = nopObserver{}

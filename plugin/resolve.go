@@ -36,6 +36,9 @@ type resolved struct {
 	sb       *SandboxInfo
 	mappings []hcn.PortMapping
 	known    bool // the pod's request is known (false: partial pod without CRI metadata)
+	// set by apply when the pod has its endpoint
+	endpoint string
+	policies []hcn.PortMappingPolicy
 }
 
 // resolve reads the sandbox from containerd, completes a partial pod from

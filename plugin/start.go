@@ -68,12 +68,20 @@ func (c *Core) fastPath(p Pod) (Pod, bool, error) {
 func (c *Core) resolveAndApply(ctx context.Context, p Pod) (Change, error) {
 	r, err := c.resolve(ctx, p)
 	if err != nil {
+		c.report(r, err)
 		return NoChange, err
 	}
 	return c.apply(ctx, r)
 }
 
+// apply ensures r's endpoint and reports the outcome to the pod's owners.
 func (c *Core) apply(ctx context.Context, r *resolved) (Change, error) {
+	ch, err := c.applyResolved(ctx, r)
+	c.report(r, err)
+	return ch, err
+}
+
+func (c *Core) applyResolved(ctx context.Context, r *resolved) (Change, error) {
 	log := c.PodLog(r.pod)
 	if len(r.mappings) == 0 {
 		return NoChange, nil
@@ -129,6 +137,7 @@ func (c *Core) apply(ctx context.Context, r *resolved) (Change, error) {
 		return NoChange, fmt.Errorf("pod %s: %w", r.pod, err)
 	}
 	log = log.WithFields(logrus.Fields{"endpoint": ep.ID, "netns": r.sb.NetNS})
+	r.endpoint, r.policies = ep.ID, policies
 	if outcome == hcn.Unchanged {
 		log.Debug("endpoint already in place")
 		return Kept, nil
@@ -232,6 +241,7 @@ func (c *Core) StartPod(ctx context.Context, p Pod) error {
 	p, ok, err := c.fastPath(p)
 	if !ok {
 		c.opt.Observer.Operation("start", Classify(err))
+		c.report(&resolved{pod: p}, err)
 		return err
 	}
 	dctx, cancel := context.WithTimeout(ctx, c.opt.Deadline)

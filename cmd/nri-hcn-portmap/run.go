@@ -22,6 +22,7 @@ import (
 	"github.com/nri-hcn-portmap/nri-hcn-portmap/plugin/admission"
 	"github.com/nri-hcn-portmap/nri-hcn-portmap/plugin/backoff"
 	"github.com/nri-hcn-portmap/nri-hcn-portmap/plugin/containerd"
+	"github.com/nri-hcn-portmap/nri-hcn-portmap/plugin/kube"
 	"github.com/nri-hcn-portmap/nri-hcn-portmap/plugin/nri"
 	"github.com/nri-hcn-portmap/nri-hcn-portmap/plugin/request"
 	"github.com/nri-hcn-portmap/nri-hcn-portmap/plugin/sources"
@@ -96,7 +97,8 @@ type app struct {
 	srcs    *sources.Sources
 	admin   *admin.Admin
 	metrics *telemetry.Metrics
-	reloads sync.Mutex // one reload at a time (SIGHUP, /reload, SCM)
+	kube    *kube.Reporter // nil unless kubernetes.enabled
+	reloads sync.Mutex     // one reload at a time (SIGHUP, /reload, SCM)
 }
 
 // build wires the plugin: HCN (bounded, instrumented), containerd, the core
@@ -115,6 +117,13 @@ func build(ctx context.Context, cfg config.Config, flags *config.Flags, log *log
 		return nil, err // Resolve validated it already
 	}
 	a.store = containerd.NewStore(cfg.Containerd.Address, cfg.Containerd.Namespace)
+	var reporter plugin.Reporter
+	if cfg.Kubernetes.Enabled {
+		if a.kube, err = newKubeReporter(cfg.Kubernetes, a.metrics, log); err != nil {
+			return nil, err
+		}
+		reporter = a.kube
+	}
 	a.core = plugin.NewCore(mgr, a.store, plugin.Options{
 		Policy:         hcn.PolicyOptions{LocalRoutedVIP: cfg.HCN.LocalRoutedVIP, DualStack: cfg.HCN.DualStack},
 		Inputs:         plugin.Inputs{Annotations: cfg.Plugin.UsesMappings(config.MappingsAnnotations), CRI: cfg.Plugin.UsesMappings(config.MappingsCRI)},
@@ -126,6 +135,7 @@ func build(ctx context.Context, cfg config.Config, flags *config.Flags, log *log
 		ShutdownGrace:  cfg.Plugin.ShutdownGrace.Duration,
 		Observer:       a.metrics,
 		HyperVHandlers: cfg.Plugin.HyperVRuntimeHandlers,
+		Reporter:       reporter,
 	}, log)
 	resync := plugin.NewResyncer(a.core, cfg.Plugin.ResyncInterval.Duration, log)
 	mode, nriSrc := cfg.Plugin.Source, launched
@@ -165,6 +175,9 @@ func (a *app) run(ctx context.Context) error {
 			a.log.WithError(err).Warn("could not read our endpoints from HCN at start; the first resync will")
 		}
 		cancel()
+	}
+	if a.kube != nil { // never waited for: the API server is off the path
+		go a.kube.Run(ctx)
 	}
 	if a.cfg.Admin.Listen != "" {
 		go func() {

@@ -25,6 +25,8 @@ type Metrics struct {
 	source     *prometheus.GaugeVec
 	nri        *prometheus.GaugeVec
 	skipped    *prometheus.CounterVec
+	kube       *prometheus.CounterVec
+	kubeDrop   prometheus.Counter
 }
 
 // New registers the metrics (the endpoint gauge comes with CountEndpoints).
@@ -58,7 +60,12 @@ func New() *Metrics {
 		[]string{"plugin", "mode"})
 	m.skipped = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "nri_hcn_portmap_skipped_total",
 		Help: "Pods with mappings left alone, by reason (no-windows-namespace: a Linux or HostProcess sandbox)."}, []string{"reason"})
-	for _, c := range []prometheus.Collector{m.skipped, m.nri, m.source, m.operations, m.denials, m.hcnCalls, m.hcnErrors, m.reconciles, m.repairs, m.reconnects, m.reloads} {
+	m.kube = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "nri_hcn_portmap_kubernetes_reports_total",
+		Help: "Reports to the API server: what (event, condition) and result (sent, failed, skipped: another node's or another pod of that name)."},
+		[]string{"what", "result"})
+	m.kubeDrop = prometheus.NewCounter(prometheus.CounterOpts{Name: "nri_hcn_portmap_kubernetes_reports_dropped_total",
+		Help: "Reports dropped because the queue to the API server was full (the oldest goes)."})
+	for _, c := range []prometheus.Collector{m.kube, m.kubeDrop, m.skipped, m.nri, m.source, m.operations, m.denials, m.hcnCalls, m.hcnErrors, m.reconciles, m.repairs, m.reconnects, m.reloads} {
 		f(c)
 	}
 	return m
@@ -118,6 +125,12 @@ func (m *Metrics) NRIRegistered(plugin, mode string, on bool) {
 	}
 	m.nri.WithLabelValues(plugin, mode).Set(v)
 }
+
+// KubeReport counts a report to the API server.
+func (m *Metrics) KubeReport(what, result string) { m.kube.WithLabelValues(what, result).Inc() }
+
+// KubeDropped counts a report dropped from a full queue.
+func (m *Metrics) KubeDropped() { m.kubeDrop.Inc() }
 
 // Skipped implements plugin.Observer.
 func (m *Metrics) Skipped(reason string) { m.skipped.WithLabelValues(reason).Inc() }

@@ -11,12 +11,14 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	"sigs.k8s.io/yaml"
 
 	"github.com/nri-hcn-portmap/nri-hcn-portmap/config"
@@ -71,9 +73,12 @@ func render(t *testing.T, release string, set ...string) []byte {
 
 // objects decodes a rendered stream strictly, by kind.
 type objects struct {
-	namespaces []corev1.Namespace
-	configMaps []corev1.ConfigMap
-	daemonSets []appsv1.DaemonSet
+	namespaces      []corev1.Namespace
+	configMaps      []corev1.ConfigMap
+	daemonSets      []appsv1.DaemonSet
+	serviceAccounts []corev1.ServiceAccount
+	clusterRoles    []rbacv1.ClusterRole
+	bindings        []rbacv1.ClusterRoleBinding
 }
 
 func decodeAll(t *testing.T, stream []byte) objects {
@@ -103,6 +108,18 @@ func decodeAll(t *testing.T, stream []byte) objects {
 			var ds appsv1.DaemonSet
 			strict(&ds)
 			o.daemonSets = append(o.daemonSets, ds)
+		case "ServiceAccount":
+			var sa corev1.ServiceAccount
+			strict(&sa)
+			o.serviceAccounts = append(o.serviceAccounts, sa)
+		case "ClusterRole":
+			var cr rbacv1.ClusterRole
+			strict(&cr)
+			o.clusterRoles = append(o.clusterRoles, cr)
+		case "ClusterRoleBinding":
+			var b rbacv1.ClusterRoleBinding
+			strict(&b)
+			o.bindings = append(o.bindings, b)
 		default:
 			t.Fatalf("unexpected kind %s", head.Kind)
 		}
@@ -186,6 +203,49 @@ func TestChartValues(t *testing.T) {
 	checkPluginDaemonSet(t, o.daemonSets[0], "registry.example/nri-hcn-portmap:v9.9.9")
 }
 
+// TestChartRBAC: the DaemonSet reports to the API server under its own
+// ServiceAccount, with the node name from the downward API and least
+// privilege: pods get/list, pods/status patch, events create/patch in both
+// event APIs; nothing else. kubernetes.enabled=false renders none of it.
+func TestChartRBAC(t *testing.T) {
+	o := decodeAll(t, render(t, "nri-hcn-portmap"))
+	if cfg := configOf(t, o); !cfg.Kubernetes.Enabled || cfg.Kubernetes.Kubeconfig != "" {
+		t.Errorf("kubernetes %+v: want enabled, in-cluster", cfg.Kubernetes)
+	}
+	if len(o.serviceAccounts) != 1 || len(o.clusterRoles) != 1 || len(o.bindings) != 1 {
+		t.Fatalf("RBAC objects: %d ServiceAccounts, %d ClusterRoles, %d bindings", len(o.serviceAccounts), len(o.clusterRoles), len(o.bindings))
+	}
+	sa, role, b := o.serviceAccounts[0], o.clusterRoles[0], o.bindings[0]
+	want := []rbacv1.PolicyRule{
+		{APIGroups: []string{""}, Resources: []string{"pods"}, Verbs: []string{"get", "list"}},
+		{APIGroups: []string{""}, Resources: []string{"pods/status"}, Verbs: []string{"patch"}},
+		{APIGroups: []string{"events.k8s.io"}, Resources: []string{"events"}, Verbs: []string{"create", "patch"}},
+		{APIGroups: []string{""}, Resources: []string{"events"}, Verbs: []string{"create", "patch"}},
+	}
+	if !reflect.DeepEqual(role.Rules, want) {
+		t.Errorf("ClusterRole rules %+v, want exactly %+v", role.Rules, want)
+	}
+	if b.RoleRef.Name != role.Name || len(b.Subjects) != 1 || b.Subjects[0].Name != sa.Name || b.Subjects[0].Namespace != sa.Namespace {
+		t.Errorf("binding %+v does not bind %s to %s/%s", b, role.Name, sa.Namespace, sa.Name)
+	}
+	spec := o.daemonSets[0].Spec.Template.Spec
+	if spec.ServiceAccountName != sa.Name || spec.AutomountServiceAccountToken == nil || !*spec.AutomountServiceAccountToken {
+		t.Errorf("DaemonSet runs as %q, automount %v", spec.ServiceAccountName, spec.AutomountServiceAccountToken)
+	}
+	env := spec.Containers[0].Env
+	if len(env) != 1 || env[0].Name != "NODE_NAME" || env[0].ValueFrom == nil || env[0].ValueFrom.FieldRef == nil ||
+		env[0].ValueFrom.FieldRef.FieldPath != "spec.nodeName" {
+		t.Errorf("env %+v: want NODE_NAME from spec.nodeName", env)
+	}
+	off := decodeAll(t, render(t, "nri-hcn-portmap", "kubernetes.enabled=false"))
+	if len(off.serviceAccounts)+len(off.clusterRoles)+len(off.bindings) != 0 || configOf(t, off).Kubernetes.Enabled {
+		t.Errorf("kubernetes.enabled=false still renders RBAC or enables reporting")
+	}
+	if a := off.daemonSets[0].Spec.Template.Spec.AutomountServiceAccountToken; a == nil || *a {
+		t.Errorf("kubernetes.enabled=false: automount %v, want false", a)
+	}
+}
+
 func TestChartCleanup(t *testing.T) {
 	o := decodeAll(t, render(t, "nri-hcn-portmap-cleanup", "daemonset.enabled=false", "cleanup.enabled=true"))
 	if len(o.daemonSets) != 1 || o.daemonSets[0].Name != "nri-hcn-portmap-cleanup" {
@@ -194,6 +254,9 @@ func TestChartCleanup(t *testing.T) {
 	configOf(t, o) // it runs with the same, valid, configuration
 	ds := o.daemonSets[0]
 	checkHostProcess(t, ds)
+	if a := ds.Spec.Template.Spec.AutomountServiceAccountToken; a == nil || *a || ds.Spec.Template.Spec.ServiceAccountName != "" {
+		t.Error("cleanup calls no Kubernetes API: no service account token may be mounted")
+	}
 	c := ds.Spec.Template.Spec.Containers[0]
 	if !strings.Contains(strings.Join(c.Args, " "), "nri-hcn-portmap.exe cleanup --config etc/nri-hcn-portmap/config.toml") {
 		t.Errorf("cleanup container runs %v %v", c.Command, c.Args)
@@ -235,9 +298,6 @@ func checkHostProcess(t *testing.T, ds appsv1.DaemonSet) {
 	}
 	if !spec.HostNetwork {
 		t.Error("HostProcess pods must use hostNetwork")
-	}
-	if spec.AutomountServiceAccountToken == nil || *spec.AutomountServiceAccountToken {
-		t.Error("nothing calls the Kubernetes API: the service account token must not be mounted")
 	}
 	for k, v := range ds.Spec.Selector.MatchLabels {
 		if ds.Spec.Template.Labels[k] != v {

@@ -36,6 +36,7 @@ type Env struct {
 	// directories it launches plugins from and reads their conf from.
 	CtrNRISocket, NRIPluginDir, NRIConfDir string
 	ctrNRI                                 bool
+	kube                                   *Kube
 	Ctr                                    *client.Client
 	Sim                                    *Process
 	SimAddress                             string
@@ -192,6 +193,9 @@ func (e *Env) Close() {
 	}
 	if e.ctrRelay != nil {
 		e.ctrRelay.close()
+	}
+	if e.kube != nil {
+		e.kube.Stop()
 	}
 	if e.SimClient != nil {
 		e.SimClient.Close()

@@ -21,8 +21,10 @@ securityContext:
   windowsOptions:
     hostProcess: true
     runAsUserName: "NT AUTHORITY\\SYSTEM"
+{{- if not (and .Values.kubernetes.enabled .Values.daemonset.enabled) }}
 # Nothing here calls the Kubernetes API.
 automountServiceAccountToken: false
+{{- end }}
 volumes:
   - name: config
     configMap:

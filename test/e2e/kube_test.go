@@ -1,0 +1,230 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	eventsv1 "k8s.io/api/events/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/yaml"
+
+	"github.com/nri-hcn-portmap/nri-hcn-portmap/hcn"
+	"github.com/nri-hcn-portmap/nri-hcn-portmap/hcn/hcnsim"
+	"github.com/nri-hcn-portmap/nri-hcn-portmap/test/harness"
+)
+
+const kubeNode = "win-node-1"
+
+// applyRBAC creates the RBAC objects of the rendered chart
+// (deploy/kustomize/base): the plugin runs with exactly those rights.
+func applyRBAC(t *testing.T, ctx context.Context, k *harness.Kube) {
+	t.Helper()
+	root, err := harness.ModuleRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(filepath.Join(root, "deploy/kustomize/base/nri-hcn-portmap.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, doc := range strings.Split(string(b), "\n---\n") {
+		var head struct{ Kind string }
+		if err := yaml.Unmarshal([]byte(doc), &head); err != nil {
+			t.Fatal(err)
+		}
+		switch head.Kind {
+		case "Namespace":
+			var o corev1.Namespace
+			must(t, yaml.Unmarshal([]byte(doc), &o))
+			_, err = k.Admin.CoreV1().Namespaces().Create(ctx, &o, metav1.CreateOptions{})
+		case "ServiceAccount":
+			var o corev1.ServiceAccount
+			must(t, yaml.Unmarshal([]byte(doc), &o))
+			_, err = k.Admin.CoreV1().ServiceAccounts(o.Namespace).Create(ctx, &o, metav1.CreateOptions{})
+		case "ClusterRole":
+			var o rbacv1.ClusterRole
+			must(t, yaml.Unmarshal([]byte(doc), &o))
+			_, err = k.Admin.RbacV1().ClusterRoles().Create(ctx, &o, metav1.CreateOptions{})
+		case "ClusterRoleBinding":
+			var o rbacv1.ClusterRoleBinding
+			must(t, yaml.Unmarshal([]byte(doc), &o))
+			_, err = k.Admin.RbacV1().ClusterRoleBindings().Create(ctx, &o, metav1.CreateOptions{})
+		default:
+			continue
+		}
+		if err != nil {
+			t.Fatalf("creating the chart's %s: %v", head.Kind, err)
+		}
+	}
+}
+
+func must(t *testing.T, err error) {
+	t.Helper()
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// kubeEnv is an events-path environment with a real API server; the
+// plugin reports with the chart's ServiceAccount and RBAC.
+func kubeEnv(t *testing.T) (*harness.Env, *harness.Kube, context.Context) {
+	t.Helper()
+	env, ctx := newEnv(t, eventsConfig)
+	k, err := env.StartKube(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	applyRBAC(t, ctx, k)
+	kubeconfig, err := k.ServiceAccountKubeconfig(ctx, "nri-hcn-portmap", "nri-hcn-portmap")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := eventsConfig + fmt.Sprintf("\n[kubernetes]\nenabled = true\nkubeconfig = %q\nnode_name = %q\n", kubeconfig, kubeNode)
+	must(t, os.WriteFile(env.ConfigPath, []byte(cfg), 0o644))
+	if err := env.StartPluginEvents(ctx); err != nil {
+		t.Fatal(err)
+	}
+	return env, k, ctx
+}
+
+// podEvents lists the events.k8s.io events regarding the pod.
+func podEvents(ctx context.Context, k *harness.Kube, p harness.Pod) ([]eventsv1.Event, error) {
+	list, err := k.Admin.EventsV1().Events(p.Namespace).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return nil, err
+	}
+	var out []eventsv1.Event
+	for _, e := range list.Items {
+		if e.Regarding.Kind == "Pod" && e.Regarding.Name == p.Name && string(e.Regarding.UID) == p.UID {
+			out = append(out, e)
+		}
+	}
+	return out, nil
+}
+
+// wantReported waits for the pod's event (type, reason, note containing
+// note; reported by the plugin on this node) and its condition
+// (status, reason).
+func wantReported(t *testing.T, ctx context.Context, k *harness.Kube, p harness.Pod, typ, reason, note string, status corev1.ConditionStatus, condReason string) {
+	t.Helper()
+	err := harness.Eventually(ctx, 20*time.Second, func() error {
+		evs, err := podEvents(ctx, k, p)
+		if err != nil {
+			return err
+		}
+		found := false
+		for _, e := range evs {
+			if e.Type == typ && e.Reason == reason && strings.Contains(e.Note, note) && e.ReportingController == "nri-hcn-portmap" &&
+				e.Action == "MapHostPorts" {
+				found = true
+			}
+		}
+		if !found {
+			return fmt.Errorf("no %s %s event ~%q on pod %s/%s among %+v", typ, reason, note, p.Namespace, p.Name, evs)
+		}
+		pod, err := k.Admin.CoreV1().Pods(p.Namespace).Get(ctx, p.Name, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		for _, c := range pod.Status.Conditions {
+			if c.Type == "hcn.nri.io/port-mappings-ready" {
+				if c.Status != status || c.Reason != condReason {
+					return fmt.Errorf("condition %+v, want %s %s", c, status, condReason)
+				}
+				return nil
+			}
+		}
+		return fmt.Errorf("pod %s has no hcn.nri.io/port-mappings-ready condition: %+v", p.Name, pod.Status.Conditions)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestKubernetesEventsAndCondition: what `kubectl describe pod` shows for
+// each outcome, asserted against a real kube-apiserver, with the plugin
+// using the chart's ServiceAccount and RBAC: a mapped pod (Normal
+// PortsMapped, condition True: the readiness gate's condition), a bad
+// annotation, a denied port and a conflict (Warning PortMappingFailed with
+// the NRI path's text, condition False with the reason), HNS failing then
+// recovering (False, then True), and a pod of another node (nothing).
+func TestKubernetesEventsAndCondition(t *testing.T) {
+	env, k, ctx := kubeEnv(t)
+	run := func(p *harness.Pod, node string) hcn.GUID {
+		t.Helper()
+		if _, err := k.CreatePod(ctx, p, node, true); err != nil {
+			t.Fatal(err)
+		}
+		return runSandbox(t, ctx, env, *p)
+	}
+
+	web := pod("kube-web", "18700:80")
+	ns := run(&web, kubeNode)
+	ep := wantEndpoint(t, ctx, env, web.ID, ns, []hcn.PortMappingPolicy{tcp(18700, 80, "", 1)})
+	wantReported(t, ctx, k, web, "Normal", "PortsMapped", "host ports mapped by HNS endpoint "+ep.Endpoint+": *:18700->80/tcp",
+		corev1.ConditionTrue, "PortsMapped")
+
+	bad := pod("kube-bad", "18701:80/sctp")
+	run(&bad, kubeNode)
+	wantReported(t, ctx, k, bad, "Warning", "PortMappingFailed", "InvalidPortMappings: pod default/kube-bad: annotation hcn.nri.io/port-mappings",
+		corev1.ConditionFalse, "InvalidPortMappings")
+
+	denied := pod("kube-denied", "80:80")
+	run(&denied, kubeNode)
+	wantReported(t, ctx, k, denied, "Warning", "PortMappingFailed", "HostPortDenied: pod default/kube-denied", corev1.ConditionFalse, "HostPortDenied")
+
+	clash := pod("kube-clash", "18700:81")
+	run(&clash, kubeNode)
+	wantReported(t, ctx, k, clash, "Warning", "PortMappingFailed", "default/kube-web", corev1.ConditionFalse, "HostPortConflict")
+
+	// HNS fails the create (transient: retried), then succeeds
+	must(t, env.SimClient.InjectFault(ctx, hcnsim.Fault{Op: hcnsim.OpCreateEndpoint, Kind: "unavailable", Count: 1}))
+	flaky := pod("kube-flaky", "18702:80")
+	fns := run(&flaky, kubeNode)
+	wantEndpoint(t, ctx, env, flaky.ID, fns, []hcn.PortMappingPolicy{tcp(18702, 80, "", 1)})
+	wantReported(t, ctx, k, flaky, "Normal", "PortsMapped", "*:18702->80/tcp", corev1.ConditionTrue, "PortsMapped")
+	evs, err := podEvents(ctx, k, flaky)
+	must(t, err)
+	sawFailure := false
+	for _, e := range evs {
+		sawFailure = sawFailure || (e.Reason == "PortMappingFailed" && strings.HasPrefix(e.Note, "HNSError: "))
+	}
+	if !sawFailure {
+		t.Errorf("the HNS failure before the recovery was not reported: %+v", evs)
+	}
+
+	// another node's pod of the same name space: nothing is said about it
+	elsewhere := pod("kube-elsewhere", "18703:80")
+	run(&elsewhere, "win-node-2")
+	waitMetric(t, env, `nri_hcn_portmap_kubernetes_reports_total{result="skipped",what="event"}`, 1)
+	if evs, err := podEvents(ctx, k, elsewhere); err != nil || len(evs) != 0 {
+		t.Errorf("events on another node's pod: %+v %v", evs, err)
+	}
+}
+
+// TestKubernetesNeverInTheWay: with the API server stopped, pods get their
+// endpoints as fast as ever; the reports wait and go out when it is back.
+func TestKubernetesNeverInTheWay(t *testing.T) {
+	env, k, ctx := kubeEnv(t)
+	during := pod("kube-during", "18710:80")
+	if _, err := k.CreatePod(ctx, &during, kubeNode, true); err != nil {
+		t.Fatal(err)
+	}
+	k.StopAPIServer()
+	ns := runSandbox(t, ctx, env, during)
+	wantEndpoint(t, ctx, env, during.ID, ns, []hcn.PortMappingPolicy{tcp(18710, 80, "", 1)})
+	if code, checks := health(t, env); code != 200 {
+		t.Fatalf("/healthz with the API server down: %d %v", code, checks)
+	}
+	if err := k.RestartAPIServer(ctx); err != nil {
+		t.Fatal(err)
+	}
+	wantReported(t, ctx, k, during, "Normal", "PortsMapped", "*:18710->80/tcp", corev1.ConditionTrue, "PortsMapped")
+}
