@@ -152,7 +152,7 @@ func wantReported(t *testing.T, ctx context.Context, k *harness.Kube, p harness.
 // each outcome, asserted against a real kube-apiserver, with the plugin
 // using the chart's ServiceAccount and RBAC: a mapped pod (Normal
 // PortsMapped, condition True: the readiness gate's condition), a bad
-// annotation, a denied port and a conflict (Warning PortMappingFailed with
+// annotation, a denied port, a conflict and a Hyper-V pod (Warning PortMappingFailed with
 // the NRI path's text, condition False with the reason), HNS failing then
 // recovering (False, then True), and a pod of another node (nothing).
 func TestKubernetesEventsAndCondition(t *testing.T) {
@@ -183,6 +183,11 @@ func TestKubernetesEventsAndCondition(t *testing.T) {
 	clash := pod("kube-clash", "18700:81")
 	run(&clash, kubeNode)
 	wantReported(t, ctx, k, clash, "Warning", "PortMappingFailed", "default/kube-web", corev1.ConditionFalse, "HostPortConflict")
+
+	hyperv := pod("kube-hyperv", "18704:80")
+	hyperv.HyperV = true
+	run(&hyperv, kubeNode)
+	wantReported(t, ctx, k, hyperv, "Warning", "PortMappingFailed", "HyperVIsolated: pod default/kube-hyperv", corev1.ConditionFalse, "HyperVIsolated")
 
 	// HNS fails the create (transient: retried), then succeeds
 	must(t, env.SimClient.InjectFault(ctx, hcnsim.Fault{Op: hcnsim.OpCreateEndpoint, Kind: "unavailable", Count: 1}))
