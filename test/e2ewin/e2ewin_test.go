@@ -113,6 +113,12 @@ func (r *rig) ours(id string) []hcn.Endpoint {
 	return out
 }
 
+// toPort80 is the policy of a pod mapping host port to its port 80 (the
+// defaults: every address, local routed VIP).
+func toPort80(port uint16) []hcn.PortMappingPolicy {
+	return []hcn.PortMappingPolicy{{Protocol: hcn.TCP, ExternalPort: port, InternalPort: 80, Flags: hcn.NatFlagsLocalRoutedVip}}
+}
+
 func (r *rig) wantEndpoint(id string, ns hcn.GUID, want []hcn.PortMappingPolicy) hcn.Endpoint {
 	r.t.Helper()
 	var got []hcn.Endpoint
@@ -185,7 +191,7 @@ func TestExeMainJob(t *testing.T) {
 
 	web := r.pod("web", "18080:80")
 	ns := r.run(web)
-	ep := r.wantEndpoint(web.ID, ns, []hcn.PortMappingPolicy{{Protocol: hcn.TCP, ExternalPort: 18080, InternalPort: 80, Flags: hcn.NatFlagsLocalRoutedVip}})
+	ep := r.wantEndpoint(web.ID, ns, toPort80(18080))
 	got := strings.ReplaceAll(r.lastSettings("HcnCreateEndpoint"), ep.NetworkID, "<network>")
 	want := `{"Name":"nri-hcn-portmap-` + web.ID + `","HostComputeNetwork":"<network>","Policies":[{"Type":"PortMapping","Settings":{"Protocol":6,"InternalPort":80,"ExternalPort":18080,"Flags":1}}],"Dns":{},"Routes":[{"NextHop":"172.30.0.1","DestinationPrefix":"0.0.0.0/0","Metric":5000}],"Health":{"Extra":{}},"SchemaVersion":{"Major":2,"Minor":0}}`
 	if got != want {
@@ -226,7 +232,7 @@ func TestExeConvergesAfterARestart(t *testing.T) {
 	r.start()
 	gone := r.pod("gone", "18090:80")
 	goneNS := r.run(gone)
-	r.wantEndpoint(gone.ID, goneNS, []hcn.PortMappingPolicy{{Protocol: hcn.TCP, ExternalPort: 18090, InternalPort: 80, Flags: 1}})
+	r.wantEndpoint(gone.ID, goneNS, toPort80(18090))
 
 	r.env.Plugin.Kill()
 	if err := r.env.SimClient.DeleteNamespace(r.ctx, goneNS); err != nil {
@@ -240,7 +246,7 @@ func TestExeConvergesAfterARestart(t *testing.T) {
 
 	r.start()
 	r.wantNoEndpoint(gone.ID)
-	r.wantEndpoint(next.ID, nextNS, []hcn.PortMappingPolicy{{Protocol: hcn.TCP, ExternalPort: 18090, InternalPort: 80, Flags: 1}})
+	r.wantEndpoint(next.ID, nextNS, toPort80(18090))
 }
 
 // TestExeDoctorAndCleanup: doctor --selftest and cleanup, run as the .exe.
@@ -249,7 +255,7 @@ func TestExeDoctorAndCleanup(t *testing.T) {
 	r.start()
 	p := r.pod("kept", "18095:80")
 	ns := r.run(p)
-	r.wantEndpoint(p.ID, ns, []hcn.PortMappingPolicy{{Protocol: hcn.TCP, ExternalPort: 18095, InternalPort: 80, Flags: 1}})
+	r.wantEndpoint(p.ID, ns, toPort80(18095))
 
 	out, stderr, err := r.env.Command(r.ctx, "doctor", "--selftest", "-o", "json")
 	var rep doctor.Report
