@@ -153,7 +153,8 @@ func (k *Kube) config(token string) *rest.Config {
 // StopAPIServer stops the API server (etcd keeps the data).
 func (k *Kube) StopAPIServer() { k.APIServer.Stop() }
 
-// RestartAPIServer starts the API server again on the same port and data.
+// RestartAPIServer starts etcd and the API server again on the same ports
+// and data (after StopAPIServer).
 func (k *Kube) RestartAPIServer(ctx context.Context) error {
 	etcdBin, _ := findKubeBin("ETCD_BIN", "etcd-v3.6.16")
 	apiBin, _ := findKubeBin("KUBE_APISERVER_BIN", "kube-apiserver-v1.37.2")
