@@ -90,8 +90,23 @@ func New(o Options) *Reporter {
 		wake: make(chan struct{}, 1), last: map[string]string{}}
 }
 
-// Report implements plugin.Reporter: it queues and returns at once.
-func (r *Reporter) Report(rep plugin.PodReport) { r.push(item{rep: rep}) }
+// Report implements plugin.Reporter: it queues and returns at once. What
+// was already reported for the pod is not queued again (every resync
+// reports each mapped pod; a full queue must not drop news for repeats).
+func (r *Reporter) Report(rep plugin.PodReport) {
+	r.mu.Lock()
+	same := r.last[reportKey(rep)] == state(rep)
+	r.mu.Unlock()
+	if !same {
+		r.push(item{rep: rep})
+	}
+}
+
+func reportKey(rep plugin.PodReport) string { return rep.Pod.Namespace + "/" + rep.Pod.Name }
+
+// maxRemembered bounds what the reporter remembers of pods it reported on
+// (pods come and go; forgetting costs at most one repeated report).
+const maxRemembered = 8192
 
 func (r *Reporter) push(it item) {
 	r.mu.Lock()
@@ -169,7 +184,7 @@ func (r *Reporter) count(what, result string) {
 }
 
 func (r *Reporter) send(ctx context.Context, rep plugin.PodReport) error {
-	key := rep.Pod.Namespace + "/" + rep.Pod.Name
+	key := reportKey(rep)
 	st := state(rep)
 	r.mu.Lock()
 	same := r.last[key] == st
@@ -203,6 +218,9 @@ func (r *Reporter) send(ctx context.Context, rep plugin.PodReport) error {
 	}
 	r.count("condition", "sent")
 	r.mu.Lock()
+	if len(r.last) >= maxRemembered {
+		clear(r.last)
+	}
 	r.last[key] = st
 	r.mu.Unlock()
 	return nil

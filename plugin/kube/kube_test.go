@@ -44,3 +44,25 @@ func TestQueueDropsTheOldest(t *testing.T) {
 		t.Fatalf("queue holds %v, want the newest two [b c]", left)
 	}
 }
+
+// TestRepeatsAreNotQueued: an outcome already reported for the pod (every
+// resync reports each mapped pod again) takes no place in the queue.
+func TestRepeatsAreNotQueued(t *testing.T) {
+	c := &counts{reports: map[string]int{}}
+	client := kubernetes.NewForConfigOrDie(&rest.Config{Host: "http://127.0.0.1:1"})
+	r := New(Options{Client: client, Node: "n1", QueueSize: 1, Metrics: c, Log: logrus.NewEntry(logrus.New())})
+	mapped := plugin.PodReport{Pod: plugin.Pod{Name: "web", Namespace: "default"}, Mapped: true, Endpoint: "EP1"}
+	r.last[reportKey(mapped)] = state(mapped) // as after a successful send
+	r.Report(mapped)
+	if _, ok := r.pop(); ok {
+		t.Fatal("a repeated outcome was queued")
+	}
+	failed := plugin.PodReport{Pod: mapped.Pod, Reason: plugin.ReasonHNS, Err: errors.New("x")}
+	r.Report(failed)
+	if it, ok := r.pop(); !ok || it.rep.Mapped {
+		t.Fatalf("a new outcome was not queued: %+v %v", it, ok)
+	}
+	if c.dropped != 0 {
+		t.Errorf("dropped %d", c.dropped)
+	}
+}
