@@ -6,7 +6,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -36,32 +35,12 @@ gateway = "172.30.0.1"
 `, env.CtrAddress, env.AdminAddr, env.SimAddress)
 }
 
-// pluginPIDs lists the processes running the executable at path.
-func pluginPIDs(t *testing.T, path string) []int {
-	t.Helper()
-	dirs, err := os.ReadDir("/proc")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var pids []int
-	for _, d := range dirs {
-		pid, err := strconv.Atoi(d.Name())
-		if err != nil {
-			continue
-		}
-		if exe, err := os.Readlink(filepath.Join("/proc", d.Name(), "exe")); err == nil && exe == path {
-			pids = append(pids, pid)
-		}
-	}
-	return pids
-}
-
 // onePID waits until exactly one process runs path, other than old.
 func onePID(t *testing.T, ctx context.Context, path string, old int) int {
 	t.Helper()
 	var pids []int
 	err := harness.Eventually(ctx, 20*time.Second, func() error {
-		pids = pluginPIDs(t, path)
+		pids = harness.PIDsOf(path)
 		if len(pids) != 1 || pids[0] == old {
 			return fmt.Errorf("processes of %s: %v (the old one: %d)", path, pids, old)
 		}
@@ -113,7 +92,7 @@ func TestLaunchedByContainerdNRI(t *testing.T) {
 	// close and exits by itself
 	env.Containerd.Kill()
 	if err := harness.Eventually(ctx, 15*time.Second, func() error {
-		if pids := pluginPIDs(t, bin); len(pids) != 0 {
+		if pids := harness.PIDsOf(bin); len(pids) != 0 {
 			return fmt.Errorf("the launched plugin still runs after containerd died: %v", pids)
 		}
 		return nil

@@ -268,7 +268,25 @@ func Eventually(ctx context.Context, d time.Duration, f func() error) error {
 // killUnder kills the processes whose executable or command line names a
 // path under dir.
 func killUnder(dir string) {
+	for _, pid := range processes(func(exe, cmdline string) bool {
+		return strings.HasPrefix(exe, dir+"/") || strings.Contains(cmdline, dir+"/")
+	}) {
+		if p, err := os.FindProcess(pid); err == nil {
+			_ = p.Kill()
+		}
+	}
+}
+
+// PIDsOf lists the processes running the executable at path.
+func PIDsOf(path string) []int {
+	return processes(func(exe, _ string) bool { return exe == path })
+}
+
+// processes lists the PIDs (not this process's) whose executable and
+// command line match.
+func processes(match func(exe, cmdline string) bool) []int {
 	entries, _ := os.ReadDir("/proc")
+	var pids []int
 	for _, d := range entries {
 		pid, err := strconv.Atoi(d.Name())
 		if err != nil || pid == os.Getpid() {
@@ -276,12 +294,11 @@ func killUnder(dir string) {
 		}
 		exe, _ := os.Readlink(filepath.Join("/proc", d.Name(), "exe"))
 		cmdline, _ := os.ReadFile(filepath.Join("/proc", d.Name(), "cmdline"))
-		if strings.HasPrefix(exe, dir+"/") || strings.Contains(string(cmdline), dir+"/") {
-			if p, err := os.FindProcess(pid); err == nil {
-				_ = p.Kill()
-			}
+		if match(exe, string(cmdline)) {
+			pids = append(pids, pid)
 		}
 	}
+	return pids
 }
 
 func freeLoopbackAddr() (string, error) {
