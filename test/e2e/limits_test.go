@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"context"
 	"fmt"
 	"strings"
 	"testing"
@@ -75,13 +76,20 @@ func TestLimitsThroughNRI(t *testing.T) {
 // pod, and the next pod is served.
 func TestLimitsThroughEvents(t *testing.T) {
 	env, ctx := startEventsEnv(t, limitsConfig)
-	over := pod("over", ports(9501, 9504))
-	runSandbox(t, ctx, env, over)
-	waitMetric(t, env, `nri_hcn_portmap_operations_total{kind="event-start",result="invalid"}`, 1)
-	next := pod("next", ports(9511, 9511))
+	refusedThenNextServed(t, ctx, env, pod("over", ports(9501, 9504)), "invalid", 9511)
+}
+
+// refusedThenNextServed runs refused through containerd's events: it is
+// counted with result and gets no endpoint, and a next pod mapping port
+// gets its endpoint.
+func refusedThenNextServed(t *testing.T, ctx context.Context, env *harness.Env, refused harness.Pod, result string, port uint16) {
+	t.Helper()
+	runSandbox(t, ctx, env, refused)
+	waitMetric(t, env, `nri_hcn_portmap_operations_total{kind="event-start",result="`+result+`"}`, 1)
+	next := pod("next-"+refused.Name, ports(int(port), int(port)))
 	guid := runSandbox(t, ctx, env, next)
-	wantEndpoint(t, ctx, env, next.ID, guid, []hcn.PortMappingPolicy{tcp(9511, 80, "", 1)})
-	if ep := endpointOf(t, ctx, env, over.ID); ep != nil {
-		t.Fatalf("over-limit pod got %+v", ep)
+	wantEndpoint(t, ctx, env, next.ID, guid, []hcn.PortMappingPolicy{tcp(port, 80, "", 1)})
+	if ep := endpointOf(t, ctx, env, refused.ID); ep != nil {
+		t.Fatalf("refused pod %s got %+v", refused.Name, ep)
 	}
 }
