@@ -82,6 +82,18 @@ type Doctor struct {
 	Windows bool
 	// Timeout bounds each check (hcn.call_timeout when zero).
 	Timeout time.Duration
+
+	seen *seen // what one Run has asked already
+}
+
+// seen keeps the answers several checks of one Run need: HNS is asked for
+// the network once, the plugin for its health once.
+type seen struct {
+	netAsked, healthAsked bool
+	net                   *hcn.Network
+	netErr                error
+	health                admin.HealthReport
+	healthErr             error
 }
 
 // SelfTestPrefix names the self-test's endpoints; it is not the plugin's
@@ -95,6 +107,8 @@ func (d *Doctor) timeout() time.Duration {
 // Run runs every node check.
 func (d *Doctor) Run(ctx context.Context) Report {
 	var r Report
+	d.seen = &seen{}
+	defer func() { d.seen = nil }()
 	checks := []func(context.Context) Result{d.checkHNS, d.checkNetwork, d.checkIPv6, d.checkContainerd,
 		d.checkEvents, d.checkNRISocket, d.checkAdmin, d.checkHyperV}
 	for _, c := range checks {
@@ -117,12 +131,31 @@ func (d *Doctor) checkHNS(ctx context.Context) Result {
 	return Result{name, Pass, "v2 API, version " + v, ""}
 }
 
-// network looks the configured network up once per run of a check.
+// network looks the configured network up, once per Run.
 func (d *Doctor) network(ctx context.Context) (*hcn.Network, error) {
 	if d.HNSErr != nil {
 		return nil, d.HNSErr
 	}
-	return d.HNS.GetNetworkByName(ctx, d.Config.HCN.Network)
+	if d.seen == nil {
+		return d.HNS.GetNetworkByName(ctx, d.Config.HCN.Network)
+	}
+	if !d.seen.netAsked {
+		d.seen.netAsked = true
+		d.seen.net, d.seen.netErr = d.HNS.GetNetworkByName(ctx, d.Config.HCN.Network)
+	}
+	return d.seen.net, d.seen.netErr
+}
+
+// health asks the running plugin's /healthz, once per Run.
+func (d *Doctor) health(ctx context.Context) (admin.HealthReport, error) {
+	if d.seen == nil {
+		return d.Health(ctx)
+	}
+	if !d.seen.healthAsked {
+		d.seen.healthAsked = true
+		d.seen.health, d.seen.healthErr = d.Health(ctx)
+	}
+	return d.seen.health, d.seen.healthErr
 }
 
 func (d *Doctor) checkNetwork(ctx context.Context) Result {
@@ -178,7 +211,7 @@ func (d *Doctor) checkEvents(ctx context.Context) Result {
 	if d.Health == nil {
 		return Result{name, Warn, "not checked", ""}
 	}
-	rep, err := d.Health(ctx)
+	rep, err := d.health(ctx)
 	switch {
 	case errors.Is(err, ErrNotRunning):
 		return Result{name, Warn, "the plugin is not running (nothing answers at admin.listen " + d.Config.Admin.Listen + ")",
@@ -220,7 +253,7 @@ func (d *Doctor) checkAdmin(ctx context.Context) Result {
 		return Result{name, Pass, "disabled (admin.listen is empty)", ""}
 	}
 	if d.Health != nil {
-		if _, err := d.Health(ctx); !errors.Is(err, ErrNotRunning) {
+		if _, err := d.health(ctx); !errors.Is(err, ErrNotRunning) {
 			return Result{name, Pass, addr + " served by the running plugin", ""}
 		}
 	}

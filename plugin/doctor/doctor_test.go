@@ -280,3 +280,20 @@ func TestSelfTestCreatesTheNetworkAsThePluginWould(t *testing.T) {
 		t.Errorf("network pods = %+v, %v", n, err)
 	}
 }
+
+// TestRunAsksOnce: one Run asks HNS for the network and the plugin for its
+// health once, though several checks use each.
+func TestRunAsksOnce(t *testing.T) {
+	d, sim := healthy(t)
+	d.Config.HCN.DualStack = true // the IPv6 check reads the network too
+	healthCalls := 0
+	d.Health = func(context.Context) (admin.HealthReport, error) {
+		healthCalls++
+		return admin.HealthReport{Status: "ok", Checks: map[string]string{"event source": "ok"}}, nil
+	}
+	before := sim.Calls()[hcnsim.OpGetNetworkByName]
+	d.Run(ctx)
+	if n := sim.Calls()[hcnsim.OpGetNetworkByName] - before; n != 1 || healthCalls != 1 {
+		t.Errorf("network asked %d times, health %d times; want once each", n, healthCalls)
+	}
+}
