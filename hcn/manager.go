@@ -208,35 +208,26 @@ func (m *Manager) Ensure(ctx context.Context, d Desired) (ep *Endpoint, out Outc
 			m.remember(d.SandboxID, nil, err)
 		}
 	}()
-	name := m.EndpointName(d.SandboxID)
 	existing, err := m.endpointsOf(ctx, d.SandboxID)
 	if err != nil {
 		return nil, Unchanged, err
 	}
-	netID, err := m.EnsureNetwork(ctx)
-	if err != nil {
-		return nil, Unchanged, err
-	}
-	routes, err := m.routes()
+	t, err := m.target(ctx, d)
 	if err != nil {
 		return nil, Unchanged, err
 	}
 	// Keep one matching endpoint, preferring one already attached where it
 	// belongs (a late-created duplicate must not replace a working one).
 	var keep *Endpoint
-	matches := func(ep *Endpoint) bool {
-		return ep.NetworkID == netID && ep.OutboundNAT == m.cfg.OutboundNAT && SamePolicies(ep.PortMappings, d.Policies) &&
-			SameRoutes(ep.Routes, routes) && len(ep.DNSServers) == 0
-	}
 	for i := range existing {
-		if ep := &existing[i]; matches(ep) && ep.Namespace == d.Namespace {
+		if ep := &existing[i]; t.matches(ep) && ep.Namespace == d.Namespace {
 			keep = ep
 			break
 		}
 	}
 	if keep == nil {
 		for i := range existing {
-			if ep := &existing[i]; matches(ep) && ep.Namespace == "" {
+			if ep := &existing[i]; t.matches(ep) && ep.Namespace == "" {
 				keep = ep
 				break
 			}
@@ -256,43 +247,148 @@ func (m *Manager) Ensure(ctx context.Context, d Desired) (ep *Endpoint, out Outc
 	ep = keep
 	if ep == nil {
 		outcome = Created
-		spec := EndpointSpec{Name: name, NetworkID: netID, PortMappings: d.Policies, OutboundNAT: m.cfg.OutboundNAT, Routes: routes}
-		ep, err = m.svc.CreateEndpoint(ctx, spec)
-		if errors.Is(err, ErrNotFound) {
-			// The network went away under us (HNS restart, operator):
-			// look it up (or create it) again, once.
-			m.forgetNetwork()
-			if netID, err = m.EnsureNetwork(ctx); err != nil {
-				return nil, Unchanged, err
-			}
-			if routes, err = m.routes(); err != nil { // a new network, maybe a new gateway
-				return nil, Unchanged, err
-			}
-			spec.NetworkID, spec.Routes = netID, routes
-			ep, err = m.svc.CreateEndpoint(ctx, spec)
-		}
-		if err != nil {
-			// The call may have taken effect although it failed (a lost
-			// answer, a timeout): then the endpoint is ours by name, and
-			// it also explains a port conflict with ourselves.
-			if late := m.findLate(ctx, name, matches); late != nil {
-				ep = late
-			} else {
-				return nil, Unchanged, stepErr(StepCreateEndpoint, name, err)
-			}
+		if ep, err = m.create(ctx, t); err != nil {
+			return nil, Unchanged, err
 		}
 	}
-	if err := m.svc.AddNamespaceEndpoint(ctx, d.Namespace, ep.ID); err != nil {
-		attachErr := stepErr(StepAttachEndpoint, name+" to namespace "+d.Namespace.String(), err)
-		// Roll back: an unattached endpoint of ours would hold host ports
-		// for nothing.
-		if derr := m.svc.DeleteEndpoint(ctx, ep.ID); derr != nil && !errors.Is(derr, ErrNotFound) {
-			return nil, Unchanged, errors.Join(attachErr, stepErr(StepDeleteEndpoint, ep.ID+" (rollback)", derr))
-		}
-		return nil, Unchanged, attachErr
+	if err := m.attach(ctx, t.spec.Name, ep, d.Namespace); err != nil {
+		return nil, Unchanged, err
 	}
-	ep.Namespace = d.Namespace
 	return ep, outcome, nil
+}
+
+// target is the endpoint a Desired asks for, on the network as it is now.
+type target struct {
+	spec    EndpointSpec
+	matches func(*Endpoint) bool // an existing endpoint is this one (attached or not)
+}
+
+func (m *Manager) target(ctx context.Context, d Desired) (target, error) {
+	netID, err := m.EnsureNetwork(ctx)
+	if err != nil {
+		return target{}, err
+	}
+	routes, err := m.routes()
+	if err != nil {
+		return target{}, err
+	}
+	t := target{spec: EndpointSpec{Name: m.EndpointName(d.SandboxID), NetworkID: netID, PortMappings: d.Policies,
+		OutboundNAT: m.cfg.OutboundNAT, Routes: routes}}
+	t.matches = func(ep *Endpoint) bool {
+		return ep.NetworkID == t.spec.NetworkID && ep.OutboundNAT == m.cfg.OutboundNAT && SamePolicies(ep.PortMappings, d.Policies) &&
+			SameRoutes(ep.Routes, t.spec.Routes) && len(ep.DNSServers) == 0
+	}
+	return t, nil
+}
+
+// create creates t's endpoint, unattached. A network gone under us (HNS
+// restart, operator) is looked up (or created) again, once; a create that
+// failed but took effect (a lost answer, a timeout) is found by name.
+func (m *Manager) create(ctx context.Context, t target) (*Endpoint, error) {
+	ep, err := m.svc.CreateEndpoint(ctx, t.spec)
+	if errors.Is(err, ErrNotFound) {
+		m.forgetNetwork()
+		if t.spec.NetworkID, err = m.EnsureNetwork(ctx); err != nil {
+			return nil, err
+		}
+		if t.spec.Routes, err = m.routes(); err != nil { // a new network, maybe a new gateway
+			return nil, err
+		}
+		ep, err = m.svc.CreateEndpoint(ctx, t.spec)
+	}
+	if err != nil {
+		// the endpoint is ours by name, and it also explains a port
+		// conflict with ourselves
+		if late := m.findLate(ctx, t.spec.Name, t.matches); late != nil {
+			return late, nil
+		}
+		return nil, stepErr(StepCreateEndpoint, t.spec.Name, err)
+	}
+	return ep, nil
+}
+
+// attach attaches ep to ns; when that fails ep is deleted again: an
+// unattached endpoint of ours would hold host ports for nothing.
+func (m *Manager) attach(ctx context.Context, name string, ep *Endpoint, ns GUID) error {
+	if err := m.svc.AddNamespaceEndpoint(ctx, ns, ep.ID); err != nil {
+		attachErr := stepErr(StepAttachEndpoint, name+" to namespace "+ns.String(), err)
+		if derr := m.svc.DeleteEndpoint(ctx, ep.ID); derr != nil && !errors.Is(derr, ErrNotFound) {
+			return errors.Join(attachErr, stepErr(StepDeleteEndpoint, ep.ID+" (rollback)", derr))
+		}
+		return attachErr
+	}
+	ep.Namespace = ns
+	return nil
+}
+
+// Ahead is the endpoint of a sandbox created before its namespace is known,
+// so that the HNS create overlaps the caller's lookup of the namespace
+// (containerd): the caller then attaches it or drops it. The caller holds
+// the sandbox's lock from CreateAhead to Attach or Drop.
+type Ahead struct {
+	m    *Manager
+	name string
+	id   string // sandbox
+	ep   *Endpoint
+	err  error
+}
+
+// CreateAhead creates the endpoint a sandbox without any endpoint asks for,
+// unattached. ok is false, and nothing is done, when the sandbox may have
+// endpoints already (the cache knows some, or cannot be trusted for it):
+// Ensure, which sorts existing endpoints out, is the way then. A failed
+// create is not returned here but by Attach, once the caller knows the
+// namespace.
+func (m *Manager) CreateAhead(ctx context.Context, sandboxID string, policies []PortMappingPolicy) (a *Ahead, ok bool) {
+	m.mu.Lock()
+	fresh := m.loaded && !m.dirty[sandboxID] && len(m.known[sandboxID]) == 0
+	m.mu.Unlock()
+	if !fresh {
+		return nil, false
+	}
+	a = &Ahead{m: m, name: m.EndpointName(sandboxID), id: sandboxID}
+	t, err := m.target(ctx, Desired{SandboxID: sandboxID, Policies: policies})
+	if err == nil {
+		a.ep, err = m.create(ctx, t)
+	}
+	a.err = err
+	if err != nil {
+		m.remember(sandboxID, nil, err)
+	} else {
+		m.remember(sandboxID, []Endpoint{*a.ep}, nil) // unattached until Attach
+	}
+	return a, true
+}
+
+// Attach attaches the endpoint to ns, or returns why it could not be
+// created. On any failure nothing of it is left.
+func (a *Ahead) Attach(ctx context.Context, ns GUID) (*Endpoint, Outcome, error) {
+	if a.err != nil {
+		return nil, Unchanged, a.err
+	}
+	err := a.m.attach(ctx, a.name, a.ep, ns)
+	if err != nil {
+		a.m.remember(a.id, nil, err)
+		return nil, Unchanged, err
+	}
+	a.m.remember(a.id, []Endpoint{*a.ep}, nil)
+	return a.ep, Created, nil
+}
+
+// Drop deletes the endpoint (the sandbox turned out to need none, or
+// another path decides it).
+func (a *Ahead) Drop(ctx context.Context) error {
+	if a.ep == nil {
+		return nil
+	}
+	err := a.m.svc.DeleteEndpoint(ctx, a.ep.ID)
+	if err != nil && !errors.Is(err, ErrNotFound) {
+		err = stepErr(StepDeleteEndpoint, a.name+" ("+a.ep.ID+")", err)
+		a.m.remember(a.id, nil, err)
+		return err
+	}
+	a.m.remember(a.id, nil, nil)
+	return nil
 }
 
 // findLate looks for an unattached endpoint of ours that a failed create

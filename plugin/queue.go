@@ -232,6 +232,11 @@ func (c *Core) run(ctx context.Context, w *work) (Change, error) {
 		}
 		unlock := c.locks.lock(w.pod.ID)
 		defer unlock()
+		if w.attempts == 0 {
+			if ch, err, handled := c.startAhead(ctx, w.pod); handled {
+				return ch, err
+			}
+		}
 		return c.resolveAndApply(ctx, w.pod)
 	}
 	return c.reconcileOne(ctx, w.pod)

@@ -136,14 +136,20 @@ func (c *Core) applyResolved(ctx context.Context, r *resolved) (Change, error) {
 		undo()
 		return NoChange, fmt.Errorf("pod %s: %w", r.pod, err)
 	}
-	log = log.WithFields(logrus.Fields{"endpoint": ep.ID, "netns": r.sb.NetNS})
+	return c.attached(r, ep, outcome, policies), nil
+}
+
+// attached records that r's pod has endpoint ep with policies, and logs
+// what was done.
+func (c *Core) attached(r *resolved, ep *hcn.Endpoint, outcome hcn.Outcome, policies []hcn.PortMappingPolicy) Change {
+	log := c.PodLog(r.pod).WithFields(logrus.Fields{"endpoint": ep.ID, "netns": r.sb.NetNS})
 	r.endpoint, r.policies = ep.ID, policies
 	if outcome == hcn.Unchanged {
 		log.Debug("endpoint already in place")
-		return Kept, nil
+		return Kept
 	}
 	log.WithFields(logrus.Fields{"mappings": fmt.Sprint(r.mappings), "outcome": outcome.String()}).Info("endpoint attached")
-	return Built, nil
+	return Built
 }
 
 // notProvided drops the policies another endpoint of the pod's namespace

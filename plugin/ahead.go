@@ -1,0 +1,74 @@
+package plugin
+
+import (
+	"context"
+	"fmt"
+	"slices"
+
+	"github.com/nri-hcn-portmap/nri-hcn-portmap/hcn"
+	"github.com/nri-hcn-portmap/nri-hcn-portmap/plugin/admission"
+)
+
+// startAhead gives a started pod its endpoint with the HNS create running
+// while containerd is asked for the sandbox's namespace, instead of after:
+// a pod start then waits for the longer of the two calls, not their sum.
+// It applies to a pod whose request alone decides its endpoint (the
+// runtime's RunPodSandbox: the annotation parsed, no Kubernetes hostPort to
+// read), whose host ports are free and admitted, and which has no endpoint
+// yet. Anything else, and anything the lookup turns up that the endpoint was
+// not made for (no Windows namespace, Hyper-V isolation, a stop meanwhile, a
+// failed lookup), is left to resolveAndApply, the sequential path, with the
+// early endpoint deleted first: handled is false then, and the outcome is
+// the sequential path's.
+func (c *Core) startAhead(ctx context.Context, p Pod) (ch Change, err error, handled bool) {
+	if p.Partial || !p.parsed || len(p.annotated) == 0 || c.opt.Inputs.CRI ||
+		slices.Contains(c.opt.HyperVHandlers, p.RuntimeHandler) || c.stopped.has(p.ID) {
+		return NoChange, nil, false
+	}
+	if pol := c.policy.Load(); pol != nil && pol.Admit(admission.Pod{Namespace: p.Namespace, Labels: p.Labels}, p.annotated) != nil {
+		return NoChange, nil, false
+	}
+	policies := hcn.BuildPolicies(p.annotated, c.opt.Policy)
+	name := ""
+	if p.Name != "" {
+		name = p.Namespace + "/" + p.Name
+	}
+	undo, err := c.ports.reserve(p.ID, name, policies)
+	if err != nil {
+		return NoChange, nil, false // conflicts are decided (and reclaimed) on the sequential path
+	}
+	type lookup struct {
+		sb  *SandboxInfo
+		err error
+	}
+	got := make(chan lookup, 1)
+	go func() {
+		sb, err := c.store.Sandbox(ctx, p.ID)
+		got <- lookup{sb, err}
+	}()
+	ahead, ok := c.mgr.CreateAhead(ctx, p.ID, policies)
+	l := <-got
+	if !ok {
+		undo()
+		return NoChange, nil, false
+	}
+	r := &resolved{pod: p, sb: l.sb, known: true, mappings: p.annotated}
+	if l.err != nil || r.sb.NetNS == "" || c.hyperV(r) != "" || c.stopped.has(p.ID) {
+		if err := ahead.Drop(ctx); err != nil {
+			undo()
+			return NoChange, fmt.Errorf("pod %s: %w", p, err), true // transient: retried on the sequential path
+		}
+		undo()
+		return NoChange, nil, false
+	}
+	ep, outcome, err := ahead.Attach(ctx, r.sb.NetNS)
+	if err != nil {
+		undo()
+		err = fmt.Errorf("pod %s: %w", p, err)
+		c.report(r, err)
+		return NoChange, err, true
+	}
+	ch = c.attached(r, ep, outcome, policies)
+	c.report(r, nil)
+	return ch, nil, true
+}
