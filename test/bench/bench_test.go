@@ -29,21 +29,17 @@ func newEnv(b *testing.B, config ...string) (*harness.Env, context.Context) {
 }
 
 // BenchmarkRunPodSandbox: one RunPodSandbox round trip through the NRI
-// runtime side, the plugin against the do-nothing baseline.
+// runtime side, the plugin against the do-nothing baseline and against the
+// floor (a plugin making only the calls a start needs).
 func BenchmarkRunPodSandbox(b *testing.B) {
-	for _, which := range []string{"nop", "plugin"} {
+	for _, which := range []string{"nop", "floor", "plugin"} {
 		b.Run(which, func(b *testing.B) {
 			env, ctx := newEnv(b)
-			if which == "nop" {
-				dir := b.TempDir()
-				bin, err := BuildNop(dir)
-				if err != nil {
+			if which == "plugin" {
+				if err := env.StartPlugin(ctx); err != nil {
 					b.Fatal(err)
 				}
-				if err := env.StartNRIPlugin(ctx, "nop", bin, "--nri-socket", env.NRISocket); err != nil {
-					b.Fatal(err)
-				}
-			} else if err := env.StartPlugin(ctx); err != nil {
+			} else if err := StartBaseline(ctx, env, b.TempDir(), which == "floor"); err != nil {
 				b.Fatal(err)
 			}
 			var total []time.Duration

@@ -3,6 +3,7 @@ module github.com/nri-hcn-portmap/nri-hcn-portmap/test/bench
 go 1.26.8
 
 require (
+	github.com/containerd/containerd/v2 v2.4.2
 	github.com/containerd/nri v0.12.5
 	github.com/nri-hcn-portmap/nri-hcn-portmap v0.0.0
 	github.com/sirupsen/logrus v1.10.2
@@ -20,7 +21,6 @@ require (
 	github.com/cespare/xxhash/v2 v2.3.0 // indirect
 	github.com/containerd/cgroups/v3 v3.1.3 // indirect
 	github.com/containerd/containerd/api v1.12.0 // indirect
-	github.com/containerd/containerd/v2 v2.4.2 // indirect
 	github.com/containerd/continuity v0.5.0 // indirect
 	github.com/containerd/errdefs v1.0.0 // indirect
 	github.com/containerd/errdefs/pkg v0.3.0 // indirect

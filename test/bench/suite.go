@@ -30,9 +30,24 @@ const Config = `[plugin]
 resync_interval = "0s"
 ` + harness.NetworkConfig
 
-// BuildNop builds the do-nothing baseline plugin into dir.
+// BuildNop builds the baseline plugin (do-nothing, or the I/O floor) into dir.
 func BuildNop(dir string) (string, error) {
 	return harness.BuildBinary(dir, "nopplugin", "test/bench", "./nopplugin")
+}
+
+// StartBaseline builds the baseline plugin into dir and registers it with
+// env's runtime: the do-nothing plugin, or with floor the plugin that makes
+// only the containerd and HNS calls a pod start needs.
+func StartBaseline(ctx context.Context, env *harness.Env, dir string, floor bool) error {
+	bin, err := BuildNop(dir)
+	if err != nil {
+		return err
+	}
+	args := []string{"--nri-socket", env.NRISocket}
+	if floor {
+		args = append(args, "--floor", "--containerd", env.CtrAddress, "--hns", env.SimAddress)
+	}
+	return env.StartNRIPlugin(ctx, "nop", bin, args...)
 }
 
 // Pod returns a benchmark pod with a mapping on hostPort.
