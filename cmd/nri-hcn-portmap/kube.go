@@ -6,7 +6,6 @@ import (
 	"os"
 
 	"github.com/sirupsen/logrus"
-	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 
@@ -34,10 +33,10 @@ func newKubeReporter(cfg config.Kubernetes, metrics kube.Metrics, log *logrus.En
 		return nil, fmt.Errorf("kubernetes.kubeconfig = %q: %w", cfg.Kubeconfig, err)
 	}
 	rc.UserAgent = "nri-hcn-portmap/" + version
-	client, err := kubernetes.NewForConfig(rc)
+	api, err := kube.NewRESTAPI(rc)
 	if err != nil {
 		return nil, fmt.Errorf("kubernetes client: %w", err)
 	}
-	return kube.New(kube.Options{Client: client, Node: node, QueueSize: cfg.QueueSize, Metrics: metrics,
+	return kube.New(kube.Options{API: api, Node: node, QueueSize: cfg.QueueSize, Metrics: metrics,
 		Log: log.WithField("component", "kubernetes")}), nil
 }

@@ -1,6 +1,6 @@
 // Package kube tells a pod's owners what became of its host ports, where
-// they look (kubectl describe pod): an event on the pod through client-go's
-// events.k8s.io recorder, and the pod condition
+// they look (kubectl describe pod): an events.k8s.io event on the pod, and
+// the pod condition
 // hcn.nri.io/port-mappings-ready, which a pod can list in its
 // readinessGates. The API server is never on the path of HCN work: reports
 // wait in a bounded queue (the oldest dropped when it is full) for one
@@ -15,13 +15,12 @@ import (
 	"sync"
 	"time"
 
+	"unicode/utf8"
+
 	"github.com/sirupsen/logrus"
 	corev1 "k8s.io/api/core/v1"
+	eventsv1 "k8s.io/api/events/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/kubernetes/scheme"
-	"k8s.io/client-go/tools/events"
 
 	"github.com/nri-hcn-portmap/nri-hcn-portmap/plugin"
 	"github.com/nri-hcn-portmap/nri-hcn-portmap/plugin/backoff"
@@ -46,7 +45,7 @@ type Metrics interface {
 
 // Options configure a Reporter.
 type Options struct {
-	Client    kubernetes.Interface
+	API       API
 	Node      string // reports only for pods of this node
 	QueueSize int
 	Metrics   Metrics
@@ -56,15 +55,14 @@ type Options struct {
 }
 
 type item struct {
-	rep      plugin.PodReport
-	attempts int
+	rep       plugin.PodReport
+	attempts  int
+	eventSent bool // a retry after a failed condition patch does not repeat the event
 }
 
 // Reporter implements plugin.Reporter against the API server.
 type Reporter struct {
-	opt         Options
-	broadcaster events.EventBroadcaster
-	recorder    events.EventRecorder
+	opt Options
 
 	mu    sync.Mutex
 	queue []item
@@ -85,9 +83,7 @@ func New(o Options) *Reporter {
 	if o.QueueSize <= 0 {
 		o.QueueSize = 256
 	}
-	b := events.NewBroadcaster(&events.EventSinkImpl{Interface: o.Client.EventsV1()})
-	return &Reporter{opt: o, broadcaster: b, recorder: b.NewRecorder(scheme.Scheme, Controller),
-		wake: make(chan struct{}, 1), last: map[string]string{}}
+	return &Reporter{opt: o, wake: make(chan struct{}, 1), last: map[string]string{}}
 }
 
 // Report implements plugin.Reporter: it queues and returns at once. What
@@ -137,10 +133,6 @@ func (r *Reporter) pop() (item, bool) {
 
 // Run sends reports until ctx ends.
 func (r *Reporter) Run(ctx context.Context) {
-	if err := r.broadcaster.StartRecordingToSinkWithContext(ctx); err != nil {
-		r.opt.Log.WithError(err).Error("Kubernetes events cannot be recorded")
-	}
-	defer r.broadcaster.Shutdown()
 	retry := backoff.New(200*time.Millisecond, 10*time.Second)
 	for {
 		it, ok := r.pop()
@@ -152,7 +144,7 @@ func (r *Reporter) Run(ctx context.Context) {
 				return
 			}
 		}
-		if err := r.send(ctx, it.rep); err != nil {
+		if err := r.send(ctx, &it); err != nil {
 			it.attempts++
 			log := r.opt.Log.WithFields(logrus.Fields{"pod": it.rep.Pod.Name, "namespace": it.rep.Pod.Namespace, "attempt": it.attempts})
 			if it.attempts < r.opt.Attempts {
@@ -183,7 +175,8 @@ func (r *Reporter) count(what, result string) {
 	}
 }
 
-func (r *Reporter) send(ctx context.Context, rep plugin.PodReport) error {
+func (r *Reporter) send(ctx context.Context, it *item) error {
+	rep := it.rep
 	key := reportKey(rep)
 	st := state(rep)
 	r.mu.Lock()
@@ -194,24 +187,29 @@ func (r *Reporter) send(ctx context.Context, rep plugin.PodReport) error {
 	}
 	cctx, cancel := context.WithTimeout(ctx, r.opt.Timeout)
 	defer cancel()
-	pods := r.opt.Client.CoreV1().Pods(rep.Pod.Namespace)
-	pod, err := pods.Get(cctx, rep.Pod.Name, metav1.GetOptions{})
+	pod, err := r.opt.API.GetPod(cctx, rep.Pod.Namespace, rep.Pod.Name)
 	if err != nil {
 		r.count("event", "failed")
-		return fmt.Errorf("reading pod %s: %w", key, err)
+		return err
 	}
 	if pod.Spec.NodeName != r.opt.Node || (rep.Pod.UID != "" && string(pod.UID) != rep.Pod.UID) {
 		r.count("event", "skipped") // another node's pod, or another pod of that name
 		return nil
 	}
 	status, reason, msg := corev1.ConditionTrue, ReasonMapped, mappedNote(rep)
-	if rep.Mapped {
-		r.recorder.Eventf(pod, nil, corev1.EventTypeNormal, ReasonMapped, Action, "%s", msg)
-	} else {
+	typ, eventReason, note := corev1.EventTypeNormal, ReasonMapped, msg
+	if !rep.Mapped {
 		status, reason, msg = corev1.ConditionFalse, rep.Reason, rep.Err.Error()
-		r.recorder.Eventf(pod, nil, corev1.EventTypeWarning, ReasonFailed, Action, "%s: %s", rep.Reason, msg)
+		typ, eventReason, note = corev1.EventTypeWarning, ReasonFailed, rep.Reason+": "+msg
 	}
-	r.count("event", "sent")
+	if !it.eventSent {
+		if err := r.opt.API.CreateEvent(cctx, r.event(pod, typ, eventReason, note)); err != nil {
+			r.count("event", "failed")
+			return err
+		}
+		it.eventSent = true
+		r.count("event", "sent")
+	}
 	if err := r.patchCondition(cctx, pod, status, reason, msg); err != nil {
 		r.count("condition", "failed")
 		return err
@@ -224,6 +222,39 @@ func (r *Reporter) send(ctx context.Context, rep plugin.PodReport) error {
 	r.last[key] = st
 	r.mu.Unlock()
 	return nil
+}
+
+// maxNote is the longest note the API server takes (1 KiB).
+const maxNote = 1024
+
+// event is an events.k8s.io/v1 event regarding pod, as client-go's
+// recorder makes them (name: the pod's name and the time).
+func (r *Reporter) event(pod *corev1.Pod, typ, reason, note string) *eventsv1.Event {
+	now := time.Now()
+	return &eventsv1.Event{
+		ObjectMeta:          metav1.ObjectMeta{Name: fmt.Sprintf("%s.%x", pod.Name, now.UnixNano()), Namespace: pod.Namespace},
+		EventTime:           metav1.NewMicroTime(now),
+		ReportingController: Controller,
+		ReportingInstance:   Controller + "-" + r.opt.Node,
+		Action:              Action,
+		Reason:              reason,
+		Regarding: corev1.ObjectReference{Kind: "Pod", APIVersion: "v1", Namespace: pod.Namespace, Name: pod.Name,
+			UID: pod.UID, ResourceVersion: pod.ResourceVersion},
+		Note: truncate(note, maxNote),
+		Type: typ,
+	}
+}
+
+// truncate cuts s to at most n bytes, on a character boundary.
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	s = s[:n]
+	for len(s) > 0 && !utf8.ValidString(s) {
+		s = s[:len(s)-1]
+	}
+	return s
 }
 
 func mappedNote(rep plugin.PodReport) string {
@@ -244,17 +275,11 @@ func (r *Reporter) patchCondition(ctx context.Context, pod *corev1.Pod, status c
 			now = c.LastTransitionTime
 		}
 	}
-	if len(msg) > 1024 {
-		msg = msg[:1024]
-	}
+	msg = truncate(msg, maxNote)
 	patch, err := json.Marshal(map[string]any{"status": map[string]any{"conditions": []corev1.PodCondition{{
 		Type: ConditionType, Status: status, Reason: reason, Message: msg, LastTransitionTime: now}}}})
 	if err != nil {
 		return err
 	}
-	_, err = r.opt.Client.CoreV1().Pods(pod.Namespace).Patch(ctx, pod.Name, types.StrategicMergePatchType, patch, metav1.PatchOptions{}, "status")
-	if err != nil {
-		return fmt.Errorf("patching the condition of pod %s/%s: %w", pod.Namespace, pod.Name, err)
-	}
-	return nil
+	return r.opt.API.PatchPodStatus(ctx, pod.Namespace, pod.Name, patch)
 }

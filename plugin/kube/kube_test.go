@@ -1,31 +1,67 @@
 package kube
 
 import (
+	"context"
+	"encoding/json"
 	"errors"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
 	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	eventsv1 "k8s.io/api/events/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/rest"
 
 	"github.com/sirupsen/logrus"
-	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/rest"
 
 	"github.com/nri-hcn-portmap/nri-hcn-portmap/plugin"
 )
 
 type counts struct {
+	mu      sync.Mutex
 	dropped int
 	reports map[string]int
 }
 
-func (c *counts) KubeReport(what, result string) { c.reports[what+"/"+result]++ }
-func (c *counts) KubeDropped()                   { c.dropped++ }
+func (c *counts) KubeReport(what, result string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.reports[what+"/"+result]++
+}
+
+func (c *counts) KubeDropped() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.dropped++
+}
+
+func (c *counts) get(k string) int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.reports[k]
+}
+
+func (c *counts) snapshot() map[string]int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	out := map[string]int{}
+	for k, v := range c.reports {
+		out[k] = v
+	}
+	return out
+}
 
 // TestQueueDropsTheOldest: reports wait in a bounded queue; when it is full
 // the oldest goes, counted, and Report never blocks (no API server runs
 // here, and none is needed to queue).
 func TestQueueDropsTheOldest(t *testing.T) {
 	c := &counts{reports: map[string]int{}}
-	client := kubernetes.NewForConfigOrDie(&rest.Config{Host: "http://127.0.0.1:1"})
-	r := New(Options{Client: client, Node: "n1", QueueSize: 2, Metrics: c, Log: logrus.NewEntry(logrus.New())})
+	r := New(Options{Node: "n1", QueueSize: 2, Metrics: c, Log: logrus.NewEntry(logrus.New())})
 	for _, name := range []string{"a", "b", "c"} {
 		r.Report(plugin.PodReport{Pod: plugin.Pod{Name: name, Namespace: "default"}, Reason: plugin.ReasonHNS, Err: errors.New("x")})
 	}
@@ -49,8 +85,7 @@ func TestQueueDropsTheOldest(t *testing.T) {
 // resync reports each mapped pod again) takes no place in the queue.
 func TestRepeatsAreNotQueued(t *testing.T) {
 	c := &counts{reports: map[string]int{}}
-	client := kubernetes.NewForConfigOrDie(&rest.Config{Host: "http://127.0.0.1:1"})
-	r := New(Options{Client: client, Node: "n1", QueueSize: 1, Metrics: c, Log: logrus.NewEntry(logrus.New())})
+	r := New(Options{Node: "n1", QueueSize: 1, Metrics: c, Log: logrus.NewEntry(logrus.New())})
 	mapped := plugin.PodReport{Pod: plugin.Pod{Name: "web", Namespace: "default"}, Mapped: true, Endpoint: "EP1"}
 	r.last[reportKey(mapped)] = state(mapped) // as after a successful send
 	r.Report(mapped)
@@ -64,5 +99,92 @@ func TestRepeatsAreNotQueued(t *testing.T) {
 	}
 	if c.dropped != 0 {
 		t.Errorf("dropped %d", c.dropped)
+	}
+}
+
+// fakeAPI is an API server that holds one pod and can fail patches.
+type fakeAPI struct {
+	mu          sync.Mutex
+	pod         corev1.Pod
+	events      []*eventsv1.Event
+	patches     int
+	failPatches int
+}
+
+func (f *fakeAPI) GetPod(_ context.Context, ns, name string) (*corev1.Pod, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if ns != f.pod.Namespace || name != f.pod.Name {
+		return nil, fmt.Errorf("%w: HTTP 404: pods %q not found", ErrAPI, name)
+	}
+	p := f.pod
+	return &p, nil
+}
+
+func (f *fakeAPI) CreateEvent(_ context.Context, ev *eventsv1.Event) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.events = append(f.events, ev)
+	return nil
+}
+
+func (f *fakeAPI) PatchPodStatus(context.Context, string, string, []byte) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.patches++
+	if f.patches <= f.failPatches {
+		return fmt.Errorf("%w: HTTP 500: etcd timeout", ErrAPI)
+	}
+	return nil
+}
+
+// TestConditionRetryDoesNotRepeatTheEvent: a report whose condition patch
+// failed is retried without a second event for the same outcome.
+func TestConditionRetryDoesNotRepeatTheEvent(t *testing.T) {
+	api := &fakeAPI{pod: corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: "default", UID: "u1"},
+		Spec: corev1.PodSpec{NodeName: "n1"}}, failPatches: 2}
+	c := &counts{reports: map[string]int{}}
+	r := New(Options{API: api, Node: "n1", Metrics: c, Log: logrus.NewEntry(logrus.New())})
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { r.Run(ctx); close(done) }()
+	t.Cleanup(func() { cancel(); <-done })
+	r.Report(plugin.PodReport{Pod: plugin.Pod{Name: "web", Namespace: "default", UID: "u1"}, Mapped: true, Endpoint: "EP1"})
+	deadline := time.Now().Add(10 * time.Second)
+	for c.get("condition/sent") == 0 {
+		if time.Now().After(deadline) {
+			t.Fatalf("the condition was never set: %v", c.snapshot())
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	api.mu.Lock()
+	defer api.mu.Unlock()
+	if len(api.events) != 1 || api.patches != 3 {
+		t.Fatalf("%d events and %d patches, want 1 event and 3 patches (2 failed)", len(api.events), api.patches)
+	}
+	ev := api.events[0]
+	if ev.Regarding.Name != "web" || ev.Regarding.UID != "u1" || ev.Reason != ReasonMapped || ev.Type != corev1.EventTypeNormal ||
+		ev.ReportingInstance != "nri-hcn-portmap-n1" || ev.EventTime.IsZero() {
+		t.Fatalf("event: %+v", ev)
+	}
+}
+
+// TestRESTAPIErrors: an error status from the API server is ErrAPI with
+// the server's own message and the object named.
+func TestRESTAPIErrors(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.WriteHeader(http.StatusForbidden)
+		_ = json.NewEncoder(w).Encode(metav1.Status{Status: "Failure", Code: 403,
+			Message: `pods "web" is forbidden: User "system:serviceaccount:kube-system:x" cannot get resource "pods"`})
+	}))
+	t.Cleanup(srv.Close)
+	api, err := NewRESTAPI(&rest.Config{Host: srv.URL})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = api.GetPod(context.Background(), "default", "web")
+	if !errors.Is(err, ErrAPI) || !strings.Contains(err.Error(), "default/web") || !strings.Contains(err.Error(), "cannot get resource") ||
+		!strings.Contains(err.Error(), "403") {
+		t.Fatalf("GetPod: %v", err)
 	}
 }
