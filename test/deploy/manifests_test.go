@@ -205,8 +205,8 @@ func TestChartValues(t *testing.T) {
 
 // TestChartRBAC: the DaemonSet reports to the API server under its own
 // ServiceAccount, with the node name from the downward API and least
-// privilege: pods get/list, pods/status patch, events create/patch in both
-// event APIs; nothing else. kubernetes.enabled=false renders none of it.
+// privilege: pods get, pods/status patch, events.k8s.io events create;
+// nothing else. kubernetes.enabled=false renders none of it.
 func TestChartRBAC(t *testing.T) {
 	o := decodeAll(t, render(t, "nri-hcn-portmap"))
 	if cfg := configOf(t, o); !cfg.Kubernetes.Enabled || cfg.Kubernetes.Kubeconfig != "" {
@@ -217,10 +217,9 @@ func TestChartRBAC(t *testing.T) {
 	}
 	sa, role, b := o.serviceAccounts[0], o.clusterRoles[0], o.bindings[0]
 	want := []rbacv1.PolicyRule{
-		{APIGroups: []string{""}, Resources: []string{"pods"}, Verbs: []string{"get", "list"}},
+		{APIGroups: []string{""}, Resources: []string{"pods"}, Verbs: []string{"get"}},
 		{APIGroups: []string{""}, Resources: []string{"pods/status"}, Verbs: []string{"patch"}},
-		{APIGroups: []string{"events.k8s.io"}, Resources: []string{"events"}, Verbs: []string{"create", "patch"}},
-		{APIGroups: []string{""}, Resources: []string{"events"}, Verbs: []string{"create", "patch"}},
+		{APIGroups: []string{"events.k8s.io"}, Resources: []string{"events"}, Verbs: []string{"create"}},
 	}
 	if !reflect.DeepEqual(role.Rules, want) {
 		t.Errorf("ClusterRole rules %+v, want exactly %+v", role.Rules, want)
