@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"testing"
+	"time"
 
 	"github.com/nri-hcn-portmap/nri-hcn-portmap/hcn"
 	"github.com/nri-hcn-portmap/nri-hcn-portmap/hcn/hcnsim"
@@ -26,6 +27,7 @@ func TestRandomFaultsConverge(t *testing.T) {
 		t.Run(fmt.Sprintf("seed=%d", seed), func(t *testing.T) {
 			rng := rand.New(rand.NewPCG(seed, 42))
 			f := newFixture(t)
+			f.core.opt.Deadline = 10 * time.Second
 			var pods []Pod
 			for i := range 12 {
 				pods = append(pods, f.sandbox(fmt.Sprintf("p%02d", i), fmt.Sprintf("%d:80,%d:53/udp", 9000+i, 9100+i)))
@@ -42,8 +44,10 @@ func TestRandomFaultsConverge(t *testing.T) {
 				}
 				p := pods[rng.IntN(len(pods))]
 				switch rng.IntN(6) {
-				case 0, 1, 2:
+				case 0, 1:
 					_, _ = f.core.Ensure(ctx, p)
+				case 2: // the runtime's start: through the queue, the endpoint created during the lookup
+					_ = f.core.StartPod(ctx, p)
 				case 3:
 					_, _ = f.core.Remove(ctx, p)
 				case 4: // the pod stops: containerd deletes its namespace
