@@ -340,10 +340,7 @@ type Ahead struct {
 // create is not returned here but by Attach, once the caller knows the
 // namespace.
 func (m *Manager) CreateAhead(ctx context.Context, sandboxID string, policies []PortMappingPolicy) (a *Ahead, ok bool) {
-	m.mu.Lock()
-	fresh := m.loaded && !m.dirty[sandboxID] && len(m.known[sandboxID]) == 0
-	m.mu.Unlock()
-	if !fresh {
+	if !m.Fresh(sandboxID) {
 		return nil, false
 	}
 	a = &Ahead{m: m, name: m.EndpointName(sandboxID), id: sandboxID}
@@ -358,6 +355,15 @@ func (m *Manager) CreateAhead(ctx context.Context, sandboxID string, policies []
 		m.remember(sandboxID, []Endpoint{*a.ep}, nil) // unattached until Attach
 	}
 	return a, true
+}
+
+// Fresh reports whether the sandbox is known to have no endpoint: the
+// cache is trusted (a full listing was taken and the sandbox's last
+// operation did not fail) and holds none for it.
+func (m *Manager) Fresh(sandboxID string) bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.loaded && !m.dirty[sandboxID] && len(m.known[sandboxID]) == 0
 }
 
 // Attach attaches the endpoint to ns, or returns why it could not be

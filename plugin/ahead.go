@@ -22,7 +22,7 @@ import (
 // the sequential path's.
 func (c *Core) startAhead(ctx context.Context, p Pod) (ch Change, err error, handled bool) {
 	if p.Partial || !p.parsed || len(p.annotated) == 0 || c.opt.Inputs.CRI ||
-		slices.Contains(c.opt.HyperVHandlers, p.RuntimeHandler) || c.stopped.has(p.ID) {
+		slices.Contains(c.opt.HyperVHandlers, p.RuntimeHandler) || c.stopped.has(p.ID) || !c.mgr.Fresh(p.ID) {
 		return NoChange, nil, false
 	}
 	if pol := c.policy.Load(); pol != nil && pol.Admit(admission.Pod{Namespace: p.Namespace, Labels: p.Labels}, p.annotated) != nil {

@@ -110,7 +110,8 @@ func TestStartAheadUndoesWhatTheLookupRules(t *testing.T) {
 
 // The early create applies only to a sandbox the cache knows to have no
 // endpoint: before the first full listing, and for a sandbox with
-// endpoints, the start sorts existing endpoints out first.
+// endpoints, the start sorts existing endpoints out first, asking
+// containerd once.
 func TestStartAheadOnlyForAFreshSandbox(t *testing.T) {
 	f := newFixture(t) // not loaded
 	f.core.opt.Deadline = 5 * time.Second
@@ -124,11 +125,16 @@ func TestStartAheadOnlyForAFreshSandbox(t *testing.T) {
 		PortMappings: []hcn.PortMappingPolicy{{InternalPort: 80, ExternalPort: 9999, Protocol: 6}}}, ""); err != nil {
 		t.Fatal(err)
 	}
+	lookups := 0
+	f.store.onSandbox = func(string) { lookups++ }
 	if err := f.core.StartPod(ctx, p); err != nil {
 		t.Fatal(err)
 	}
 	eps := f.endpoints("a")
 	if len(eps) != 1 || eps[0].PortMappings[0].ExternalPort != 8080 || eps[0].Namespace == "" {
 		t.Fatalf("endpoints: %+v", eps)
+	}
+	if lookups != 1 {
+		t.Fatalf("containerd asked %d times for the sandbox, want once", lookups)
 	}
 }
