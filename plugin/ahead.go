@@ -54,11 +54,11 @@ func (c *Core) startAhead(ctx context.Context, p Pod) (ch Change, err error, han
 	}
 	r := &resolved{pod: p, sb: l.sb, known: true, mappings: p.annotated}
 	if l.err != nil || r.sb.NetNS == "" || c.hyperV(r) != "" || c.stopped.has(p.ID) {
-		if err := ahead.Drop(ctx); err != nil {
-			undo()
+		err := ahead.Drop(ctx)
+		undo()
+		if err != nil {
 			return NoChange, fmt.Errorf("pod %s: %w", p, err), true // transient: retried on the sequential path
 		}
-		undo()
 		return NoChange, nil, false
 	}
 	ep, outcome, err := ahead.Attach(ctx, r.sb.NetNS)

@@ -77,6 +77,14 @@ func TestStartAheadUndoesWhatTheLookupRules(t *testing.T) {
 			f.store.sbs[p.ID].NetNS = ""
 			_ = f.sim.InjectFault(hcnsim.Fault{Op: hcnsim.OpCreateEndpoint, Kind: "invalid", Count: 1})
 		}, nil},
+		{"no Windows namespace, the early endpoint's delete fails once", func(f *fixture, p Pod) {
+			f.store.sbs[p.ID].NetNS = ""
+			_ = f.sim.InjectFault(hcnsim.Fault{Op: hcnsim.OpDeleteEndpoint, Kind: "internal", Count: 1})
+		}, nil},
+		{"Hyper-V isolated, the early endpoint's delete fails once", func(f *fixture, p Pod) {
+			f.store.sbs[p.ID].HyperV = "OCI spec: Windows.HyperV is set"
+			_ = f.sim.InjectFault(hcnsim.Fault{Op: hcnsim.OpDeleteEndpoint, Kind: "internal", Count: 1})
+		}, ErrHyperV},
 		{"create refused", func(f *fixture, _ Pod) {
 			_ = f.sim.InjectFault(hcnsim.Fault{Op: hcnsim.OpCreateEndpoint, Kind: "invalid", Count: 1})
 		}, hcn.ErrInvalid},

@@ -226,12 +226,13 @@ func (c *Core) run(ctx context.Context, w *work) (Change, error) {
 	case workStop:
 		return c.stopNow(ctx, w.pod)
 	case workStart:
-		if w.attempts > 0 && !c.stillLive(ctx, w.pod.ID) {
-			c.PodLog(w.pod).Info("sandbox gone while retrying; giving up")
-			return NoChange, nil
-		}
 		unlock := c.locks.lock(w.pod.ID)
 		defer unlock()
+		if w.attempts > 0 && !c.stillLive(ctx, w.pod.ID) {
+			// what an earlier attempt could not delete goes with it
+			c.PodLog(w.pod).Info("sandbox gone while retrying; giving up")
+			return NoChange, c.dropEarly(ctx, w.pod)
+		}
 		if w.attempts == 0 {
 			if ch, err, handled := c.startAhead(ctx, w.pod); handled {
 				return ch, err

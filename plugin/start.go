@@ -92,6 +92,9 @@ func (c *Core) applyResolved(ctx context.Context, r *resolved) (Change, error) {
 		return NoChange, nil
 	}
 	if why := c.hyperV(r); why != "" {
+		if err := c.dropEarly(ctx, r.pod); err != nil {
+			return NoChange, fmt.Errorf("pod %s: %w", r.pod, err)
+		}
 		log.WithField("isolation", why).Warn("Hyper-V isolated pod: host ports refused")
 		return NoChange, fmt.Errorf("pod %s: %w (%s): its utility VM takes the namespace's endpoints only when it starts, "+
 			"so an endpoint added now would never reach it; map host ports of Hyper-V pods with the CNI's portMappings", r.pod, ErrHyperV, why)
@@ -150,6 +153,18 @@ func (c *Core) attached(r *resolved, ep *hcn.Endpoint, outcome hcn.Outcome, poli
 	}
 	log.WithFields(logrus.Fields{"mappings": fmt.Sprint(r.mappings), "outcome": outcome.String()}).Info("endpoint attached")
 	return Built
+}
+
+// dropEarly deletes, for a sandbox that gets no endpoint, one that an early
+// create (startAhead) made and could not delete: the manager then no longer
+// vouches that the sandbox has none, and HNS is asked. A sandbox it knows to
+// have none costs no call.
+func (c *Core) dropEarly(ctx context.Context, p Pod) error {
+	if c.mgr.Fresh(p.ID) {
+		return nil
+	}
+	_, err := c.mgr.Remove(ctx, p.ID)
+	return err
 }
 
 // notProvided drops the policies another endpoint of the pod's namespace
