@@ -6,7 +6,6 @@ import (
 	"slices"
 
 	"github.com/nri-hcn-portmap/nri-hcn-portmap/hcn"
-	"github.com/nri-hcn-portmap/nri-hcn-portmap/plugin/admission"
 )
 
 // startAhead gives a started pod its endpoint with the HNS create running
@@ -25,15 +24,11 @@ func (c *Core) startAhead(ctx context.Context, p Pod) (ch Change, err error, han
 		slices.Contains(c.opt.HyperVHandlers, p.RuntimeHandler) || c.stopped.has(p.ID) || !c.mgr.Fresh(p.ID) {
 		return NoChange, nil, false
 	}
-	if pol := c.policy.Load(); pol != nil && pol.Admit(admission.Pod{Namespace: p.Namespace, Labels: p.Labels}, p.annotated) != nil {
-		return NoChange, nil, false
+	if c.admit(p, p.annotated) != nil {
+		return NoChange, nil, false // denied on the sequential path, which says so
 	}
 	policies := hcn.BuildPolicies(p.annotated, c.opt.Policy)
-	name := ""
-	if p.Name != "" {
-		name = p.Namespace + "/" + p.Name
-	}
-	undo, err := c.ports.reserve(p.ID, name, policies)
+	undo, err := c.reserve(p, policies)
 	if err != nil {
 		return NoChange, nil, false // conflicts are decided (and reclaimed) on the sequential path
 	}

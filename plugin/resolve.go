@@ -82,13 +82,30 @@ func (c *Core) resolve(ctx context.Context, p Pod) (*resolved, error) {
 			return r, fmt.Errorf("pod %s: %w: %w", r.pod, ErrInvalidPod, err)
 		}
 	}
-	if pol := c.policy.Load(); pol != nil {
-		if err := pol.Admit(admission.Pod{Namespace: r.pod.Namespace, Labels: r.pod.Labels}, r.mappings); err != nil {
-			c.PodLog(r.pod).WithError(err).Warn("host ports denied")
-			return r, fmt.Errorf("pod %s: %w", r.pod, err)
-		}
+	if err := c.admit(r.pod, r.mappings); err != nil {
+		c.PodLog(r.pod).WithError(err).Warn("host ports denied")
+		return r, fmt.Errorf("pod %s: %w", r.pod, err)
 	}
 	return r, nil
+}
+
+// admit applies the node's host-port admission policy to the pod's mappings.
+func (c *Core) admit(p Pod, ms []hcn.PortMapping) error {
+	pol := c.policy.Load()
+	if pol == nil {
+		return nil
+	}
+	return pol.Admit(admission.Pod{Namespace: p.Namespace, Labels: p.Labels}, ms)
+}
+
+// reserve takes the pod's host ports in the index, named after the pod
+// when its name is known (for the conflict message of the next pod).
+func (c *Core) reserve(p Pod, policies []hcn.PortMappingPolicy) (undo func(), err error) {
+	name := ""
+	if p.Name != "" {
+		name = p.Namespace + "/" + p.Name
+	}
+	return c.ports.reserve(p.ID, name, policies)
 }
 
 // describeHolder fills in the holder's pod name from containerd when the

@@ -116,15 +116,11 @@ func (c *Core) applyResolved(ctx context.Context, r *resolved) (Change, error) {
 			return NoChange, nil
 		}
 	}
-	name := ""
-	if r.pod.Name != "" {
-		name = r.pod.Namespace + "/" + r.pod.Name
-	}
-	undo, err := c.ports.reserve(r.pod.ID, name, policies)
+	undo, err := c.reserve(r.pod, policies)
 	if err != nil {
 		switch c.reclaim(ctx, err) {
 		case reclaimed:
-			undo, err = c.ports.reserve(r.pod.ID, name, policies)
+			undo, err = c.reserve(r.pod, policies)
 		case holderBusy:
 			// the holder's own start or stop runs now: try again after it
 			return NoChange, fmt.Errorf("pod %s: %w: %w", r.pod, errHolderBusy, err)
