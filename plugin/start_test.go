@@ -74,8 +74,22 @@ func TestStartPodRetriesTransientFailures(t *testing.T) {
 	}
 }
 
+// TestStartPodFinalErrorsFailAtOnce: before and after the first listing
+// (after it, a start may create the endpoint during the containerd lookup:
+// not for a pod that is refused anyway).
 func TestStartPodFinalErrorsFailAtOnce(t *testing.T) {
-	f := newFixture(t)
+	for _, listed := range []bool{false, true} {
+		t.Run(fmt.Sprintf("listed=%v", listed), func(t *testing.T) {
+			f := loaded
+			if !listed {
+				f = newFixture
+			}
+			testStartPodFinalErrorsFailAtOnce(t, f(t))
+		})
+	}
+}
+
+func testStartPodFinalErrorsFailAtOnce(t *testing.T, f *fixture) {
 	pol, err := admission.Compile(admission.DefaultRules())
 	if err != nil {
 		t.Fatal(err)
