@@ -20,8 +20,11 @@ import (
 // early endpoint deleted first: handled is false then, and the outcome is
 // the sequential path's.
 func (c *Core) startAhead(ctx context.Context, p Pod) (ch Change, err error, handled bool) {
-	if p.Partial || !p.parsed || len(p.annotated) == 0 || c.opt.Inputs.CRI ||
-		slices.Contains(c.opt.HyperVHandlers, p.RuntimeHandler) || c.stopped.has(p.ID) || !c.mgr.Fresh(p.ID) {
+	// parsed: the fast path read the mappings from the runtime's request
+	// (never for a partial pod or with Kubernetes hostPorts as an input)
+	if !p.parsed || len(p.annotated) == 0 || !c.mgr.Fresh(p.ID) ||
+		// would only be created to be deleted
+		slices.Contains(c.opt.HyperVHandlers, p.RuntimeHandler) || c.stopped.has(p.ID) {
 		return NoChange, nil, false
 	}
 	if c.admit(p, p.annotated) != nil {
