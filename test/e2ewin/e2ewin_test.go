@@ -137,26 +137,26 @@ func (r *rig) wantEndpoint(id string, ns hcn.GUID, want []hcn.PortMappingPolicy)
 
 func (r *rig) wantNoEndpoint(id string) {
 	r.t.Helper()
-	if err := harness.Eventually(r.ctx, 20*time.Second, func() error {
-		if eps := r.ours(id); len(eps) != 0 {
-			return fmt.Errorf("HNS still holds %+v", eps)
-		}
-		return nil
-	}); err != nil {
+	if err := harness.Eventually(r.ctx, 20*time.Second, r.noEndpoint(id)); err != nil {
 		r.t.Fatal(err)
 	}
+	r.neverEndpoint(id) // and it stays gone
 }
 
 // neverEndpoint holds over a window: nothing is built for the pod.
 func (r *rig) neverEndpoint(id string) {
 	r.t.Helper()
-	if err := harness.Consistently(r.ctx, time.Second, func() error {
+	if err := harness.Consistently(r.ctx, time.Second, r.noEndpoint(id)); err != nil {
+		r.t.Fatal(err)
+	}
+}
+
+func (r *rig) noEndpoint(id string) func() error {
+	return func() error {
 		if eps := r.ours(id); len(eps) != 0 {
 			return fmt.Errorf("HNS holds %+v", eps)
 		}
 		return nil
-	}); err != nil {
-		r.t.Fatal(err)
 	}
 }
 
