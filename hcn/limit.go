@@ -15,9 +15,6 @@ type Limiter struct{ slots chan struct{} }
 // NewLimiter allows n calls at a time (n < 1: one).
 func NewLimiter(n int) *Limiter { return &Limiter{slots: make(chan struct{}, max(n, 1))} }
 
-// Cap is how many calls may run at once.
-func (l *Limiter) Cap() int { return cap(l.slots) }
-
 // InFlight is how many calls hold a slot now.
 func (l *Limiter) InFlight() int { return len(l.slots) }
 
@@ -37,7 +34,7 @@ func (l *Limiter) acquire(ctx context.Context, call string) error {
 func (l *Limiter) release() { <-l.slots }
 
 // Limited wraps a Service whose calls end when they return (the simulator)
-// so that at most lim.Cap() run at once. The Windows adapter takes the
+// so that at most lim's slots run at once. The Windows adapter takes the
 // limiter itself (NewWindowsService), because an HNS call it gave up on
 // keeps running inside HNS and must keep its slot until HNS answers.
 func Limited(svc Service, lim *Limiter) Service {
