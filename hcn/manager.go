@@ -212,7 +212,7 @@ func (m *Manager) Ensure(ctx context.Context, d Desired) (ep *Endpoint, out Outc
 	if err != nil {
 		return nil, Unchanged, err
 	}
-	t, err := m.target(ctx, d)
+	spec, err := m.spec(ctx, d)
 	if err != nil {
 		return nil, Unchanged, err
 	}
@@ -220,14 +220,14 @@ func (m *Manager) Ensure(ctx context.Context, d Desired) (ep *Endpoint, out Outc
 	// belongs (a late-created duplicate must not replace a working one).
 	var keep *Endpoint
 	for i := range existing {
-		if ep := &existing[i]; t.matches(ep) && ep.Namespace == d.Namespace {
+		if ep := &existing[i]; m.matches(ep, spec) && ep.Namespace == d.Namespace {
 			keep = ep
 			break
 		}
 	}
 	if keep == nil {
 		for i := range existing {
-			if ep := &existing[i]; t.matches(ep) && ep.Namespace == "" {
+			if ep := &existing[i]; m.matches(ep, spec) && ep.Namespace == "" {
 				keep = ep
 				break
 			}
@@ -247,62 +247,60 @@ func (m *Manager) Ensure(ctx context.Context, d Desired) (ep *Endpoint, out Outc
 	ep = keep
 	if ep == nil {
 		outcome = Created
-		if ep, err = m.create(ctx, t); err != nil {
+		if ep, err = m.create(ctx, spec); err != nil {
 			return nil, Unchanged, err
 		}
 	}
-	if err := m.attach(ctx, t.spec.Name, ep, d.Namespace); err != nil {
+	if err := m.attach(ctx, spec.Name, ep, d.Namespace); err != nil {
 		return nil, Unchanged, err
 	}
 	return ep, outcome, nil
 }
 
-// target is the endpoint a Desired asks for, on the network as it is now.
-type target struct {
-	spec    EndpointSpec
-	matches func(*Endpoint) bool // an existing endpoint is this one (attached or not)
+// matches reports whether an existing endpoint (attached or not) is the
+// one spec describes.
+func (m *Manager) matches(ep *Endpoint, spec EndpointSpec) bool {
+	return ep.NetworkID == spec.NetworkID && ep.OutboundNAT == spec.OutboundNAT && SamePolicies(ep.PortMappings, spec.PortMappings) &&
+		SameRoutes(ep.Routes, spec.Routes) && len(ep.DNSServers) == 0
 }
 
-func (m *Manager) target(ctx context.Context, d Desired) (target, error) {
+// spec is the endpoint a Desired asks for, on the network as it is now.
+func (m *Manager) spec(ctx context.Context, d Desired) (EndpointSpec, error) {
 	netID, err := m.EnsureNetwork(ctx)
 	if err != nil {
-		return target{}, err
+		return EndpointSpec{}, err
 	}
 	routes, err := m.routes()
 	if err != nil {
-		return target{}, err
+		return EndpointSpec{}, err
 	}
-	t := target{spec: EndpointSpec{Name: m.EndpointName(d.SandboxID), NetworkID: netID, PortMappings: d.Policies,
-		OutboundNAT: m.cfg.OutboundNAT, Routes: routes}}
-	t.matches = func(ep *Endpoint) bool {
-		return ep.NetworkID == t.spec.NetworkID && ep.OutboundNAT == m.cfg.OutboundNAT && SamePolicies(ep.PortMappings, d.Policies) &&
-			SameRoutes(ep.Routes, t.spec.Routes) && len(ep.DNSServers) == 0
-	}
-	return t, nil
+	return EndpointSpec{Name: m.EndpointName(d.SandboxID), NetworkID: netID, PortMappings: d.Policies,
+		OutboundNAT: m.cfg.OutboundNAT, Routes: routes}, nil
 }
 
-// create creates t's endpoint, unattached. A network gone under us (HNS
+// create creates spec's endpoint, unattached. A network gone under us (HNS
 // restart, operator) is looked up (or created) again, once; a create that
 // failed but took effect (a lost answer, a timeout) is found by name.
-func (m *Manager) create(ctx context.Context, t target) (*Endpoint, error) {
-	ep, err := m.svc.CreateEndpoint(ctx, t.spec)
+func (m *Manager) create(ctx context.Context, spec EndpointSpec) (*Endpoint, error) {
+	ep, err := m.svc.CreateEndpoint(ctx, spec)
 	if errors.Is(err, ErrNotFound) {
 		m.forgetNetwork()
-		if t.spec.NetworkID, err = m.EnsureNetwork(ctx); err != nil {
+		if spec.NetworkID, err = m.EnsureNetwork(ctx); err != nil {
 			return nil, err
 		}
-		if t.spec.Routes, err = m.routes(); err != nil { // a new network, maybe a new gateway
+		if spec.Routes, err = m.routes(); err != nil { // a new network, maybe a new gateway
 			return nil, err
 		}
-		ep, err = m.svc.CreateEndpoint(ctx, t.spec)
+		ep, err = m.svc.CreateEndpoint(ctx, spec)
 	}
 	if err != nil {
 		// the endpoint is ours by name, and it also explains a port
 		// conflict with ourselves
-		if late := m.findLate(ctx, t.spec.Name, t.matches); late != nil {
+		// (on the network as it is after a re-lookup)
+		if late := m.findLate(ctx, spec); late != nil {
 			return late, nil
 		}
-		return nil, stepErr(StepCreateEndpoint, t.spec.Name, err)
+		return nil, stepErr(StepCreateEndpoint, spec.Name, err)
 	}
 	return ep, nil
 }
@@ -344,9 +342,9 @@ func (m *Manager) CreateAhead(ctx context.Context, sandboxID string, policies []
 		return nil, false
 	}
 	a = &Ahead{m: m, name: m.EndpointName(sandboxID), id: sandboxID}
-	t, err := m.target(ctx, Desired{SandboxID: sandboxID, Policies: policies})
+	spec, err := m.spec(ctx, Desired{SandboxID: sandboxID, Policies: policies})
 	if err == nil {
-		a.ep, err = m.create(ctx, t)
+		a.ep, err = m.create(ctx, spec)
 	}
 	a.err = err
 	if err != nil {
@@ -399,13 +397,13 @@ func (a *Ahead) Drop(ctx context.Context) error {
 
 // findLate looks for an unattached endpoint of ours that a failed create
 // left behind.
-func (m *Manager) findLate(ctx context.Context, name string, matches func(*Endpoint) bool) *Endpoint {
-	eps, err := m.byName(ctx, name)
+func (m *Manager) findLate(ctx context.Context, spec EndpointSpec) *Endpoint {
+	eps, err := m.byName(ctx, spec.Name)
 	if err != nil {
 		return nil
 	}
 	for i := range eps {
-		if matches(&eps[i]) && eps[i].Namespace == "" {
+		if m.matches(&eps[i], spec) && eps[i].Namespace == "" {
 			return &eps[i]
 		}
 	}

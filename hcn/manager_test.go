@@ -50,6 +50,7 @@ func TestManager(t *testing.T) {
 		{"EnsureKeepsAttachedAndDropsStrays", testEnsureKeepsAttachedAndDropsStrays},
 		{"BoundedGivesUpOnSlowHNS", testBoundedGivesUpOnSlowHNS},
 		{"EnsureAdoptsEndpointOfALostCreateAnswer", testEnsureAdoptsEndpointOfALostCreateAnswer},
+		{"EnsureAdoptsALostCreateOnARecreatedNetwork", testEnsureAdoptsALostCreateOnARecreatedNetwork},
 		{"KnownEndpointsSaveHNSCalls", testKnownEndpointsSaveHNSCalls},
 		{"KnownEndpointsRecheckedAfterExternalChange", testKnownEndpointsRecheckedAfterExternalChange},
 		{"ConcurrentStartsCreateOneNetwork", testConcurrentStartsCreateOneNetwork},
@@ -406,6 +407,29 @@ func testEnsureAdoptsEndpointOfALostCreateAnswer(t *testing.T, hns func() *hcnsi
 	}
 	if got := ours(t, sim, mgr, "sb1"); got == nil || got.ID != ep.ID || got.Namespace != ns {
 		t.Fatalf("HCN holds %+v, want the late endpoint attached", got)
+	}
+}
+
+// The network vanished and was created again, and the create on the new
+// network lost its answer: the late endpoint is recognized on the new
+// network, not compared with the old one.
+func testEnsureAdoptsALostCreateOnARecreatedNetwork(t *testing.T, hns func() *hcnsim.Sim) {
+	sim, mgr := setup(hns, true)
+	ns := sim.CreateNamespace("")
+	if _, _, err := mgr.Ensure(ctx, hcn.Desired{SandboxID: "sb1", Namespace: ns, Policies: web}); err != nil {
+		t.Fatal(err)
+	}
+	sim.Reset()
+	sim.CreateNamespace(ns.String())
+	// the first create finds the network gone; the second takes effect and
+	// loses its answer
+	_ = sim.InjectFault(hcnsim.Fault{Op: hcnsim.OpCreateEndpoint, Kind: "unavailable", After: true, Count: 2})
+	ep, out, err := mgr.Ensure(ctx, hcn.Desired{SandboxID: "sb2", Namespace: ns, Policies: web2})
+	if err != nil || out != hcn.Created {
+		t.Fatalf("Ensure = %v, %v", out, err)
+	}
+	if got := ours(t, sim, mgr, "sb2"); got == nil || got.ID != ep.ID || got.Namespace != ns || got.NetworkID != sim.State().Networks[0].ID {
+		t.Fatalf("HCN holds %+v, want the late endpoint on the new network, attached", got)
 	}
 }
 
