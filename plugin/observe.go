@@ -49,6 +49,8 @@ func Classify(err error) string {
 		return ClassHyperV
 	case errors.Is(err, ErrInvalidPod):
 		return ClassInvalid
+	case errors.Is(err, errHolderUnknown):
+		return ClassError // not known to be a conflict
 	case errors.Is(err, ErrPortConflict):
 		return ClassConflict
 	case errors.Is(err, ErrDeadline):

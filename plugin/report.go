@@ -46,7 +46,7 @@ func (nopReporter) Report(PodReport) {}
 func failureReason(err error) string {
 	switch {
 	case errors.Is(err, ErrNotSandbox), errors.Is(err, ErrSandboxNotFound), hcn.NamespaceGone(err),
-		errors.Is(err, errHolderBusy), errors.Is(err, context.Canceled):
+		errors.Is(err, errHolderBusy), errors.Is(err, errHolderUnknown), errors.Is(err, context.Canceled):
 		return ""
 	case errors.Is(err, ErrHyperV):
 		return ReasonHyperV

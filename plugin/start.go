@@ -22,7 +22,7 @@ func transient(err error) bool {
 	if err == nil {
 		return false
 	}
-	if errors.Is(err, errHolderBusy) {
+	if errors.Is(err, errHolderBusy) || errors.Is(err, errHolderUnknown) {
 		return true
 	}
 	for _, final := range []error{ErrInvalidPod, admission.ErrDenied, ErrPortConflict, ErrSandboxNotFound, ErrNotSandbox} {
@@ -118,12 +118,14 @@ func (c *Core) applyResolved(ctx context.Context, r *resolved) (Change, error) {
 	}
 	undo, err := c.reserve(r.pod, policies)
 	if err != nil {
-		switch c.reclaim(ctx, err) {
+		switch res, cause := c.reclaim(ctx, err); res {
 		case reclaimed:
 			undo, err = c.reserve(r.pod, policies)
 		case holderBusy:
 			// the holder's own start or stop runs now: try again after it
 			return NoChange, fmt.Errorf("pod %s: %w: %w", r.pod, errHolderBusy, err)
+		case holderUnknown:
+			return NoChange, fmt.Errorf("pod %s: %w (%w): %w", r.pod, errHolderUnknown, cause, err)
 		}
 	}
 	if err != nil {
@@ -201,12 +203,18 @@ func (c *Core) hyperV(r *resolved) string {
 // now; retrying decides it (a stop frees the port).
 var errHolderBusy = errors.New("the pod holding the host port is being started or stopped")
 
+// errHolderUnknown: whether a conflict's holder still runs could not be
+// told (containerd or HNS failed while asked); retried a bounded number of
+// times, like an unclassified HNS failure, rather than taken for a conflict.
+var errHolderUnknown = errors.New("could not tell whether the pod holding the host port still runs")
+
 type reclaimResult int
 
 const (
-	holderLive reclaimResult = iota // a real conflict
-	reclaimed                       // the holder was gone: its ports are free now
-	holderBusy                      // the holder's work runs now: undecided
+	holderLive    reclaimResult = iota // a real conflict
+	reclaimed                          // the holder was gone: its ports are free now
+	holderBusy                         // the holder's work runs now: undecided
+	holderUnknown                      // asking about the holder failed: undecided
 )
 
 // reclaim frees the host ports of a conflict's holder when the holder is no
@@ -214,14 +222,14 @@ const (
 // down, not yet removed by the reconcile): its endpoint is removed at once,
 // so the new pod need not wait for the resync. A holder whose own work runs
 // now is left to it.
-func (c *Core) reclaim(ctx context.Context, err error) reclaimResult {
+func (c *Core) reclaim(ctx context.Context, err error) (reclaimResult, error) {
 	var ce *ConflictError
 	if !errors.As(err, &ce) {
-		return holderLive
+		return holderLive, nil
 	}
 	unlock, ok := c.locks.tryLock(ce.HolderID)
 	if !ok {
-		return holderBusy
+		return holderBusy, nil
 	}
 	defer unlock()
 	holder := Pod{ID: ce.HolderID}
@@ -230,19 +238,23 @@ func (c *Core) reclaim(ctx context.Context, err error) reclaimResult {
 		switch {
 		case errors.Is(serr, ErrSandboxNotFound):
 		case serr != nil:
-			return holderLive
+			return holderUnknown, serr
 		default:
-			if live, lerr := c.live(ctx, sb); lerr != nil || live {
-				return holderLive
+			live, lerr := c.live(ctx, sb)
+			if lerr != nil {
+				return holderUnknown, lerr
+			}
+			if live {
+				return holderLive, nil
 			}
 		}
 	}
 	if _, rerr := c.removeLocked(ctx, holder); rerr != nil {
 		c.PodLog(holder).WithError(rerr).Warn("could not free the host ports of a sandbox that is gone")
-		return holderLive
+		return holderUnknown, rerr
 	}
 	c.PodLog(holder).Info("freed the host ports of a sandbox that is gone, for a new pod")
-	return reclaimed
+	return reclaimed, nil
 }
 
 // StartPod is the runtime's RunPodSandbox: it gives the pod its endpoint

@@ -298,3 +298,29 @@ func TestHyperVPodsAreRefused(t *testing.T) {
 		})
 	}
 }
+
+// A conflict whose holder is gone but whose ports could not be freed at
+// once (HNS refused the delete) is not taken for a conflict: the start is
+// retried and takes the port.
+func TestConflictWithAHolderThatCannotBeFreedYetIsRetried(t *testing.T) {
+	f := newFixture(t)
+	f.core.opt.Deadline = 5 * time.Second
+	gone := f.sandbox("gone", "8080:80")
+	if err := f.core.StartPod(ctx, gone); err != nil {
+		t.Fatal(err)
+	}
+	f.store.mu.Lock()
+	delete(f.store.sbs, "gone") // vanished without a stop event
+	f.store.mu.Unlock()
+	_ = f.sim.InjectFault(hcnsim.Fault{Op: hcnsim.OpDeleteEndpoint, Kind: "in-use", Count: 1})
+	next := f.sandbox("next", "8080:80")
+	if err := f.core.StartPod(ctx, next); err != nil {
+		t.Fatalf("StartPod: %v, want the port once the vanished holder's endpoint is deleted", err)
+	}
+	if eps := f.endpoints("next"); len(eps) != 1 || eps[0].Namespace == "" {
+		t.Fatalf("next: %+v", eps)
+	}
+	if eps := f.endpoints("gone"); len(eps) != 0 {
+		t.Fatalf("the vanished holder keeps %+v", eps)
+	}
+}
