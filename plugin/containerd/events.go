@@ -80,9 +80,7 @@ func (s *EventSource) subscribe(ctx context.Context, healthy func()) error {
 	ns := s.store.Namespace()
 	sctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	filter := func(topic string) string { return fmt.Sprintf("namespace==%q,topic==%q", ns, topic) }
-	ch, errs := c.Subscribe(sctx, filter(TopicTaskStart), filter(TopicTaskExit), filter(TopicTaskDelete),
-		filter(TopicContainerDelete), filter(TopicProbe))
+	ch, errs := c.Subscribe(sctx, Filters(ns)...)
 	// Publish a probe until it comes back: then the subscription is live and
 	// a resync covers everything that happened before it.
 	probe := time.NewTicker(250 * time.Millisecond)
@@ -128,6 +126,48 @@ func (s *EventSource) subscribe(ctx context.Context, healthy func()) error {
 	}
 }
 
+// Filters are the subscription's filters: the topics the source acts on
+// (and its own probe), in containerd namespace ns only.
+func Filters(ns string) []string {
+	var out []string
+	for _, topic := range []string{TopicTaskStart, TopicTaskExit, TopicTaskDelete, TopicContainerDelete, TopicProbe} {
+		out = append(out, fmt.Sprintf("namespace==%q,topic==%q", ns, topic))
+	}
+	return out
+}
+
+// Action is what an event tells about a sandbox.
+type Action int
+
+// Actions.
+const (
+	Ignore  Action = iota // nothing the plugin acts on
+	Start                 // a task started: maybe a sandbox
+	Exit                  // a task's init process exited or its task was deleted: maybe a sandbox
+	Removed               // a container was deleted
+)
+
+// Decode says what an event payload tells: which container, and what
+// happened to it. An exec process's exit or deletion (its ID is not the
+// container's) is not the container's.
+func Decode(ev any) (id string, a Action) {
+	switch e := ev.(type) {
+	case *apievents.TaskStart:
+		return e.ContainerID, Start
+	case *apievents.TaskExit:
+		if e.ID == "" || e.ID == e.ContainerID { // the init process, not an exec
+			return e.ContainerID, Exit
+		}
+	case *apievents.TaskDelete:
+		if e.ID == "" || e.ID == e.ContainerID { // containerd 2.x sends no id for the init process
+			return e.ContainerID, Exit
+		}
+	case *apievents.ContainerDelete:
+		return e.ID, Removed
+	}
+	return "", Ignore
+}
+
 // handle hands an event to the core's work queue at once: the queue keeps
 // the order that matters per sandbox (a stop replaces a start not yet done,
 // and nothing starts a stopped sandbox again) and bounds the work, so an
@@ -141,19 +181,13 @@ func (s *EventSource) handle(topic string, payload typeurl.Any) {
 		s.log.WithError(err).WithField("topic", topic).Warn("undecodable containerd event")
 		return
 	}
-	switch e := ev.(type) {
-	case *apievents.TaskStart:
-		s.started(e.ContainerID)
-	case *apievents.TaskExit:
-		if e.ID == "" || e.ID == e.ContainerID { // the init process, not an exec
-			s.stopped(topic, e.ContainerID, true)
-		}
-	case *apievents.TaskDelete:
-		if e.ID == "" || e.ID == e.ContainerID {
-			s.stopped(topic, e.ContainerID, true)
-		}
-	case *apievents.ContainerDelete:
-		s.stopped(topic, e.ID, false)
+	switch id, a := Decode(ev); a {
+	case Start:
+		s.started(id)
+	case Exit:
+		s.stopped(topic, id, true)
+	case Removed:
+		s.stopped(topic, id, false)
 	}
 }
 

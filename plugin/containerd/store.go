@@ -226,13 +226,20 @@ func (s *Store) TaskState(ctx context.Context, id string) (plugin.TaskState, err
 	if err != nil {
 		return plugin.TaskUnknown, fmt.Errorf("reading task of %s from containerd: %w", id, err)
 	}
-	switch resp.GetProcess().GetStatus() {
+	return TaskStateOf(resp.GetProcess().GetStatus()), nil
+}
+
+// TaskStateOf is what a containerd task status says of a sandbox: created,
+// running or paused tasks are live, a stopped one is not, and anything else
+// (unknown) leaves it to HCN (does the namespace exist).
+func TaskStateOf(s tasktypes.Status) plugin.TaskState {
+	switch s {
 	case tasktypes.Status_RUNNING, tasktypes.Status_CREATED, tasktypes.Status_PAUSED, tasktypes.Status_PAUSING:
-		return plugin.TaskRunning, nil
+		return plugin.TaskRunning
 	case tasktypes.Status_STOPPED:
-		return plugin.TaskStopped, nil
+		return plugin.TaskStopped
 	}
-	return plugin.TaskUnknown, nil
+	return plugin.TaskUnknown
 }
 
 // ListSandboxes implements plugin.SandboxStore.

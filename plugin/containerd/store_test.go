@@ -5,6 +5,9 @@ import (
 	"path/filepath"
 	"testing"
 
+	tasktypes "github.com/containerd/containerd/api/types/task"
+	"github.com/nri-hcn-portmap/nri-hcn-portmap/plugin"
+
 	"github.com/Microsoft/hcsshim/cmd/containerd-shim-runhcs-v1/options"
 	"google.golang.org/protobuf/proto"
 )
@@ -80,5 +83,23 @@ func TestHyperVIsolation(t *testing.T) {
 				t.Fatalf("hyperVIsolation = %q, want Hyper-V %v", got, tt.hyperV)
 			}
 		})
+	}
+}
+
+func TestTaskStateOf(t *testing.T) {
+	for _, tc := range []struct {
+		status tasktypes.Status
+		want   plugin.TaskState
+	}{
+		{tasktypes.Status_CREATED, plugin.TaskRunning},
+		{tasktypes.Status_RUNNING, plugin.TaskRunning},
+		{tasktypes.Status_PAUSING, plugin.TaskRunning},
+		{tasktypes.Status_PAUSED, plugin.TaskRunning},
+		{tasktypes.Status_STOPPED, plugin.TaskStopped},
+		{tasktypes.Status_UNKNOWN, plugin.TaskUnknown},
+	} {
+		if got := TaskStateOf(tc.status); got != tc.want {
+			t.Errorf("TaskStateOf(%v) = %v, want %v", tc.status, got, tc.want)
+		}
 	}
 }
