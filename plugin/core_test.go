@@ -27,6 +27,9 @@ type memStore struct {
 	onSandbox func(id string)
 	// onList, when set, runs on every ListSandboxes (outside the lock).
 	onList func()
+	// failSandbox, when set, is every Sandbox lookup's error (containerd
+	// unreachable).
+	failSandbox error
 }
 
 func (s *memStore) Sandbox(_ context.Context, id string) (*SandboxInfo, error) {
@@ -35,6 +38,9 @@ func (s *memStore) Sandbox(_ context.Context, id string) (*SandboxInfo, error) {
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if s.failSandbox != nil {
+		return nil, s.failSandbox
+	}
 	sb, ok := s.sbs[id]
 	if !ok {
 		return nil, ErrSandboxNotFound

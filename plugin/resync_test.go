@@ -32,7 +32,11 @@ func TestResyncRequestsAreMerged(t *testing.T) {
 	f.store.onList = func() { listed <- struct{}{}; <-release }
 	go r.Run(ctx)
 	r.Trigger("subscribed")
-	<-listed // it runs
+	select { // it runs
+	case <-listed:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the triggered resync never listed the sandboxes")
+	}
 	for range 20 {
 		r.Trigger("subscribed") // containerd flaps
 	}

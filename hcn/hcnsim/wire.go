@@ -10,6 +10,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"slices"
 	"strings"
 	"time"
 
@@ -138,6 +139,13 @@ func Handler(s *Sim) http.Handler {
 	})
 	handle("sim/SetLatency", func(_ context.Context, r request) (response, error) {
 		s.SetLatency(time.Duration(r.LatencyMS) * time.Millisecond)
+		return response{}, nil
+	})
+	handle("sim/SetOpLatency", func(_ context.Context, r request) (response, error) {
+		if !slices.Contains(Ops(), r.Name) {
+			return response{}, fmt.Errorf("op latency: unknown op %q: %w", r.Name, hcn.ErrInvalid)
+		}
+		s.SetOpLatency(r.Name, time.Duration(r.LatencyMS)*time.Millisecond)
 		return response{}, nil
 	})
 	handle("sim/SetSerialized", func(_ context.Context, r request) (response, error) {
@@ -390,6 +398,13 @@ func (c *Client) InjectFault(ctx context.Context, f Fault) error {
 // SetLatency sets the simulator's per-call latency.
 func (c *Client) SetLatency(ctx context.Context, d time.Duration) error {
 	_, err := c.call(ctx, "sim/SetLatency", request{LatencyMS: d.Milliseconds()})
+	return err
+}
+
+// SetOpLatency sets the latency of one operation (0: back to the common
+// latency).
+func (c *Client) SetOpLatency(ctx context.Context, op string, d time.Duration) error {
+	_, err := c.call(ctx, "sim/SetOpLatency", request{Name: op, LatencyMS: d.Milliseconds()})
 	return err
 }
 

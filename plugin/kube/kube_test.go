@@ -109,6 +109,7 @@ type fakeAPI struct {
 	events      []*eventsv1.Event
 	patches     int
 	failPatches int
+	lastPatch   []byte
 }
 
 func (f *fakeAPI) GetPod(_ context.Context, ns, name string) (*corev1.Pod, error) {
@@ -128,10 +129,11 @@ func (f *fakeAPI) CreateEvent(_ context.Context, ev *eventsv1.Event) error {
 	return nil
 }
 
-func (f *fakeAPI) PatchPodStatus(context.Context, string, string, []byte) error {
+func (f *fakeAPI) PatchPodStatus(_ context.Context, _, _ string, patch []byte) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.patches++
+	f.lastPatch = patch
 	if f.patches <= f.failPatches {
 		return fmt.Errorf("%w: HTTP 500: etcd timeout", ErrAPI)
 	}
@@ -186,5 +188,54 @@ func TestRESTAPIErrors(t *testing.T) {
 	if !errors.Is(err, ErrAPI) || !strings.Contains(err.Error(), "default/web") || !strings.Contains(err.Error(), "cannot get resource") ||
 		!strings.Contains(err.Error(), "403") {
 		t.Fatalf("GetPod: %v", err)
+	}
+}
+
+// runReporter runs r until the test ends.
+func runReporter(t *testing.T, r *Reporter) {
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { r.Run(ctx); close(done) }()
+	t.Cleanup(func() { cancel(); <-done })
+}
+
+// A failure reaches the pod's owners as a Warning event whose reason says
+// mapping failed and whose note starts with why, and as the condition set
+// to False with that reason and the error as its message.
+func TestFailureIsAWarningAndAFalseCondition(t *testing.T) {
+	api := &fakeAPI{pod: corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: "default", UID: "u1"},
+		Spec: corev1.PodSpec{NodeName: "n1"}}}
+	c := &counts{reports: map[string]int{}}
+	r := New(Options{API: api, Node: "n1", Metrics: c, Log: logrus.NewEntry(logrus.New())})
+	runReporter(t, r)
+	cause := errors.New("pod default/web: host port *:8080->80/tcp is already held by pod default/old (sandbox abc)")
+	r.Report(plugin.PodReport{Pod: plugin.Pod{Name: "web", Namespace: "default", UID: "u1"}, Reason: plugin.ReasonConflict, Err: cause})
+	deadline := time.Now().Add(10 * time.Second)
+	for c.get("condition/sent") == 0 {
+		if time.Now().After(deadline) {
+			t.Fatalf("the condition was never set: %v", c.snapshot())
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	api.mu.Lock()
+	defer api.mu.Unlock()
+	if len(api.events) != 1 {
+		t.Fatalf("%d events, want 1", len(api.events))
+	}
+	ev := api.events[0]
+	if ev.Type != corev1.EventTypeWarning || ev.Reason != ReasonFailed || ev.Note != plugin.ReasonConflict+": "+cause.Error() {
+		t.Fatalf("event type %q, reason %q, note %q", ev.Type, ev.Reason, ev.Note)
+	}
+	var patch struct {
+		Status struct {
+			Conditions []corev1.PodCondition `json:"conditions"`
+		} `json:"status"`
+	}
+	if err := json.Unmarshal(api.lastPatch, &patch); err != nil {
+		t.Fatal(err)
+	}
+	if cs := patch.Status.Conditions; len(cs) != 1 || cs[0].Type != ConditionType || cs[0].Status != corev1.ConditionFalse ||
+		cs[0].Reason != plugin.ReasonConflict || cs[0].Message != cause.Error() {
+		t.Fatalf("condition patch %s", api.lastPatch)
 	}
 }

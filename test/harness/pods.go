@@ -111,11 +111,17 @@ func (e *Env) CreateSandbox(ctx context.Context, p Pod) (hcn.GUID, error) {
 	if err != nil {
 		return "", err
 	}
-	opts = append(opts, client.WithContainerExtension(request.ExtensionMetadata, &anypb.Any{TypeUrl: criMetadataTypeURL, Value: meta}))
+	opts = append(opts, WithCRIMetadata(meta))
 	if _, err := e.Ctr.NewContainer(namespaces.WithNamespace(ctx, K8s), p.ID, opts...); err != nil {
 		return "", fmt.Errorf("creating sandbox container %s: %w", p.ID, err)
 	}
 	return guid, nil
+}
+
+// WithCRIMetadata gives a container the CRI sandbox metadata extension, as
+// containerd's CRI does.
+func WithCRIMetadata(meta []byte) client.NewContainerOpts {
+	return client.WithContainerExtension(request.ExtensionMetadata, &anypb.Any{TypeUrl: criMetadataTypeURL, Value: meta})
 }
 
 // RunPod creates the sandbox and sends RunPodSandbox, as containerd does.
