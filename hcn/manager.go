@@ -29,10 +29,14 @@ type ManagerConfig struct {
 	RouteMetric  uint16
 }
 
-// Manager builds, repairs and removes the plugin's endpoints through a
-// Service. Every operation is idempotent and rolls back what it created when
-// a later step fails. It is safe for concurrent use; callers serialize work
-// per sandbox.
+// Manager performs the HNS steps of the plugin's endpoints through a
+// Service: find (or create) the network, look a sandbox's endpoints up,
+// converge them on what is desired (keep, replace, create, attach, roll
+// back), remove them, and list what is ours. It keeps nothing about
+// endpoints: what is known of them belongs to the caller (the plugin's
+// controller), which passes it in. It remembers the network's ID and
+// gateway. It is safe for concurrent use; callers serialize work per
+// sandbox.
 type Manager struct {
 	svc Service
 	cfg ManagerConfig
@@ -41,14 +45,6 @@ type Manager struct {
 	mu        sync.Mutex
 	networkID string // cached ID of cfg.Network
 	gateway   string // its gateway: as HNS reports it, else as configured
-	// known caches our endpoints per sandbox ID so that a start or stop
-	// need not list HNS first (one HNS round trip saved each, and none at
-	// all to stop a sandbox that never had an endpoint). It is trusted once
-	// a full listing has been taken (loaded), except for sandboxes whose
-	// last operation failed (dirty): for those HNS is asked again.
-	known  map[string][]Endpoint
-	dirty  map[string]bool
-	loaded bool
 }
 
 // NewManager returns a Manager over svc.
@@ -62,25 +58,16 @@ func NewManager(svc Service, cfg ManagerConfig) *Manager {
 	if cfg.RouteMetric == 0 {
 		cfg.RouteMetric = DefaultRouteMetric
 	}
-	return &Manager{svc: svc, cfg: cfg, known: map[string][]Endpoint{}, dirty: map[string]bool{}}
+	return &Manager{svc: svc, cfg: cfg}
 }
 
-// endpointsOf returns the sandbox's endpoints, from the cache when it can
-// be trusted, from HNS otherwise.
-func (m *Manager) endpointsOf(ctx context.Context, sandboxID string) ([]Endpoint, error) {
-	m.mu.Lock()
-	if m.loaded && !m.dirty[sandboxID] {
-		eps := append([]Endpoint(nil), m.known[sandboxID]...)
-		m.mu.Unlock()
-		return eps, nil
-	}
-	m.mu.Unlock()
+// Lookup returns the sandbox's endpoints as HNS holds them now.
+func (m *Manager) Lookup(ctx context.Context, sandboxID string) ([]Endpoint, error) {
 	name := m.EndpointName(sandboxID)
 	eps, err := m.byName(ctx, name)
 	if err != nil {
 		return nil, stepErr(StepLookupEndpoint, name, err)
 	}
-	m.remember(sandboxID, eps, nil)
 	return eps, nil
 }
 
@@ -89,23 +76,6 @@ func (m *Manager) endpointsOf(ctx context.Context, sandboxID string) ([]Endpoint
 func (m *Manager) byName(ctx context.Context, name string) ([]Endpoint, error) {
 	eps, err := m.svc.ListEndpointsByName(ctx, name)
 	return slices.DeleteFunc(eps, func(ep Endpoint) bool { return ep.Name != name }), err
-}
-
-// remember records what HNS now holds for the sandbox; after a failure the
-// state is uncertain and the next operation asks HNS.
-func (m *Manager) remember(sandboxID string, eps []Endpoint, err error) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	if err != nil {
-		m.dirty[sandboxID] = true
-		return
-	}
-	delete(m.dirty, sandboxID)
-	if len(eps) == 0 {
-		delete(m.known, sandboxID)
-		return
-	}
-	m.known[sandboxID] = eps
 }
 
 // Service returns the underlying Service.
@@ -196,22 +166,22 @@ func (m *Manager) forgetNetwork() {
 }
 
 // Ensure makes the sandbox's endpoint exist on the configured network with
-// exactly d.Policies, attached to d.Namespace. An endpoint that already
-// matches is left alone; one that differs is replaced; duplicates are
-// deleted. When a step fails, what this call created is deleted again and
-// the returned *StepError names the step.
-func (m *Manager) Ensure(ctx context.Context, d Desired) (ep *Endpoint, out Outcome, err error) {
-	defer func() {
-		if ep != nil {
-			m.remember(d.SandboxID, []Endpoint{*ep}, err)
-		} else {
-			m.remember(d.SandboxID, nil, err)
-		}
-	}()
-	existing, err := m.endpointsOf(ctx, d.SandboxID)
+// exactly d.Policies, attached to d.Namespace, asking HNS what the sandbox
+// has first (Converge, for a caller who knows that already).
+func (m *Manager) Ensure(ctx context.Context, d Desired) (*Endpoint, Outcome, error) {
+	existing, err := m.Lookup(ctx, d.SandboxID)
 	if err != nil {
 		return nil, Unchanged, err
 	}
+	return m.Converge(ctx, d, existing)
+}
+
+// Converge makes the sandbox's endpoints, which are existing, into the one
+// d asks for: an endpoint that already matches is left alone; one that
+// differs is replaced; duplicates are deleted. When a step fails, what this
+// call created is deleted again and the returned *StepError names the
+// step; what HNS then holds for the sandbox is not known.
+func (m *Manager) Converge(ctx context.Context, d Desired, existing []Endpoint) (ep *Endpoint, out Outcome, err error) {
 	spec, err := m.spec(ctx, d)
 	if err != nil {
 		return nil, Unchanged, err
@@ -319,82 +289,6 @@ func (m *Manager) attach(ctx context.Context, name string, ep *Endpoint, ns GUID
 	return nil
 }
 
-// Ahead is the endpoint of a sandbox created before its namespace is known,
-// so that the HNS create overlaps the caller's lookup of the namespace
-// (containerd): the caller then attaches it or drops it. The caller holds
-// the sandbox's lock from CreateAhead to Attach or Drop.
-type Ahead struct {
-	m    *Manager
-	name string
-	id   string // sandbox
-	ep   *Endpoint
-	err  error
-}
-
-// CreateAhead creates the endpoint a sandbox without any endpoint asks for,
-// unattached. ok is false, and nothing is done, when the sandbox may have
-// endpoints already (the cache knows some, or cannot be trusted for it):
-// Ensure, which sorts existing endpoints out, is the way then. A failed
-// create is not returned here but by Attach, once the caller knows the
-// namespace.
-func (m *Manager) CreateAhead(ctx context.Context, sandboxID string, policies []PortMappingPolicy) (a *Ahead, ok bool) {
-	if !m.Fresh(sandboxID) {
-		return nil, false
-	}
-	a = &Ahead{m: m, name: m.EndpointName(sandboxID), id: sandboxID}
-	spec, err := m.spec(ctx, Desired{SandboxID: sandboxID, Policies: policies})
-	if err == nil {
-		a.ep, err = m.create(ctx, spec)
-	}
-	a.err = err
-	if err != nil {
-		m.remember(sandboxID, nil, err)
-	} else {
-		m.remember(sandboxID, []Endpoint{*a.ep}, nil) // unattached until Attach
-	}
-	return a, true
-}
-
-// Fresh reports whether the sandbox is known to have no endpoint: the
-// cache is trusted (a full listing was taken and the sandbox's last
-// operation did not fail) and holds none for it.
-func (m *Manager) Fresh(sandboxID string) bool {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	return m.loaded && !m.dirty[sandboxID] && len(m.known[sandboxID]) == 0
-}
-
-// Attach attaches the endpoint to ns, or returns why it could not be
-// created. On any failure nothing of it is left.
-func (a *Ahead) Attach(ctx context.Context, ns GUID) (*Endpoint, Outcome, error) {
-	if a.err != nil {
-		return nil, Unchanged, a.err
-	}
-	err := a.m.attach(ctx, a.name, a.ep, ns)
-	if err != nil {
-		a.m.remember(a.id, nil, err)
-		return nil, Unchanged, err
-	}
-	a.m.remember(a.id, []Endpoint{*a.ep}, nil)
-	return a.ep, Created, nil
-}
-
-// Drop deletes the endpoint (the sandbox turned out to need none, or
-// another path decides it).
-func (a *Ahead) Drop(ctx context.Context) error {
-	if a.ep == nil {
-		return nil
-	}
-	err := a.m.svc.DeleteEndpoint(ctx, a.ep.ID)
-	if err != nil && !errors.Is(err, ErrNotFound) {
-		err = stepErr(StepDeleteEndpoint, a.name+" ("+a.ep.ID+")", err)
-		a.m.remember(a.id, nil, err)
-		return err
-	}
-	a.m.remember(a.id, nil, nil)
-	return nil
-}
-
 // findLate looks for an unattached endpoint of ours that a failed create
 // left behind.
 func (m *Manager) findLate(ctx context.Context, spec EndpointSpec) *Endpoint {
@@ -410,14 +304,20 @@ func (m *Manager) findLate(ctx context.Context, spec EndpointSpec) *Endpoint {
 	return nil
 }
 
-// Remove detaches and deletes every endpoint of the sandbox. Something that
-// is already gone counts as done. It returns how many endpoints it deleted.
-func (m *Manager) Remove(ctx context.Context, sandboxID string) (n int, err error) {
-	defer func() { m.remember(sandboxID, nil, err) }()
-	eps, err := m.endpointsOf(ctx, sandboxID)
+// Remove detaches and deletes every endpoint of the sandbox, asking HNS
+// which it has first (Delete, for a caller who knows that already).
+func (m *Manager) Remove(ctx context.Context, sandboxID string) (int, error) {
+	eps, err := m.Lookup(ctx, sandboxID)
 	if err != nil {
 		return 0, err
 	}
+	return m.Delete(ctx, eps)
+}
+
+// Delete detaches and deletes the endpoints. Something already gone counts
+// as done. It returns how many it deleted; on an error, the rest are still
+// there.
+func (m *Manager) Delete(ctx context.Context, eps []Endpoint) (n int, err error) {
 	for _, ep := range eps {
 		if err := m.removeEndpoint(ctx, ep); err != nil {
 			return n, err
@@ -452,31 +352,11 @@ func (m *Manager) Owned(ctx context.Context) ([]Endpoint, error) {
 		return nil, stepErr(StepListEndpoints, "", err)
 	}
 	out := all[:0]
-	bySandbox := map[string][]Endpoint{}
 	for _, ep := range all {
-		if id, ok := m.SandboxID(ep.Name); ok {
+		if _, ok := m.SandboxID(ep.Name); ok {
 			out = append(out, ep)
-			bySandbox[id] = append(bySandbox[id], ep)
 		}
 	}
-	// A full listing: what the cache lacks is adopted (endpoints created by
-	// a late HNS answer, or before a restart); what it holds but HNS does
-	// not is uncertain and will be asked for again.
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	for id, eps := range bySandbox {
-		if _, ok := m.known[id]; !ok {
-			m.known[id] = eps
-		} else if !sameEndpoints(m.known[id], eps) {
-			m.dirty[id] = true
-		}
-	}
-	for id := range m.known {
-		if _, ok := bySandbox[id]; !ok {
-			m.dirty[id] = true
-		}
-	}
-	m.loaded = true
 	return out, nil
 }
 
@@ -500,49 +380,6 @@ func (m *Manager) NamespaceExists(ctx context.Context, id GUID) (bool, error) {
 		return false, nil
 	}
 	return false, stepErr(StepLookupNS, id.String(), err)
-}
-
-func sameEndpoints(a, b []Endpoint) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for _, x := range a {
-		found := false
-		for _, y := range b {
-			if x.ID == y.ID && x.Namespace == y.Namespace && SamePolicies(x.PortMappings, y.PortMappings) {
-				found = true
-				break
-			}
-		}
-		if !found {
-			return false
-		}
-	}
-	return true
-}
-
-// KnownIDs are the sandboxes the manager believes have an endpoint, or
-// whose state it must ask HNS for again.
-func (m *Manager) KnownIDs() []string {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	out := make([]string, 0, len(m.known)+len(m.dirty))
-	for id := range m.known {
-		out = append(out, id)
-	}
-	for id := range m.dirty {
-		if _, ok := m.known[id]; !ok {
-			out = append(out, id)
-		}
-	}
-	return out
-}
-
-// KnownCount is how many sandboxes the manager knows an endpoint of.
-func (m *Manager) KnownCount() int {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	return len(m.known)
 }
 
 // Neighbours returns the endpoints attached to namespace ns other than the

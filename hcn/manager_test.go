@@ -51,8 +51,6 @@ func TestManager(t *testing.T) {
 		{"BoundedGivesUpOnSlowHNS", testBoundedGivesUpOnSlowHNS},
 		{"EnsureAdoptsEndpointOfALostCreateAnswer", testEnsureAdoptsEndpointOfALostCreateAnswer},
 		{"EnsureAdoptsALostCreateOnARecreatedNetwork", testEnsureAdoptsALostCreateOnARecreatedNetwork},
-		{"KnownEndpointsSaveHNSCalls", testKnownEndpointsSaveHNSCalls},
-		{"KnownEndpointsRecheckedAfterExternalChange", testKnownEndpointsRecheckedAfterExternalChange},
 		{"ConcurrentStartsCreateOneNetwork", testConcurrentStartsCreateOneNetwork},
 		{"TimedOutCreateTakesEffectLate", testTimedOutCreateTakesEffectLate},
 		{"EnsureComparesGUIDsInOneForm", testEnsureComparesGUIDsInOneForm},
@@ -430,78 +428,6 @@ func testEnsureAdoptsALostCreateOnARecreatedNetwork(t *testing.T, hns func() *hc
 	}
 	if got := ours(t, sim, mgr, "sb2"); got == nil || got.ID != ep.ID || got.Namespace != ns || got.NetworkID != sim.State().Networks[0].ID {
 		t.Fatalf("HCN holds %+v, want the late endpoint on the new network, attached", got)
-	}
-}
-
-func testKnownEndpointsSaveHNSCalls(t *testing.T, hns func() *hcnsim.Sim) {
-	sim, mgr := setup(hns, true)
-	if _, err := mgr.Owned(ctx); err != nil { // the full listing taken at start
-		t.Fatal(err)
-	}
-	ns := sim.CreateNamespace("")
-	if _, _, err := mgr.Ensure(ctx, hcn.Desired{SandboxID: "warm", Namespace: ns, Policies: web2}); err != nil {
-		t.Fatal(err) // creates the network
-	}
-	before := sim.Calls()
-	ns2 := sim.CreateNamespace("")
-	if _, _, err := mgr.Ensure(ctx, hcn.Desired{SandboxID: "sb1", Namespace: ns2, Policies: web}); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := mgr.Remove(ctx, "sb1"); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := mgr.Remove(ctx, "never-mapped"); err != nil {
-		t.Fatal(err)
-	}
-	after := sim.Calls()
-	total := 0
-	for op, n := range after {
-		total += n - before[op]
-	}
-	// create + attach, detach + delete; nothing for the unmapped sandbox
-	if total != 4 || after[hcnsim.OpListEndpointsByName] != before[hcnsim.OpListEndpointsByName] {
-		t.Errorf("%d HNS calls (%v -> %v), want 4 and no listing", total, before, after)
-	}
-}
-
-func testKnownEndpointsRecheckedAfterExternalChange(t *testing.T, hns func() *hcnsim.Sim) {
-	sim, mgr := setup(hns, true)
-	if _, err := mgr.Owned(ctx); err != nil {
-		t.Fatal(err)
-	}
-	ns := sim.CreateNamespace("")
-	ep, _, err := mgr.Ensure(ctx, hcn.Desired{SandboxID: "sb1", Namespace: ns, Policies: web})
-	if err != nil {
-		t.Fatal(err)
-	}
-	// an operator detaches and deletes it behind our back
-	if err := sim.RemoveNamespaceEndpoint(ctx, ns, ep.ID); err != nil {
-		t.Fatal(err)
-	}
-	if err := sim.DeleteEndpoint(ctx, ep.ID); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := mgr.Owned(ctx); err != nil { // the resync's listing notices
-		t.Fatal(err)
-	}
-	_, out, err := mgr.Ensure(ctx, hcn.Desired{SandboxID: "sb1", Namespace: ns, Policies: web})
-	if err != nil || out != hcn.Created {
-		t.Fatalf("Ensure after external deletion = %v, %v; want created", out, err)
-	}
-	// a failed operation also makes the manager ask HNS again
-	_ = sim.InjectFault(hcnsim.Fault{Op: hcnsim.OpRemoveNamespaceEndpoint, Kind: "internal"})
-	if _, err := mgr.Remove(ctx, "sb1"); err == nil {
-		t.Fatal("want the injected failure")
-	}
-	before := sim.Calls()[hcnsim.OpListEndpointsByName]
-	if _, err := mgr.Remove(ctx, "sb1"); err != nil {
-		t.Fatal(err)
-	}
-	if sim.Calls()[hcnsim.OpListEndpointsByName] != before+1 {
-		t.Error("after a failure the next operation did not ask HNS")
-	}
-	if n := len(sim.State().Endpoints); n != 0 {
-		t.Errorf("%d endpoints left", n)
 	}
 }
 

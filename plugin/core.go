@@ -6,6 +6,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"k8s.io/client-go/util/workqueue"
+
 	"github.com/nri-hcn-portmap/nri-hcn-portmap/hcn"
 	"github.com/nri-hcn-portmap/nri-hcn-portmap/plugin/admission"
 	"github.com/nri-hcn-portmap/nri-hcn-portmap/plugin/request"
@@ -46,18 +48,20 @@ type Options struct {
 	Workers int
 }
 
-// Core holds the logic shared by every event source. It is safe for
-// concurrent use: work for one sandbox is serialized, different sandboxes
-// proceed in parallel.
+// Core is the controller: every event source's triggers go into its one
+// queue, keyed by sandbox ID, and one sync per sandbox (sync.go) reads what
+// should be and what is and converges. It owns the one state of every
+// sandbox (state.go). It is safe for concurrent use: syncs of one sandbox
+// never overlap, different sandboxes proceed in parallel.
 type Core struct {
 	mgr     *hcn.Manager
 	store   SandboxStore
 	opt     Options
 	log     *logrus.Entry
-	locks   keyLock
-	ports   *portIndex
-	wq      workQueue
-	stopped stopSet
+	st      *state
+	q       workqueue.TypedRateLimitingInterface[string]
+	workers sync.WaitGroup
+	closing atomic.Bool
 	policy  atomic.Pointer[admission.Policy] // replaced by a config reload
 
 	bg        context.Context // lifetime of background work
@@ -96,9 +100,9 @@ func NewCore(mgr *hcn.Manager, store SandboxStore, opt Options, log *logrus.Entr
 		opt.ShutdownGrace = 3 * time.Second
 	}
 	bg, stop := context.WithCancel(context.Background())
-	c := &Core{mgr: mgr, store: store, opt: opt, log: log, ports: newPortIndex(), bg: bg, stop: stop}
+	c := &Core{mgr: mgr, store: store, opt: opt, log: log, st: newState(), q: newQueue(opt.RetryMin, opt.RetryMax), bg: bg, stop: stop}
 	c.policy.Store(opt.Admission)
-	c.startQueue(opt.Workers)
+	c.startWorkers(opt.Workers)
 	return c
 }
 
@@ -143,8 +147,9 @@ func (c *Core) Go(fn func(ctx context.Context)) {
 	}()
 }
 
-// Manager returns the HCN manager.
-func (c *Core) Manager() *hcn.Manager { return c.mgr }
+// Endpoints is how many sandboxes have an endpoint of ours, as far as the
+// controller knows (a metric).
+func (c *Core) Endpoints() int { return c.st.endpointCount() }
 
 // PodLog is the core's logger with the pod's fields (pod, namespace,
 // sandbox).

@@ -77,7 +77,7 @@ func TestCoreMappingSources(t *testing.T) {
 			f.core.opt.Limits.MaxMappings = 3
 			p := f.sandbox("s", "")
 			f.store.sbs["s"].Metadata = tt.meta
-			_, err := f.core.Ensure(ctx, Pod{ID: "s", Partial: true})
+			_, err := f.start(Pod{ID: "s", Partial: true})
 			if tt.err != "" {
 				if err == nil || !strings.Contains(err.Error(), tt.err) || !errors.Is(err, ErrInvalidPod) {
 					t.Fatalf("Ensure = %v, want ErrInvalidPod mentioning %q", err, tt.err)
@@ -109,7 +109,7 @@ func TestNRIPodUsesCRIHostPorts(t *testing.T) {
 	f.core.opt.Inputs = Inputs{Annotations: true, CRI: true}
 	p := f.sandbox("n", "") // an NRI pod without the annotation
 	f.store.sbs["n"].Metadata = criMeta("", `{"container_port":80,"host_port":8080}`)
-	if r, err := f.core.Ensure(ctx, p); err != nil || r != Built {
+	if r, err := f.start(p); err != nil || r != Built {
 		t.Fatalf("Ensure = %v, %v", r, err)
 	}
 }
@@ -139,8 +139,8 @@ func TestEventForApplicationContainerDoesNothing(t *testing.T) {
 	f.sandbox("app", "")
 	f.store.sbs["app"].IsSandbox = false
 	f.store.sbs["app"].Metadata = criMeta("7171:71", "")
-	if err := f.core.EnsureRetrying(ctx, Pod{ID: "app", Partial: true}); !errors.Is(err, ErrNotSandbox) {
-		t.Fatalf("EnsureRetrying(app container) = %v, want ErrNotSandbox", err)
+	if err := f.startRetrying(Pod{ID: "app", Partial: true}); !errors.Is(err, ErrNotSandbox) {
+		t.Fatalf("start of an application container = %v, want ErrNotSandbox", err)
 	}
 	if n := len(f.sim.State().Endpoints); n != 0 || f.sim.Calls()[hcnsim.OpCreateEndpoint] != 0 {
 		t.Fatalf("%d endpoints for an application container", n)
@@ -190,7 +190,7 @@ func TestMappingsTheCNIProvidesAreSkipped(t *testing.T) {
 			if err := f.sim.AddNamespaceEndpoint(ctx, ns, cni.ID); err != nil {
 				t.Fatal(err)
 			}
-			_, err = f.core.Ensure(ctx, p)
+			_, err = f.start(p)
 			if tt.err != nil {
 				if !errors.Is(err, tt.err) {
 					t.Fatalf("Ensure = %v, want %v", err, tt.err)

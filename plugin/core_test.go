@@ -32,9 +32,19 @@ type memStore struct {
 	failSandbox error
 }
 
+// hookSandbox sets onSandbox while the core may be reading it.
+func (s *memStore) hookSandbox(fn func(id string)) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.onSandbox = fn
+}
+
 func (s *memStore) Sandbox(_ context.Context, id string) (*SandboxInfo, error) {
-	if s.onSandbox != nil {
-		s.onSandbox(id)
+	s.mu.Lock()
+	hook := s.onSandbox
+	s.mu.Unlock()
+	if hook != nil {
+		hook(id)
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -50,8 +60,11 @@ func (s *memStore) Sandbox(_ context.Context, id string) (*SandboxInfo, error) {
 }
 
 func (s *memStore) ListSandboxes(context.Context) ([]string, error) {
-	if s.onList != nil {
-		s.onList()
+	s.mu.Lock()
+	hook := s.onList
+	s.mu.Unlock()
+	if hook != nil {
+		hook()
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -76,17 +89,28 @@ type fixture struct {
 	core  *Core
 }
 
-func newFixture(t *testing.T) *fixture {
+// newFixture is a core over the simulator and memStore; opts change its
+// options before it is made.
+func newFixture(t *testing.T, opts ...func(*Options)) *fixture {
 	t.Helper()
 	sim := hcnsim.New()
 	mgr := hcn.NewManager(sim, hcn.ManagerConfig{CreateNetwork: true, Network: hcn.NetworkSpec{Name: "nat", Type: hcn.NetworkNAT}})
 	store := &memStore{sbs: map[string]*SandboxInfo{}, tasks: map[string]TaskState{}}
 	log := logrus.New()
 	log.SetOutput(testWriter{t})
-	f := &fixture{sim: sim, store: store, core: NewCore(mgr, store, Options{Policy: hcn.PolicyOptions{LocalRoutedVIP: true}, Inputs: Inputs{Annotations: true},
-		RetryMin: time.Millisecond, RetryMax: 5 * time.Millisecond}, logrus.NewEntry(log))}
+	o := Options{Policy: hcn.PolicyOptions{LocalRoutedVIP: true}, Inputs: Inputs{Annotations: true},
+		RetryMin: time.Millisecond, RetryMax: 5 * time.Millisecond}
+	for _, fn := range opts {
+		fn(&o)
+	}
+	f := &fixture{sim: sim, store: store, core: NewCore(mgr, store, o, logrus.NewEntry(log))}
 	t.Cleanup(f.core.Close)
 	return f
+}
+
+// retryEvery makes a fixture retry failed syncs every d.
+func retryEvery(d time.Duration) func(*Options) {
+	return func(o *Options) { o.RetryMin, o.RetryMax = d, d }
 }
 
 type testWriter struct{ t *testing.T }
@@ -113,40 +137,70 @@ func (f *fixture) sandbox(id, annotation string) Pod {
 func (f *fixture) endpoints(id string) []hcn.Endpoint {
 	var out []hcn.Endpoint
 	for _, ep := range f.sim.State().Endpoints {
-		if ep.Name == f.core.Manager().EndpointName(id) {
+		if ep.Name == f.core.mgr.EndpointName(id) {
 			out = append(out, ep)
 		}
 	}
 	return out
 }
 
+// start is the runtime's RunPodSandbox without its deadline: the trigger
+// StartPod records, and the outcome of the sync's first attempt.
+func (f *fixture) start(p Pod) (Change, error) {
+	ch, err, _ := f.core.await(ctx, p.ID, func(r *record) {
+		setPod(r, p)
+		r.started, r.sandbox = true, true
+	}, true)
+	return ch, err
+}
+
+// startRetrying is start waiting for the final outcome (after the retries
+// of failures that pass), as an event's start does.
+func (f *fixture) startRetrying(p Pod) error {
+	_, err, _ := f.core.await(ctx, p.ID, func(r *record) {
+		setPod(r, p)
+		r.started, r.sandbox = true, true
+	}, false)
+	return err
+}
+
+// stop is the runtime's StopPodSandbox without its deadline: the outcome of
+// the sync's first attempt.
+func (f *fixture) stop(p Pod) (Change, error) {
+	ch, err, _ := f.core.await(ctx, p.ID, func(r *record) {
+		setPod(r, p)
+		r.stopped, r.sandbox = true, true
+	}, true)
+	return ch, err
+}
+
 func TestEnsureCases(t *testing.T) {
 	f := newFixture(t)
 	mapped := f.sandbox("mapped", "8080:80,53:53/udp")
-	if r, err := f.core.Ensure(ctx, mapped); err != nil || r != Built {
+	if r, err := f.start(mapped); err != nil || r != Built {
 		t.Fatalf("Ensure(mapped) = %v, %v", r, err)
 	}
 	eps := f.endpoints("mapped")
 	if len(eps) != 1 || len(eps[0].PortMappings) != 2 || eps[0].Namespace != f.store.sbs["mapped"].NetNS {
 		t.Fatalf("mapped pod endpoints: %+v", eps)
 	}
-	if r, err := f.core.Ensure(ctx, mapped); err != nil || r != Kept {
+	if r, err := f.start(mapped); err != nil || r != Kept {
 		t.Fatalf("second Ensure = %v, %v; want unchanged", r, err)
 	}
 
 	unmapped := f.sandbox("unmapped", "")
-	if r, err := f.core.Ensure(ctx, unmapped); err != nil || r != NoChange || len(f.endpoints("unmapped")) != 0 {
+	if r, err := f.start(unmapped); err != nil || r != NoChange || len(f.endpoints("unmapped")) != 0 {
 		t.Fatalf("Ensure(unmapped) = %v, %v", r, err)
 	}
 
 	linux := f.sandbox("linux", "8081:80")
 	f.store.sbs["linux"].NetNS = ""
-	if r, err := f.core.Ensure(ctx, linux); err != nil || r != NoChange || len(f.endpoints("linux")) != 0 {
+	if r, err := f.start(linux); err != nil || r != NoChange || len(f.endpoints("linux")) != 0 {
 		t.Fatalf("Ensure(no Windows namespace) = %v, %v; want skipped", r, err)
 	}
 
 	bad := f.sandbox("bad", "8082:80,0:1")
-	_, err := f.core.Ensure(ctx, bad)
+	_, err := f.start(bad)
 	if !errors.Is(err, ErrInvalidPod) || !strings.Contains(err.Error(), "default/pod-bad") || !strings.Contains(err.Error(), `"0:1"`) {
 		t.Fatalf("Ensure(bad) = %v", err)
 	}
@@ -155,12 +209,12 @@ func TestEnsureCases(t *testing.T) {
 	}
 
 	ghost := Pod{ID: "ghost", Annotations: map[string]string{request.AnnotationPortMappings: "9000:80"}}
-	if _, err := f.core.Ensure(ctx, ghost); !errors.Is(err, ErrSandboxNotFound) {
+	if _, err := f.start(ghost); !errors.Is(err, ErrSandboxNotFound) {
 		t.Fatalf("Ensure(unknown sandbox) = %v", err)
 	}
 
 	clash := f.sandbox("clash", "8080:8080")
-	_, err = f.core.Ensure(ctx, clash)
+	_, err = f.start(clash)
 	if !errors.Is(err, ErrPortConflict) || !strings.Contains(err.Error(), "already held by pod default/pod-mapped") || len(f.endpoints("clash")) != 0 {
 		t.Fatalf("Ensure(port held by another pod) = %v", err)
 	}
@@ -168,10 +222,10 @@ func TestEnsureCases(t *testing.T) {
 		t.Errorf("HNS was asked to create %d endpoints; the conflict must be caught before HNS", n)
 	}
 
-	if r, err := f.core.Remove(ctx, mapped); err != nil || r != Removed || len(f.endpoints("mapped")) != 0 {
+	if r, err := f.stop(mapped); err != nil || r != Removed || len(f.endpoints("mapped")) != 0 {
 		t.Fatalf("Remove = %v, %v", r, err)
 	}
-	if r, err := f.core.Remove(ctx, mapped); err != nil || r != NoChange {
+	if r, err := f.stop(mapped); err != nil || r != NoChange {
 		t.Fatalf("second Remove = %v, %v", r, err)
 	}
 }
@@ -182,7 +236,7 @@ func TestReconcile(t *testing.T) {
 	a := f.sandbox("a", "8080:80")
 	// b: listed but stopped while we were down: namespace gone
 	b := f.sandbox("b", "8081:80")
-	if _, err := f.core.Ensure(ctx, b); err != nil {
+	if _, err := f.start(b); err != nil {
 		t.Fatal(err)
 	}
 	if err := f.sim.DeleteNamespace(f.store.sbs["b"].NetNS); err != nil {
@@ -190,24 +244,25 @@ func TestReconcile(t *testing.T) {
 	}
 	// c: endpoint left, sandbox gone from containerd and from the list
 	c := f.sandbox("c", "8082:80")
-	if _, err := f.core.Ensure(ctx, c); err != nil {
+	if _, err := f.start(c); err != nil {
 		t.Fatal(err)
 	}
 	delete(f.store.sbs, "c")
-	// d: running with an endpoint but not in the list: left alone
+	// d: running with an endpoint but not in the list: left alone (its
+	// request is what its start told the controller)
 	d := f.sandbox("d", "8083:80")
-	if _, err := f.core.Ensure(ctx, d); err != nil {
+	if _, err := f.start(d); err != nil {
 		t.Fatal(err)
 	}
 	// e: listed, task stopped (namespace still there): endpoint removed
 	e := f.sandbox("e", "8084:80")
-	if _, err := f.core.Ensure(ctx, e); err != nil {
+	if _, err := f.start(e); err != nil {
 		t.Fatal(err)
 	}
 	f.store.tasks["e"] = TaskStopped
 	// g: listed, unchanged
 	g := f.sandbox("g", "8085:80")
-	if _, err := f.core.Ensure(ctx, g); err != nil {
+	if _, err := f.start(g); err != nil {
 		t.Fatal(err)
 	}
 	// h: listed with a bad annotation: reported, nothing created
@@ -223,8 +278,8 @@ func TestReconcile(t *testing.T) {
 			t.Errorf("sandbox %s: %d endpoints, want %d", id, got, n)
 		}
 	}
-	if sum.Created != 1 || sum.Deleted != 3 || sum.Unchanged != 1 || sum.Failed != 1 {
-		t.Errorf("summary = %+v, want 1 created, 3 deleted, 1 unchanged, 1 failed", sum)
+	if sum.Created != 1 || sum.Deleted != 3 || sum.Unchanged != 2 || sum.Failed != 1 {
+		t.Errorf("summary = %+v, want 1 created, 3 deleted, 2 unchanged (d, g), 1 failed", sum)
 	}
 	if len(sum.Errors) != 1 || !errors.Is(sum.Errors[0], ErrInvalidPod) {
 		t.Errorf("errors = %v", sum.Errors)
@@ -261,8 +316,10 @@ func TestReconcileSurvivesHCNFaults(t *testing.T) {
 	}
 }
 
-// TestSamePodSerialized races Ensure and Remove of one pod; with per-pod
-// serialization HCN never ends with two endpoints or a port conflict error.
+// TestSamePodSerialized races starts and stops of one pod: syncs of one
+// sandbox never overlap, so HCN never ends with two endpoints or a port
+// conflict error; and a stop is final, so once the races are over the
+// sandbox (stopped at least once) has no endpoint.
 func TestSamePodSerialized(t *testing.T) {
 	f := newFixture(t)
 	p := f.sandbox("race", "8080:80")
@@ -272,9 +329,9 @@ func TestSamePodSerialized(t *testing.T) {
 		wg.Go(func() {
 			var err error
 			if i%3 == 0 {
-				_, err = f.core.Remove(ctx, p)
+				_, err = f.stop(p)
 			} else {
-				_, err = f.core.Ensure(ctx, p)
+				_, err = f.start(p)
 			}
 			if err != nil {
 				errs <- err
@@ -286,17 +343,14 @@ func TestSamePodSerialized(t *testing.T) {
 	for err := range errs {
 		t.Error(err)
 	}
-	if n := len(f.endpoints("race")); n > 1 {
-		t.Errorf("%d endpoints for one pod", n)
-	}
-	if f.core.locks.size() != 0 {
-		t.Errorf("%d per-pod locks left", f.core.locks.size())
+	if n := len(f.endpoints("race")); n != 0 {
+		t.Errorf("%d endpoints for a stopped pod", n)
 	}
 }
 
 func TestCoreMappingsErrorNamesPodAndAnnotation(t *testing.T) {
 	c := &Core{}
-	_, err := c.Mappings(Pod{ID: "abc", Name: "web", Namespace: "shop",
+	_, err := c.mappings(Pod{ID: "abc", Name: "web", Namespace: "shop",
 		Annotations: map[string]string{request.AnnotationPortMappings: "8080:80/sctp"}})
 	if err == nil {
 		t.Fatal("want an error")

@@ -17,7 +17,7 @@ import (
 func startedAndWait(t *testing.T, f *fixture, p Pod) error {
 	t.Helper()
 	done := make(chan error, 1)
-	f.core.Started(Pod{ID: p.ID, Partial: true}, func(err error) { done <- err })
+	f.core.Started(p.ID, func(err error) { done <- err })
 	return waitResult(t, done)
 }
 
@@ -26,7 +26,7 @@ func startedAndWait(t *testing.T, f *fixture, p Pod) error {
 func stoppedAndWait(t *testing.T, f *fixture, p Pod) error {
 	t.Helper()
 	done := make(chan error, 1)
-	f.core.Stopped(Pod{ID: p.ID}, true, func(err error) { done <- err })
+	f.core.Exited(p.ID, func(err error) { done <- err })
 	return waitResult(t, done)
 }
 
@@ -83,7 +83,7 @@ func TestStartAfterStopDoesNotBringTheEndpointBack(t *testing.T) {
 			if pending {
 				f.sim.SetOpLatency(hcnsim.OpDeleteEndpoint, 150*time.Millisecond)
 			}
-			f.core.Stopped(Pod{ID: p.ID}, true, func(err error) { stopDone <- err })
+			f.core.Exited(p.ID, func(err error) { stopDone <- err })
 			if !pending {
 				if err := waitResult(t, stopDone); err != nil {
 					t.Fatal(err)
@@ -91,7 +91,7 @@ func TestStartAfterStopDoesNotBringTheEndpointBack(t *testing.T) {
 			}
 			// the late or duplicate start
 			startDone := make(chan error, 1)
-			f.core.Started(Pod{ID: p.ID, Partial: true}, func(err error) { startDone <- err })
+			f.core.Started(p.ID, func(err error) { startDone <- err })
 			if pending {
 				if err := waitResult(t, stopDone); err != nil {
 					t.Fatal(err)
@@ -119,7 +119,7 @@ func TestRetryingStopStaysAStopWhenAResyncArrives(t *testing.T) {
 		t.Fatal(err)
 	}
 	stopDone := make(chan error, 1)
-	f.core.Stopped(Pod{ID: p.ID}, true, func(err error) { stopDone <- err })
+	f.core.Exited(p.ID, func(err error) { stopDone <- err })
 	eventually(t, "the stop is retrying", func() bool { return f.sim.Calls()[hcnsim.OpRemoveNamespaceEndpoint] >= 1 })
 	if _, err := f.core.ReconcileAll(ctx); err != nil { // the resync: containerd lists p, task running
 		t.Fatal(err)
@@ -145,7 +145,7 @@ func TestPodGetsThePortOfAHolderThatIsStopping(t *testing.T) {
 	}
 	f.sim.SetOpLatency(hcnsim.OpDeleteEndpoint, 200*time.Millisecond)
 	stopDone := make(chan error, 1)
-	f.core.Stopped(Pod{ID: old.ID}, true, func(err error) { stopDone <- err })
+	f.core.Exited(old.ID, func(err error) { stopDone <- err })
 	next := f.sandbox("next", "8080:80")
 	if err := f.core.StartPod(ctx, next); err != nil {
 		t.Fatalf("the successor was refused: %v", err)

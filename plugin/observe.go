@@ -1,11 +1,6 @@
 package plugin
 
-import (
-	"errors"
-	"time"
-
-	"github.com/nri-hcn-portmap/nri-hcn-portmap/plugin/admission"
-)
+import "time"
 
 // Observer is told what the plugin does, for metrics. Implementations must
 // be safe for concurrent use.
@@ -37,27 +32,6 @@ const (
 	ClassConflict = "conflict"
 	ClassDeadline = "deadline"
 )
-
-// Classify classifies an operation's error.
-func Classify(err error) string {
-	switch {
-	case err == nil:
-		return ClassOK
-	case errors.Is(err, admission.ErrDenied):
-		return ClassDenied
-	case errors.Is(err, ErrHyperV):
-		return ClassHyperV
-	case errors.Is(err, ErrInvalidPod):
-		return ClassInvalid
-	case errors.Is(err, errHolderUnknown):
-		return ClassError // not known to be a conflict
-	case errors.Is(err, ErrPortConflict):
-		return ClassConflict
-	case errors.Is(err, ErrDeadline):
-		return ClassDeadline
-	}
-	return ClassError
-}
 
 type nopObserver struct{}
 

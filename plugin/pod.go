@@ -21,14 +21,15 @@ type Pod struct {
 	// orphan); name, namespace and annotations are read from containerd's
 	// CRI sandbox metadata.
 	Partial bool
+}
 
-	// parsed: annotated holds the annotation's mappings, parsed once on
-	// the pod start's fast path and carried through retries.
-	parsed    bool
-	annotated []hcn.PortMapping
-	// mayBeContainer: a stop from a task event, whose ID may name an
-	// application container rather than a sandbox.
-	mayBeContainer bool
+// holderName is how the pod is named to another pod that asks for its
+// host ports: namespace/name, "" when the name is not known.
+func (p Pod) holderName() string {
+	if p.Name == "" {
+		return ""
+	}
+	return p.Namespace + "/" + p.Name
 }
 
 func (p Pod) String() string {

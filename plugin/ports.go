@@ -3,9 +3,6 @@ package plugin
 import (
 	"errors"
 	"fmt"
-	"maps"
-	"slices"
-	"sync"
 
 	"github.com/nri-hcn-portmap/nri-hcn-portmap/hcn"
 )
@@ -38,106 +35,50 @@ type portKey struct {
 	v6    bool
 }
 
-type heldPorts struct {
-	name     string // namespace/name, "" when only HCN told us
-	policies []hcn.PortMappingPolicy
-}
-
-// portIndex knows which pod holds which host port, so conflicts are found
-// before HNS is called and reported with the other pod's name. Checks cost
-// O(mappings of the pod), not O(pods on the node).
-type portIndex struct {
-	mu    sync.Mutex
-	byPod map[string]heldPorts
-	byKey map[portKey]map[string][]string // key -> sandbox ID -> VIPs ("" = every address)
-}
-
-func newPortIndex() *portIndex {
-	return &portIndex{byPod: map[string]heldPorts{}, byKey: map[portKey]map[string][]string{}}
-}
-
 func keyOf(p hcn.PortMappingPolicy) portKey {
 	return portKey{proto: p.Protocol, port: p.ExternalPort, v6: p.IsIPv6()}
 }
 
-// reserve records that the pod will hold policies, unless another pod holds
-// one of them. It returns a function that restores what was recorded before.
-func (x *portIndex) reserve(id, name string, policies []hcn.PortMappingPolicy) (undo func(), err error) {
-	x.mu.Lock()
-	defer x.mu.Unlock()
+// portIndex knows which sandbox holds which host port, so conflicts are
+// found before HNS is called and reported with the other pod's name.
+// Checks cost O(mappings of the pod), not O(pods on the node). It is part
+// of the controller's state and guarded by its lock.
+type portIndex map[portKey]map[string][]string // key -> sandbox ID -> VIPs ("" = every address)
+
+func newPortIndex() portIndex { return portIndex{} }
+
+// conflict returns a *ConflictError when a sandbox other than id holds one
+// of policies' host ports; nameOf names a holder.
+func (x portIndex) conflict(id string, policies []hcn.PortMappingPolicy, nameOf func(holder string) string) error {
 	for _, p := range policies {
-		for holder, vips := range x.byKey[keyOf(p)] {
+		for holder, vips := range x[keyOf(p)] {
 			if holder == id {
 				continue
 			}
 			for _, vip := range vips {
 				if vip == "" || p.VIP == "" || vip == p.VIP {
-					return nil, &ConflictError{Policy: p, HolderID: holder, Holder: x.byPod[holder].name}
+					return &ConflictError{Policy: p, HolderID: holder, Holder: nameOf(holder)}
 				}
 			}
 		}
 	}
-	prev, had := x.byPod[id]
-	x.setLocked(id, heldPorts{name: name, policies: policies})
-	return func() {
-		x.mu.Lock()
-		defer x.mu.Unlock()
-		if had {
-			x.setLocked(id, prev)
-		} else {
-			x.setLocked(id, heldPorts{})
-		}
-	}, nil
+	return nil
 }
 
-// release forgets the pod's ports.
-func (x *portIndex) release(id string) {
-	x.mu.Lock()
-	defer x.mu.Unlock()
-	x.setLocked(id, heldPorts{})
-}
-
-// adopt records endpoints found in HCN for pods the index does not know
-// (after a restart, or a late HNS answer).
-func (x *portIndex) adopt(id string, policies []hcn.PortMappingPolicy) {
-	x.mu.Lock()
-	defer x.mu.Unlock()
-	if _, ok := x.byPod[id]; !ok {
-		x.setLocked(id, heldPorts{policies: policies})
-	}
-}
-
-func (x *portIndex) setLocked(id string, h heldPorts) {
-	for _, p := range x.byPod[id].policies {
+// set replaces what id holds (old) with policies.
+func (x portIndex) set(id string, old, policies []hcn.PortMappingPolicy) {
+	for _, p := range old {
 		k := keyOf(p)
-		delete(x.byKey[k], id)
-		if len(x.byKey[k]) == 0 {
-			delete(x.byKey, k)
+		delete(x[k], id)
+		if len(x[k]) == 0 {
+			delete(x, k)
 		}
 	}
-	if len(h.policies) == 0 {
-		delete(x.byPod, id)
-		return
-	}
-	x.byPod[id] = h
-	for _, p := range h.policies {
+	for _, p := range policies {
 		k := keyOf(p)
-		if x.byKey[k] == nil {
-			x.byKey[k] = map[string][]string{}
+		if x[k] == nil {
+			x[k] = map[string][]string{}
 		}
-		x.byKey[k][id] = append(x.byKey[k][id], p.VIP)
+		x[k][id] = append(x[k][id], p.VIP)
 	}
-}
-
-// ids returns the sandboxes holding ports.
-func (x *portIndex) ids() []string {
-	x.mu.Lock()
-	defer x.mu.Unlock()
-	return slices.Collect(maps.Keys(x.byPod))
-}
-
-func (x *portIndex) size() int {
-	x.mu.Lock()
-	defer x.mu.Unlock()
-	return len(x.byPod)
 }

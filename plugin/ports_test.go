@@ -33,7 +33,7 @@ func TestPortIndexConflicts(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			x := newPortIndex()
+			x := newState()
 			if _, err := x.reserve("a", "ns/a", tt.held); err != nil {
 				t.Fatal(err)
 			}
@@ -53,7 +53,7 @@ func TestPortIndexConflicts(t *testing.T) {
 }
 
 func TestPortIndexLifecycle(t *testing.T) {
-	x := newPortIndex()
+	x := newState()
 	web := []hcn.PortMappingPolicy{pp(hcn.TCP, 8080, "", 1)}
 	if _, err := x.reserve("a", "ns/a", web); err != nil {
 		t.Fatal(err)
@@ -75,16 +75,20 @@ func TestPortIndexLifecycle(t *testing.T) {
 	if _, err := x.reserve("b", "ns/b", web); err != nil {
 		t.Fatalf("after release: %v", err)
 	}
-	// adopt does not override what the index knows
-	x.adopt("b", []hcn.PortMappingPolicy{pp(hcn.TCP, 9999, "", 1)})
-	x.adopt("c", []hcn.PortMappingPolicy{pp(hcn.UDP, 53, "", 1)})
+	// a listing of HNS adopts what the state does not know, and does not
+	// override what it knows
+	start := x.startListing()
+	x.applyListing(start, map[string][]hcn.Endpoint{
+		"b": {{ID: "EB", PortMappings: []hcn.PortMappingPolicy{pp(hcn.TCP, 9999, "", 1)}}},
+		"c": {{ID: "EC", PortMappings: []hcn.PortMappingPolicy{pp(hcn.UDP, 53, "", 1)}}},
+	})
 	if _, err := x.reserve("d", "", []hcn.PortMappingPolicy{pp(hcn.UDP, 53, "", 1)}); err == nil || !strings.Contains(err.Error(), "sandbox c") {
 		t.Fatalf("adopted port: %v", err)
 	}
 	if _, err := x.reserve("d", "", []hcn.PortMappingPolicy{pp(hcn.TCP, 9999, "", 1)}); err != nil {
-		t.Fatalf("adopt overrode a known pod: %v", err)
+		t.Fatalf("the listing overrode a known pod: %v", err)
 	}
-	if x.size() != 3 {
-		t.Errorf("index holds %d pods, want 3", x.size())
+	if n := x.counts().holding; n != 3 {
+		t.Errorf("index holds %d pods, want 3", n)
 	}
 }

@@ -19,7 +19,7 @@ import (
 func TestReconcileForgetsWhatOnlyWeBelievedIn(t *testing.T) {
 	f := newFixture(t)
 	a := f.sandbox("a", "8080:80")
-	if _, err := f.core.Ensure(ctx, a); err != nil {
+	if _, err := f.start(a); err != nil {
 		t.Fatal(err)
 	}
 	ep := f.endpoints("a")[0]
@@ -35,11 +35,11 @@ func TestReconcileForgetsWhatOnlyWeBelievedIn(t *testing.T) {
 	if _, err := f.core.ReconcileAll(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if n := f.core.ports.size(); n != 0 {
+	if n := f.core.st.counts().holding; n != 0 {
 		t.Errorf("port index still holds %d sandboxes", n)
 	}
-	if n := f.core.Manager().KnownCount(); n != 0 {
-		t.Errorf("manager still knows %d sandboxes", n)
+	if n := f.core.Endpoints(); n != 0 {
+		t.Errorf("the state still knows %d sandboxes with endpoints", n)
 	}
 	b := f.sandbox("b", "8080:80")
 	if err := f.core.StartPod(ctx, b); err != nil {
@@ -53,7 +53,7 @@ func TestReconcileForgetsWhatOnlyWeBelievedIn(t *testing.T) {
 func TestNewPodReclaimsThePortOfAnOrphan(t *testing.T) {
 	f := newFixture(t)
 	old := f.sandbox("old", "8080:80")
-	if _, err := f.core.Ensure(ctx, old); err != nil {
+	if _, err := f.start(old); err != nil {
 		t.Fatal(err)
 	}
 	// the plugin restarts; meanwhile the old pod stopped
@@ -61,7 +61,7 @@ func TestNewPodReclaimsThePortOfAnOrphan(t *testing.T) {
 	f.store.mu.Lock()
 	f.store.tasks["old"] = TaskStopped
 	f.store.mu.Unlock()
-	restarted := NewCore(f.core.Manager(), f.store, f.core.opt, f.core.log)
+	restarted := NewCore(f.core.mgr, f.store, f.core.opt, f.core.log)
 	t.Cleanup(restarted.Close)
 	if err := restarted.LoadPorts(ctx); err != nil { // what start-up does, before any reconcile
 		t.Fatal(err)
@@ -90,11 +90,11 @@ func TestNewPodReclaimsThePortOfAnOrphan(t *testing.T) {
 func TestStopWinsOverAReconcileThatStartedBefore(t *testing.T) {
 	f := newFixture(t)
 	p := f.sandbox("p", "8080:80")
-	if _, err := f.core.Ensure(ctx, p); err != nil {
+	if _, err := f.start(p); err != nil {
 		t.Fatal(err)
 	}
-	snapshot := []Pod{p}                             // what Synchronize listed
-	if _, err := f.core.Remove(ctx, p); err != nil { // the stop
+	snapshot := []Pod{p}                 // what Synchronize listed
+	if _, err := f.stop(p); err != nil { // the stop
 		t.Fatal(err)
 	}
 	f.store.mu.Lock()
@@ -116,18 +116,17 @@ func TestStopWinsOverAReconcileThatStartedBefore(t *testing.T) {
 	if _, err := f.core.ReconcileAll(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if ids := f.core.stopped.ids(); len(ids) != 0 {
-		t.Fatalf("stopped set keeps %v", ids)
+	if c := f.core.st.counts(); c.tombstones != 0 || c.records != 0 {
+		t.Fatalf("the state keeps %+v", c)
 	}
 }
 
 // 5: a fail-closed start given up on during its backoff wait tried again,
 // creating an endpoint only to roll it back.
 func TestAbandonedStartDoesNotTryAgain(t *testing.T) {
-	f := newFixture(t)
+	f := newFixture(t, retryEvery(150*time.Millisecond))
 	f.core.opt.FailOpen = false
 	f.core.opt.Deadline = 30 * time.Millisecond
-	f.core.opt.RetryMin, f.core.opt.RetryMax = 150*time.Millisecond, 150*time.Millisecond
 	p := f.sandbox("p", "8080:80")
 	if err := f.sim.InjectFault(hcnsim.Fault{Op: hcnsim.OpCreateEndpoint, Kind: "unavailable", Count: 1}); err != nil {
 		t.Fatal(err)
@@ -149,10 +148,10 @@ func TestAbandonedStartDoesNotTryAgain(t *testing.T) {
 func TestReconcileReattachesWhatWasDetachedBehindOurBack(t *testing.T) {
 	f := newFixture(t)
 	p := f.sandbox("p", "8080:80")
-	if _, err := f.core.Ensure(ctx, p); err != nil {
+	if _, err := f.start(p); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := f.core.Manager().Owned(ctx); err != nil { // the cache is trusted from here
+	if err := f.core.LoadPorts(ctx); err != nil { // the cache is trusted from here
 		t.Fatal(err)
 	}
 	ep := f.endpoints("p")[0]
@@ -196,8 +195,8 @@ func TestUnclassifiedErrorsAreRetriedABoundedNumberOfTimes(t *testing.T) {
 	if err := f.sim.InjectFault(hcnsim.Fault{Op: hcnsim.OpCreateEndpoint, Kind: "internal", Count: 100}); err != nil {
 		t.Fatal(err)
 	}
-	err := f.core.EnsureRetrying(ctx, p)
-	if err == nil || transient(err) != true || hcn.Retryable(err) {
+	err := f.startRetrying(p)
+	if err == nil || kindOf(err).retry != retryBounded || hcn.Retryable(err) {
 		t.Fatalf("EnsureRetrying = %v, want the unclassified error", err)
 	}
 	if n := f.sim.Calls()[hcnsim.OpCreateEndpoint]; n != UnclassifiedAttempts {
@@ -208,7 +207,7 @@ func TestUnclassifiedErrorsAreRetriedABoundedNumberOfTimes(t *testing.T) {
 	if err := f.sim.InjectFault(hcnsim.Fault{Op: hcnsim.OpCreateEndpoint, Kind: "unavailable", Count: UnclassifiedAttempts + 3}); err != nil {
 		t.Fatal(err)
 	}
-	if err := f.core.EnsureRetrying(ctx, q); err != nil {
+	if err := f.startRetrying(q); err != nil {
 		t.Fatalf("an unreachable HNS must be retried until it answers: %v", err)
 	}
 }

@@ -1,11 +1,7 @@
 package plugin
 
 import (
-	"context"
-	"errors"
-
 	"github.com/nri-hcn-portmap/nri-hcn-portmap/hcn"
-	"github.com/nri-hcn-portmap/nri-hcn-portmap/plugin/admission"
 )
 
 // Reporter tells a pod's owners what became of its host ports (Kubernetes
@@ -40,38 +36,20 @@ type nopReporter struct{}
 
 func (nopReporter) Report(PodReport) {}
 
-// failureReason is why err failed the pod's mappings, "" when err is not
-// the pod owner's business (the sandbox went away, the plugin stops, a
-// retry is already planned on a busy holder).
-func failureReason(err error) string {
-	switch {
-	case errors.Is(err, ErrNotSandbox), errors.Is(err, ErrSandboxNotFound), hcn.NamespaceGone(err),
-		errors.Is(err, errHolderBusy), errors.Is(err, errHolderUnknown), errors.Is(err, context.Canceled):
-		return ""
-	case errors.Is(err, ErrHyperV):
-		return ReasonHyperV
-	case errors.Is(err, ErrInvalidPod):
-		return ReasonInvalid
-	case errors.Is(err, admission.ErrDenied):
-		return ReasonDenied
-	case errors.Is(err, ErrPortConflict):
-		return ReasonConflict
-	}
-	return ReasonHNS
-}
-
-// report tells the reporter how r's start or repair ended.
-func (c *Core) report(r *resolved, err error) {
-	if r == nil || r.pod.Name == "" {
+// report tells the reporter how a start or repair of the pod's mappings
+// ended: mapped by endpoint ep with policies, or failed with err (when err
+// is the owners' business).
+func (c *Core) report(p Pod, ep *hcn.Endpoint, policies []hcn.PortMappingPolicy, err error) {
+	if p.Name == "" {
 		return
 	}
 	if err == nil {
-		if r.endpoint != "" { // a pod with mappings, attached
-			c.opt.Reporter.Report(PodReport{Pod: r.pod, Mapped: true, Endpoint: r.endpoint, Policies: r.policies})
+		if ep != nil {
+			c.opt.Reporter.Report(PodReport{Pod: p, Mapped: true, Endpoint: ep.ID, Policies: policies})
 		}
 		return
 	}
 	if reason := failureReason(err); reason != "" {
-		c.opt.Reporter.Report(PodReport{Pod: r.pod, Reason: reason, Err: err})
+		c.opt.Reporter.Report(PodReport{Pod: p, Reason: reason, Err: err})
 	}
 }

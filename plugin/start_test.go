@@ -75,14 +75,14 @@ func TestStartPodRetriesTransientFailures(t *testing.T) {
 }
 
 // TestStartPodFinalErrorsFailAtOnce: before and after the first listing
-// (after it, a start may create the endpoint during the containerd lookup:
-// not for a pod that is refused anyway).
+// (after it, the state can tell that a sandbox has no endpoint without
+// asking HNS).
 func TestStartPodFinalErrorsFailAtOnce(t *testing.T) {
 	for _, listed := range []bool{false, true} {
 		t.Run(fmt.Sprintf("listed=%v", listed), func(t *testing.T) {
 			f := loaded
 			if !listed {
-				f = newFixture
+				f = func(t *testing.T) *fixture { return newFixture(t) }
 			}
 			testStartPodFinalErrorsFailAtOnce(t, f(t))
 		})
@@ -118,10 +118,9 @@ func testStartPodFinalErrorsFailAtOnce(t *testing.T, f *fixture) {
 }
 
 func TestStopPodCancelsRetryingStart(t *testing.T) {
-	f := newFixture(t)
+	f := newFixture(t, retryEvery(5*time.Millisecond))
 	f.core.opt.Deadline = 20 * time.Millisecond
 	f.core.opt.FailOpen = true
-	f.core.opt.RetryMin, f.core.opt.RetryMax = 5*time.Millisecond, 5*time.Millisecond
 	p := f.sandbox("doomed", "8080:80")
 	if err := f.sim.InjectFault(hcnsim.Fault{Op: hcnsim.OpCreateEndpoint, Kind: "unavailable", Count: 1 << 20}); err != nil {
 		t.Fatal(err)
@@ -140,26 +139,38 @@ func TestStopPodCancelsRetryingStart(t *testing.T) {
 	}
 }
 
-func TestTransient(t *testing.T) {
+// TestErrorTable: every kind of error is final or retried, counted and
+// reported to owners as the one table says.
+func TestErrorTable(t *testing.T) {
 	tests := []struct {
-		err  error
-		want bool
+		err    error
+		retry  retry
+		class  string
+		reason string
 	}{
-		{nil, false},
-		{hcn.ErrUnavailable, true},
-		{context.DeadlineExceeded, true},
-		{errors.New("E_FAIL"), true},
-		{fmt.Errorf("x: %w", hcn.ErrPortInUse), false},
-		{fmt.Errorf("x: %w", ErrPortConflict), false},
-		{fmt.Errorf("x: %w", ErrInvalidPod), false},
-		{fmt.Errorf("x: %w", admission.ErrDenied), false},
-		{&hcn.StepError{Step: hcn.StepAttachEndpoint, Err: hcn.ErrNotFound}, false},
-		{fmt.Errorf("x: %w", ErrSandboxNotFound), false},
+		{hcn.ErrUnavailable, retryAlways, ClassError, ReasonHNS},
+		{fmt.Errorf("x: %w", hcn.ErrTimeout), retryAlways, ClassError, ReasonHNS},
+		{context.DeadlineExceeded, retryBounded, ClassError, ReasonHNS},
+		{errors.New("E_FAIL"), retryBounded, ClassError, ReasonHNS},
+		{fmt.Errorf("x: %w", hcn.ErrPortInUse), retryNever, ClassError, ReasonHNS},
+		{fmt.Errorf("x: %w", ErrPortConflict), retryNever, ClassConflict, ReasonConflict},
+		{fmt.Errorf("x: %w", errHolderPending), retryAlways, ClassError, ""},
+		{fmt.Errorf("x: %w", ErrInvalidPod), retryNever, ClassInvalid, ReasonInvalid},
+		{fmt.Errorf("x: %w", ErrHyperV), retryNever, ClassHyperV, ReasonHyperV},
+		{fmt.Errorf("x: %w", admission.ErrDenied), retryNever, ClassDenied, ReasonDenied},
+		{&hcn.StepError{Step: hcn.StepAttachEndpoint, Err: hcn.ErrNotFound}, retryNever, ClassError, ""},
+		{fmt.Errorf("x: %w", ErrSandboxNotFound), retryNever, ClassError, ""},
+		{fmt.Errorf("x: %w", ErrNotSandbox), retryNever, "", ""},
+		{ErrClosed, retryNever, ClassError, ""},
 	}
 	for _, tt := range tests {
-		if got := transient(tt.err); got != tt.want {
-			t.Errorf("transient(%v) = %v, want %v", tt.err, got, tt.want)
+		k := kindOf(tt.err)
+		if k.retry != tt.retry || k.class != tt.class || k.reason != tt.reason {
+			t.Errorf("%v: retry %v, class %q, reason %q; want %v, %q, %q", tt.err, k.retry, k.class, k.reason, tt.retry, tt.class, tt.reason)
 		}
+	}
+	if !retries(errors.New("E_FAIL"), UnclassifiedAttempts-1) || retries(errors.New("E_FAIL"), UnclassifiedAttempts) {
+		t.Errorf("an unclassified error is not tried exactly %d times", UnclassifiedAttempts)
 	}
 }
 
@@ -226,9 +237,9 @@ func TestStartPodOverTheCap(t *testing.T) {
 func TestCloseWaitsAtMostTheGrace(t *testing.T) {
 	f := newFixture(t)
 	f.core.opt.ShutdownGrace = 50 * time.Millisecond
-	p := f.sandbox("slow", "8080:80")
+	p := f.eventPod("slow", "8080:80")
 	f.sim.SetOpLatency(hcnsim.OpCreateEndpoint, time.Hour) // HNS hangs
-	f.core.Started(p, nil)
+	f.core.Started(p.ID, nil)
 	eventually(t, "the create is in flight", func() bool { return f.sim.Calls()[hcnsim.OpCreateEndpoint] == 1 })
 	closed := make(chan struct{})
 	go func() { f.core.Close(); close(closed) }()
@@ -322,5 +333,147 @@ func TestConflictWithAHolderThatCannotBeFreedYetIsRetried(t *testing.T) {
 	}
 	if eps := f.endpoints("gone"); len(eps) != 0 {
 		t.Fatalf("the vanished holder keeps %+v", eps)
+	}
+}
+
+// loaded is a fixture whose state has taken its first listing of HNS, as
+// after start-up: only then does it know that a sandbox has no endpoint
+// without asking HNS.
+func loaded(t *testing.T) *fixture {
+	t.Helper()
+	f := newFixture(t)
+	f.core.opt.Deadline = 5 * time.Second
+	if err := f.core.LoadPorts(ctx); err != nil {
+		t.Fatal(err)
+	}
+	return f
+}
+
+// A start that turns out to get no endpoint (what containerd says of the
+// sandbox, a stop meanwhile, HNS refusing) leaves nothing in HNS and gives
+// its host port back: the next pod asking for it gets it.
+func TestStartWithoutAnEndpointLeavesThePortFree(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		arrange func(f *fixture, p Pod)
+		wantErr error // nil: the pod starts, skipped
+	}{
+		{"no Windows namespace", func(f *fixture, p Pod) { f.store.sbs[p.ID].NetNS = "" }, nil},
+		{"Hyper-V isolated", func(f *fixture, p Pod) { f.store.sbs[p.ID].HyperV = "OCI spec: Windows.HyperV is set" }, ErrHyperV},
+		{"sandbox not in containerd", func(f *fixture, p Pod) { delete(f.store.sbs, p.ID) }, ErrSandboxNotFound},
+		{"stopped while containerd is asked", func(f *fixture, p Pod) {
+			f.store.onSandbox = func(id string) { f.core.Exited(id, nil) }
+		}, nil},
+		{"attach refused", func(f *fixture, _ Pod) {
+			_ = f.sim.InjectFault(hcnsim.Fault{Op: hcnsim.OpAddNamespaceEndpoint, Kind: "invalid", Count: 1})
+		}, hcn.ErrInvalid},
+		{"create refused", func(f *fixture, _ Pod) {
+			_ = f.sim.InjectFault(hcnsim.Fault{Op: hcnsim.OpCreateEndpoint, Kind: "invalid", Count: 1})
+		}, hcn.ErrInvalid},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := loaded(t)
+			p := f.sandbox("p", "8080:80")
+			tc.arrange(f, p)
+			err := f.core.StartPod(ctx, p)
+			switch {
+			case tc.wantErr == nil && err != nil:
+				t.Fatalf("StartPod: %v, want the pod started without an endpoint", err)
+			case tc.wantErr != nil && !errors.Is(err, tc.wantErr):
+				t.Fatalf("StartPod: %v, want %v", err, tc.wantErr)
+			}
+			f.store.hookSandbox(nil)
+			eventually(t, "nothing of p left in HNS", func() bool { return len(f.endpoints("p")) == 0 })
+			// the host port is free: another pod takes it
+			q := f.sandbox("q", "8080:80")
+			if err := f.core.StartPod(ctx, q); err != nil {
+				t.Fatalf("the next pod asking for the port: %v", err)
+			}
+		})
+	}
+}
+
+// An old endpoint of ours with other mappings (left by a crash) is replaced
+// by the start, not joined by a second one, and containerd is asked once.
+func TestStartReplacesAnOldEndpointOfOurs(t *testing.T) {
+	f := newFixture(t) // no listing taken: HNS is asked what the sandbox has
+	f.core.opt.Deadline = 5 * time.Second
+	p := f.sandbox("a", "8080:80")
+	netID, err := f.core.mgr.EnsureNetwork(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.sim.AddStaleEndpoint(hcn.EndpointSpec{Name: f.core.mgr.EndpointName("a"), NetworkID: netID,
+		PortMappings: []hcn.PortMappingPolicy{{InternalPort: 80, ExternalPort: 9999, Protocol: 6}}}, ""); err != nil {
+		t.Fatal(err)
+	}
+	lookups := 0
+	f.store.onSandbox = func(string) { lookups++ }
+	if err := f.core.StartPod(ctx, p); err != nil {
+		t.Fatal(err)
+	}
+	eps := f.endpoints("a")
+	if len(eps) != 1 || eps[0].PortMappings[0].ExternalPort != 8080 || eps[0].Namespace == "" {
+		t.Fatalf("endpoints: %+v", eps)
+	}
+	if lookups != 1 {
+		t.Fatalf("containerd asked %d times for the sandbox, want once", lookups)
+	}
+	if n := f.core.Endpoints(); n != 1 {
+		t.Fatalf("the state knows %d sandboxes with endpoints, want 1", n)
+	}
+}
+
+// With the listing taken at start-up, the state knows what the plugin's
+// sandboxes have: a start costs create and attach, a stop detach and
+// delete, and a sandbox that never had an endpoint costs no HNS call at all.
+func TestKnownEndpointsSaveHNSCalls(t *testing.T) {
+	f := loaded(t)
+	warm := f.sandbox("warm", "8081:80")
+	if err := f.core.StartPod(ctx, warm); err != nil { // creates the network
+		t.Fatal(err)
+	}
+	before := f.sim.Calls()
+	p := f.sandbox("sb1", "8080:80")
+	if err := f.core.StartPod(ctx, p); err != nil {
+		t.Fatal(err)
+	}
+	f.core.StopPod(ctx, p)
+	f.core.StopPod(ctx, f.sandbox("never-mapped", ""))
+	after := f.sim.Calls()
+	total := 0
+	for op, n := range after {
+		total += n - before[op]
+	}
+	if total != 4 || after[hcnsim.OpListEndpointsByName] != before[hcnsim.OpListEndpointsByName] {
+		t.Errorf("%d HNS calls (%v -> %v), want 4 (create, attach, detach, delete) and no listing", total, before, after)
+	}
+}
+
+// What HNS holds, not the state, decides: an endpoint deleted behind the
+// plugin's back is noticed by the resync's listing and built again; after a
+// failed operation HNS is asked again.
+func TestKnownEndpointsRecheckedAfterExternalChange(t *testing.T) {
+	f := loaded(t)
+	p := f.sandbox("sb1", "8080:80")
+	if err := f.core.StartPod(ctx, p); err != nil {
+		t.Fatal(err)
+	}
+	ep := f.endpoints("sb1")[0]
+	if err := f.sim.RemoveNamespaceEndpoint(ctx, ep.Namespace, ep.ID); err != nil { // an operator, behind our back
+		t.Fatal(err)
+	}
+	if err := f.sim.DeleteEndpoint(ctx, ep.ID); err != nil {
+		t.Fatal(err)
+	}
+	if sum, err := f.core.ReconcileAll(ctx); err != nil || sum.Created != 1 {
+		t.Fatalf("resync = %+v, %v; want the endpoint built again", sum, err)
+	}
+	_ = f.sim.InjectFault(hcnsim.Fault{Op: hcnsim.OpRemoveNamespaceEndpoint, Kind: "internal"})
+	before := f.sim.Calls()[hcnsim.OpListEndpointsByName]
+	f.core.StopPod(ctx, p) // fails once, then the retry asks HNS what is there
+	eventually(t, "the endpoint removed", func() bool { return len(f.endpoints("sb1")) == 0 })
+	if f.sim.Calls()[hcnsim.OpListEndpointsByName] != before+1 {
+		t.Error("after a failure the next attempt did not ask HNS")
 	}
 }

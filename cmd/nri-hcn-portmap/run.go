@@ -111,7 +111,6 @@ func build(ctx context.Context, cfg config.Config, flags *config.Flags, log *log
 	if err != nil {
 		return nil, err
 	}
-	a.metrics.CountEndpoints(mgr.KnownCount)
 	policy, err := admission.Compile(cfg.Admission)
 	if err != nil {
 		return nil, err // Resolve validated it already
@@ -137,6 +136,7 @@ func build(ctx context.Context, cfg config.Config, flags *config.Flags, log *log
 		HyperVHandlers: cfg.Plugin.HyperVRuntimeHandlers,
 		Reporter:       reporter,
 	}, log)
+	a.metrics.CountEndpoints(a.core.Endpoints)
 	resync := plugin.NewResyncer(a.core, cfg.Plugin.ResyncInterval.Duration, log)
 	mode, nriSrc := cfg.Plugin.Source, launched
 	if nriSrc != nil {

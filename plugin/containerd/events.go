@@ -13,9 +13,7 @@ import (
 	"github.com/sirupsen/logrus"
 	"google.golang.org/protobuf/types/known/emptypb"
 
-	"github.com/nri-hcn-portmap/nri-hcn-portmap/hcn"
 	"github.com/nri-hcn-portmap/nri-hcn-portmap/plugin"
-	"github.com/nri-hcn-portmap/nri-hcn-portmap/plugin/admission"
 	"github.com/nri-hcn-portmap/nri-hcn-portmap/plugin/backoff"
 )
 
@@ -181,54 +179,30 @@ func (s *EventSource) handle(topic string, payload typeurl.Any) {
 		s.log.WithError(err).WithField("topic", topic).Warn("undecodable containerd event")
 		return
 	}
-	switch id, a := Decode(ev); a {
+	id, a := Decode(ev)
+	if a == Ignore {
+		return
+	}
+	log := s.log.WithFields(logrus.Fields{"sandbox": id, "topic": topic})
+	switch a {
 	case Start:
-		s.started(id)
+		s.core.Started(id, func(err error) { s.outcome("event-start", log, err) })
 	case Exit:
-		s.stopped(topic, id, true)
+		s.core.Exited(id, func(err error) { s.outcome("event-stop", log, err) })
 	case Removed:
-		s.stopped(topic, id, false)
+		s.core.Deleted(id, func(err error) { s.outcome("event-stop", log, err) })
 	}
 }
 
-// started asks for the endpoint of a sandbox whose task started. The core
-// reads the container once, and tells an application container from a
-// sandbox.
-func (s *EventSource) started(id string) {
-	log := s.log.WithField("sandbox", id)
-	s.core.Started(plugin.Pod{ID: id, Partial: true}, func(err error) {
-		if errors.Is(err, plugin.ErrNotSandbox) {
-			return
-		}
-		s.core.Observer().Operation("event-start", plugin.Classify(err))
-		switch {
-		case err == nil:
-		case errors.Is(err, plugin.ErrSandboxNotFound):
-			log.Debug("container gone before its start was handled")
-		case hcn.NamespaceGone(err):
-			log.WithError(err).Info("sandbox stopped before its endpoint could be attached; nothing left behind")
-		case errors.Is(err, plugin.ErrInvalidPod), errors.Is(err, admission.ErrDenied), errors.Is(err, plugin.ErrPortConflict):
-			log.WithError(err).Error("port mappings rejected")
-		default:
-			log.WithError(err).Error("task start: endpoint not built; the resync will retry")
-		}
-	})
-}
-
-// stopped asks for the removal of the endpoint of a sandbox whose task
-// exited or was deleted (mayBeContainer: the ID may name an application
-// container), or whose container was deleted.
-func (s *EventSource) stopped(topic, id string, mayBeContainer bool) {
-	log := s.log.WithFields(logrus.Fields{"sandbox": id, "topic": topic})
-	s.core.Stopped(plugin.Pod{ID: id}, mayBeContainer, func(err error) {
-		if errors.Is(err, plugin.ErrNotSandbox) {
-			return
-		}
-		s.core.Observer().Operation("event-stop", plugin.Classify(err))
-		if err != nil {
-			log.WithError(err).Error("endpoint not removed; the resync will retry")
-		}
-	})
+// outcome counts and logs how the sync an event triggered ended, as the
+// controller's table of errors says; an application container's events
+// are not counted.
+func (s *EventSource) outcome(kind string, log *logrus.Entry, err error) {
+	if errors.Is(err, plugin.ErrNotSandbox) {
+		return
+	}
+	s.core.Observer().Operation(kind, plugin.Classify(err))
+	plugin.LogStart(log, err)
 }
 
 func closedOr(err error) string {

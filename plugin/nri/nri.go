@@ -297,8 +297,9 @@ var ErrConfigRefused = errors.New("nri-hcn-portmap refuses its NRI configuration
 
 // Synchronize answers at once and reconciles in the background: NRI gives the
 // whole exchange 2 s and holds the runtime's lock meanwhile, while a
-// reconcile of many pods costs HNS calls. Per-sandbox locks keep it
-// consistent with events that arrive while it runs.
+// reconcile of many pods costs HNS calls. The reconcile goes through the
+// controller's queue like every other trigger, so events that arrive while
+// it runs are synced in their turn.
 func (h *nriHandler) Synchronize(_ context.Context, pods []*api.PodSandbox, _ []*api.Container) ([]*api.ContainerUpdate, error) {
 	ps := make([]plugin.Pod, 0, len(pods))
 	for _, p := range pods {
@@ -350,7 +351,7 @@ func (h *nriHandler) StopPodSandbox(ctx context.Context, p *api.PodSandbox) erro
 // RemovePodSandbox removes anything left (a no-op when Stop did the work).
 func (h *nriHandler) RemovePodSandbox(ctx context.Context, p *api.PodSandbox) error {
 	if core, err := h.coreOrErr(); err == nil {
-		core.StopPod(ctx, podFromNRI(p))
+		core.RemovePod(ctx, podFromNRI(p))
 	}
 	return nil
 }

@@ -1,0 +1,311 @@
+package plugin
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+
+	"github.com/sirupsen/logrus"
+
+	"github.com/nri-hcn-portmap/nri-hcn-portmap/hcn"
+)
+
+// sync is the controller's one decision: for every trigger alike (an NRI
+// request, a containerd event, Synchronize, a resync, a retry) it reads
+// what should be (what triggers recorded, containerd's record and task
+// state, the pod's request) and what is (the sandbox's endpoint, as the
+// state knows it or HNS says), and converges. The steps, in order:
+//
+//  1. a stopped or removed sandbox loses its endpoint and its host ports;
+//  2. a request the trigger gave whole, with the annotation as its only
+//     source, is decided without I/O: a bad one fails, none costs nothing;
+//  3. containerd's record: gone means nothing is left, an application
+//     container is not ours;
+//  4. live? a start seen says so; otherwise containerd's task and HCN's
+//     namespace tell; a sandbox that no longer runs is stopped (1);
+//  5. the request: the mappings from its sources, limits, admission;
+//  6. nothing asked for, no Windows namespace, Hyper-V isolation, or all
+//     of it mapped by the CNI already: no endpoint of ours;
+//  7. the host ports: a pod holding one makes this sync wait for that
+//     pod's own sync, once, which tells whether it still runs;
+//  8. the endpoint: kept, replaced, created and attached (hcn.Manager).
+func (c *Core) sync(ctx context.Context, id string, in syncInput) (Change, error) {
+	p := in.pod
+	if p.ID == "" {
+		p = Pod{ID: id, Partial: true}
+	}
+	if in.stopped || in.removed { // 1
+		return c.syncStopped(ctx, id, p, in)
+	}
+	var annotated []hcn.PortMapping // 2
+	decided := !p.Partial && !c.opt.Inputs.CRI
+	if decided {
+		ms, err := c.mappings(p)
+		if err != nil {
+			c.report(p, nil, nil, err)
+			return NoChange, err
+		}
+		if eps, known := c.st.endpoints(id); len(ms) == 0 && known && len(eps) == 0 {
+			return NoChange, nil
+		}
+		annotated = ms
+	}
+	sb, err := c.store.Sandbox(ctx, id) // 3
+	switch {
+	case errors.Is(err, ErrSandboxNotFound):
+		ch, terr := c.teardown(ctx, id, p)
+		if terr != nil {
+			return ch, terr
+		}
+		c.st.forget(id)
+		return ch, errPod(p, err)
+	case err != nil:
+		return NoChange, errPod(p, fmt.Errorf("reading the sandbox from containerd: %w", err))
+	case !sb.IsSandbox:
+		return NoChange, fmt.Errorf("container %s: %w", id, ErrNotSandbox)
+	}
+	c.st.markSandbox(id)
+	state, err := c.live(ctx, sb, in.started) // 4
+	if err != nil {
+		return NoChange, errPod(p, fmt.Errorf("deciding whether the sandbox is live: %w", err))
+	}
+	switch state {
+	case stoppedForGood: // containerd says so: CRI never starts a sandbox again
+		c.st.tombstone(id)
+		return c.teardown(ctx, id, p)
+	case notRunning: // HCN says so (no namespace): judged again next time
+		return c.teardown(ctx, id, p)
+	}
+	req, err := c.request(p, sb, annotated, decided) // 5
+	if err != nil {
+		c.report(req.pod, nil, nil, err)
+		return NoChange, err
+	}
+	p = req.pod
+	log := c.PodLog(p)
+	switch { // 6
+	case !req.known:
+		return NoChange, nil // live, but its request is unknown here
+	case len(req.mappings) == 0:
+		return c.teardown(ctx, id, p)
+	case sb.NetNS == "":
+		if in.started {
+			log.Info("sandbox has no Windows network namespace (Linux or HostProcess sandbox); skipped")
+			c.opt.Observer.Skipped(SkipNoNetNS)
+		}
+		return c.teardown(ctx, id, p)
+	}
+	if why := c.hyperV(p, sb); why != "" {
+		if _, err := c.teardown(ctx, id, p); err != nil {
+			return NoChange, err
+		}
+		log.WithField("isolation", why).Warn("Hyper-V isolated pod: host ports refused")
+		err := errPod(p, fmt.Errorf("%w (%s): its utility VM takes the namespace's endpoints only when it starts, "+
+			"so an endpoint added now would never reach it; map host ports of Hyper-V pods with the CNI's portMappings", ErrHyperV, why))
+		c.report(p, nil, nil, err)
+		return NoChange, err
+	}
+	policies := hcn.BuildPolicies(req.mappings, c.opt.Policy)
+	if c.opt.Inputs.CRI {
+		// the CNI may map the pod's hostPorts itself (win-bridge honours
+		// portMappings): HNS would refuse the same mapping twice
+		if policies, err = c.notProvided(ctx, log, id, sb.NetNS, policies); err != nil {
+			return NoChange, errPod(p, err)
+		}
+		if len(policies) == 0 {
+			return c.teardown(ctx, id, p)
+		}
+	}
+	undo, err := c.st.reserve(id, p.holderName(), policies) // 7
+	if err != nil {
+		var ce *ConflictError
+		if errors.As(err, &ce) && !c.st.waitForHolder(id, ce.HolderID, in.waitFor) {
+			// does the holder still run? Its own sync says: a gone or
+			// stopping holder gives the ports back, a live one is confirmed
+			c.enqueue(ce.HolderID, nil, nil)
+			return NoChange, errPod(p, fmt.Errorf("%w: %w", errHolderPending, err))
+		}
+		c.describeHolder(ctx, err)
+		err = errPod(p, err)
+		c.report(p, nil, nil, err)
+		return NoChange, err
+	}
+	return c.converge(ctx, id, p, sb, policies, undo) // 8
+}
+
+// converge makes HNS hold the sandbox's endpoint with policies.
+func (c *Core) converge(ctx context.Context, id string, p Pod, sb *SandboxInfo, policies []hcn.PortMappingPolicy, undo func()) (Change, error) {
+	existing, known := c.st.endpoints(id)
+	if !known {
+		var err error
+		if existing, err = c.mgr.Lookup(ctx, id); err != nil {
+			undo()
+			err = errPod(p, err)
+			c.report(p, nil, nil, err)
+			return NoChange, err
+		}
+	}
+	ep, outcome, err := c.mgr.Converge(ctx, hcn.Desired{SandboxID: id, Namespace: sb.NetNS, Policies: policies}, existing)
+	if err != nil {
+		undo()
+		c.st.setEndpoints(id, nil, false) // what HNS holds now is not known
+		err = errPod(p, err)
+		if hcn.NamespaceGone(err) { // the sandbox stopped meanwhile; the manager rolled back
+			return NoChange, err
+		}
+		c.report(p, nil, nil, err)
+		return NoChange, err
+	}
+	c.st.setEndpoints(id, []hcn.Endpoint{*ep}, true)
+	c.st.confirm(id)
+	c.report(p, ep, policies, nil)
+	log := c.PodLog(p).WithFields(logrus.Fields{"endpoint": ep.ID, "netns": sb.NetNS})
+	if outcome == hcn.Unchanged {
+		log.Debug("endpoint already in place")
+		return Kept, nil
+	}
+	log.WithFields(logrus.Fields{"mappings": policyList(policies), "outcome": outcome.String()}).Info("endpoint attached")
+	return Built, nil
+}
+
+// syncStopped removes what a stopped sandbox still has, and forgets the
+// sandbox once containerd no longer has it either.
+func (c *Core) syncStopped(ctx context.Context, id string, p Pod, in syncInput) (Change, error) {
+	ch, err := c.teardown(ctx, id, p)
+	if err != nil {
+		return ch, err
+	}
+	removed, sandbox := in.removed, c.st.isSandbox(id)
+	// A listing of containerd lacked it, or a start came after the stop of
+	// a container never seen as a sandbox: containerd is asked (the one
+	// lookup of a stop, and only then).
+	if (in.verify || (in.started && !sandbox)) && !removed {
+		sb, serr := c.store.Sandbox(ctx, id)
+		switch {
+		case errors.Is(serr, ErrSandboxNotFound):
+			removed = true
+		case serr == nil && sb.IsSandbox:
+			c.st.markSandbox(id)
+			sandbox = true
+		}
+	}
+	if removed {
+		c.st.forget(id)
+	}
+	if ch == NoChange && !sandbox {
+		return NoChange, fmt.Errorf("container %s: %w", id, ErrNotSandbox) // nothing of ours, maybe an application container
+	}
+	return ch, nil
+}
+
+// teardown removes the sandbox's endpoints and gives its host ports back.
+func (c *Core) teardown(ctx context.Context, id string, p Pod) (Change, error) {
+	eps, known := c.st.endpoints(id)
+	if !known {
+		var err error
+		if eps, err = c.mgr.Lookup(ctx, id); err != nil {
+			return NoChange, errPod(p, err)
+		}
+	}
+	n, err := c.mgr.Delete(ctx, eps)
+	if err != nil {
+		c.st.setEndpoints(id, nil, false)
+		return NoChange, errPod(p, err)
+	}
+	c.st.setEndpoints(id, nil, true)
+	c.st.release(id)
+	if n == 0 {
+		return NoChange, nil
+	}
+	c.PodLog(p).WithField("endpoints", n).Info("endpoint removed")
+	return Removed, nil
+}
+
+// liveness is what the sync concludes of a sandbox's life.
+type liveness int
+
+const (
+	running        liveness = iota
+	notRunning              // its namespace is gone: nothing to attach to (asked again next time)
+	stoppedForGood          // containerd says its task stopped
+)
+
+// live says whether a sandbox runs: a start seen since the last sync says
+// so; otherwise containerd's task (stopped: for good) and HCN's namespace
+// (it must still exist) tell. A sandbox without a Windows namespace runs
+// for containerd alone.
+func (c *Core) live(ctx context.Context, sb *SandboxInfo, started bool) (liveness, error) {
+	if started {
+		return running, nil
+	}
+	state, err := c.store.TaskState(ctx, sb.ID)
+	if err != nil {
+		return notRunning, err
+	}
+	switch {
+	case state == TaskStopped:
+		return stoppedForGood, nil
+	case sb.NetNS == "" && state == TaskRunning:
+		return running, nil
+	case sb.NetNS == "":
+		return notRunning, nil
+	}
+	exists, err := c.mgr.NamespaceExists(ctx, sb.NetNS)
+	if err != nil || !exists {
+		return notRunning, err
+	}
+	return running, nil
+}
+
+// notProvided drops the policies another endpoint of the pod's namespace
+// already provides, and logs each.
+func (c *Core) notProvided(ctx context.Context, log *logrus.Entry, id string, ns hcn.GUID, policies []hcn.PortMappingPolicy) ([]hcn.PortMappingPolicy, error) {
+	others, err := c.mgr.Neighbours(ctx, ns, id)
+	if err != nil || len(others) == 0 {
+		return policies, err
+	}
+	var out []hcn.PortMappingPolicy
+	for _, p := range policies {
+		if ep := hcn.ProvidedBy(p, others); ep != nil {
+			log.WithFields(logrus.Fields{"mapping": p.String(), "provided_by": ep.Name, "provider_endpoint": ep.ID}).
+				Info("host port already mapped by another endpoint of the pod's namespace; skipped")
+			continue
+		}
+		out = append(out, p)
+	}
+	return out, nil
+}
+
+// ErrHyperV: the pod is Hyper-V isolated; host ports cannot be added to it.
+// It is an invalid request (final).
+var ErrHyperV = fmt.Errorf("%w: Hyper-V isolated pod", ErrInvalidPod)
+
+// hyperV says why the sandbox is Hyper-V isolated, "" when it is not.
+func (c *Core) hyperV(p Pod, sb *SandboxInfo) string {
+	if sb.HyperV != "" {
+		return sb.HyperV
+	}
+	if h := p.RuntimeHandler; h != "" && slices.Contains(c.opt.HyperVHandlers, h) {
+		return "runtime handler " + h
+	}
+	return ""
+}
+
+// describeHolder fills in the holder's pod name from containerd when the
+// index only knew its sandbox ID.
+func (c *Core) describeHolder(ctx context.Context, err error) {
+	var ce *ConflictError
+	if !errors.As(err, &ce) || ce.Holder != "" {
+		return
+	}
+	sb, serr := c.store.Sandbox(ctx, ce.HolderID)
+	if serr != nil || len(sb.Metadata) == 0 {
+		return
+	}
+	if r, rerr := c.request(Pod{ID: ce.HolderID, Partial: true}, sb, nil, false); rerr == nil && r.pod.Name != "" {
+		ce.Holder = r.pod.Namespace + "/" + r.pod.Name
+	}
+}
+
+func policyList(ps []hcn.PortMappingPolicy) string { return fmt.Sprint(ps) }
