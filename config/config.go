@@ -18,9 +18,6 @@ import (
 	"time"
 
 	"github.com/pelletier/go-toml/v2"
-
-	"github.com/nri-hcn-portmap/nri-hcn-portmap/hcn"
-	"github.com/nri-hcn-portmap/nri-hcn-portmap/plugin/admission"
 )
 
 // Backends of the HCN seam.
@@ -49,6 +46,19 @@ const (
 	MaxAnnotationLimit = 256 << 10
 )
 
+// Default routes of the plugin's endpoints (hcn.default_route; package hcn
+// gives them their meaning, and a test keeps the two lists equal).
+const (
+	RouteLowPriority = "low-priority"
+	RouteNone        = "none"
+	RouteHNS         = "hns"
+	// DefaultRouteMetric is the low-priority route's metric.
+	DefaultRouteMetric = 5000
+)
+
+// RouteModes lists the default route modes in the order the docs give them.
+func RouteModes() []string { return []string{RouteLowPriority, RouteNone, RouteHNS} }
+
 // Sources of port mappings.
 const (
 	MappingsAnnotations = "annotations"
@@ -57,14 +67,14 @@ const (
 
 // Config is the whole configuration file.
 type Config struct {
-	Plugin     Plugin          `toml:"plugin"`
-	NRI        NRI             `toml:"nri"`
-	Containerd Containerd      `toml:"containerd"`
-	HCN        HCN             `toml:"hcn"`
-	Kubernetes Kubernetes      `toml:"kubernetes"`
-	Admission  admission.Rules `toml:"admission"`
-	Admin      Admin           `toml:"admin"`
-	Log        Log             `toml:"log"`
+	Plugin     Plugin     `toml:"plugin"`
+	NRI        NRI        `toml:"nri"`
+	Containerd Containerd `toml:"containerd"`
+	HCN        HCN        `toml:"hcn"`
+	Kubernetes Kubernetes `toml:"kubernetes"`
+	Admission  Admission  `toml:"admission"`
+	Admin      Admin      `toml:"admin"`
+	Log        Log        `toml:"log"`
 }
 
 // Admin is where operators reach /healthz, /metrics and /reload.
@@ -151,7 +161,7 @@ type HCN struct {
 	DualStack        bool   `toml:"dual_stack"`
 	OutboundNAT      bool   `toml:"outbound_nat"`
 	// DefaultRoute is the default route of the plugin's endpoints:
-	// low-priority, none or hns (see hcn.RouteMode); RouteMetric the
+	// low-priority, none or hns (RouteModes); RouteMetric the
 	// metric of the low-priority one.
 	DefaultRoute string   `toml:"default_route"`
 	RouteMetric  int      `toml:"route_metric"`
@@ -208,12 +218,12 @@ func Default() Config {
 			FailurePolicy: FailOpen, Deadline: Duration{1500 * time.Millisecond},
 			MaxMappingsPerPod: 64, MaxAnnotationBytes: 16 << 10, ShutdownGrace: Duration{3 * time.Second},
 			HyperVRuntimeHandlers: []string{"runhcs-wcow-hypervisor"}},
-		Admission: admission.DefaultRules(),
+		Admission: DefaultAdmission(),
 		NRI: NRI{Socket: "/var/run/nri/nri.sock", PluginName: "hcn-portmap", PluginIndex: "50",
 			ReconnectMax: Duration{30 * time.Second}},
 		Containerd: Containerd{Address: DefaultContainerdAddress(), Namespace: "k8s.io"},
 		HCN: HCN{Backend: BackendWindows, Network: "nat", NetworkType: "NAT", LocalRoutedVIP: true,
-			DefaultRoute: string(hcn.RouteLowPriority), RouteMetric: hcn.DefaultRouteMetric,
+			DefaultRoute: RouteLowPriority, RouteMetric: DefaultRouteMetric,
 			CallTimeout: Duration{10 * time.Second}, RetryMax: Duration{10 * time.Second}, MaxConcurrentCalls: 12},
 		Admin:      Admin{Listen: "127.0.0.1:9466"},
 		Kubernetes: Kubernetes{QueueSize: 256},
@@ -375,7 +385,7 @@ func (c *Config) validate(source string, origin map[string]string, goos string) 
 			bad("plugin.hyperv_runtime_handlers", h, "is listed twice")
 		}
 	}
-	if _, err := admission.Compile(c.Admission); err != nil {
+	if _, err := c.Admission.Parse(); err != nil {
 		for _, e := range unjoin(err) {
 			from := source
 			if key, _, ok := strings.Cut(e.Error(), " = "); ok && origin[key] != "" {
@@ -450,7 +460,7 @@ func (c *Config) validate(source string, origin map[string]string, goos string) 
 	if n := c.Kubernetes.QueueSize; n < 1 || n > 65536 {
 		bad("kubernetes.queue_size", n, "must be 1 to 65536")
 	}
-	if !slices.Contains(hcn.RouteModes(), hcn.RouteMode(c.HCN.DefaultRoute)) {
+	if !slices.Contains(RouteModes(), c.HCN.DefaultRoute) {
 		bad("hcn.default_route", c.HCN.DefaultRoute, "must be one of low-priority, none, hns")
 	}
 	if m := c.HCN.RouteMetric; m < 1 || m > 65535 {

@@ -12,7 +12,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nri-hcn-portmap/nri-hcn-portmap/plugin/admission"
 	"github.com/nri-hcn-portmap/nri-hcn-portmap/plugin/request"
 )
 
@@ -100,7 +99,7 @@ max_files = 2
 		Plugin: Plugin{Source: "containerd", ResyncInterval: Duration{30 * time.Second}, MappingSources: []string{"annotations", "cri"},
 			FailurePolicy: "fail-closed", Deadline: Duration{time.Second}, MaxMappingsPerPod: 16, MaxAnnotationBytes: 4096, ShutdownGrace: Duration{2 * time.Second},
 			HyperVRuntimeHandlers: []string{"runhcs-wcow-hypervisor", "wcow-vm"}},
-		Admission: admission.Rules{Namespaces: []string{"ingress", "kube-system"}, PodSelector: "hostports=allowed",
+		Admission: Admission{Namespaces: []string{"ingress", "kube-system"}, PodSelector: "hostports=allowed",
 			HostPortRanges: []string{"80", "443", "30000-32767"}, HostIPs: []string{"10.0.0.0/24"}, Deny: []string{}},
 		NRI:        NRI{Socket: "/run/nri/nri.sock", PluginName: "portmap", PluginIndex: "10", ReconnectMax: Duration{5 * time.Second}},
 		Containerd: Containerd{Address: "/run/containerd/containerd.sock", Namespace: "k8s.io"},

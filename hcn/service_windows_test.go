@@ -84,11 +84,11 @@ func TestWindowsEndpointPolicies(t *testing.T) {
 	n := testNetwork(t, svc)
 	// IPv4 only: NAT networks do not support IPv6 (the IPv6 policy JSON is
 	// checked against the emulator, emu_windows_test.go)
-	policies := BuildPolicies([]PortMapping{
-		{Protocol: TCP, HostPort: 18080, ContainerPort: 80},
-		{Protocol: UDP, HostPort: 15353, ContainerPort: 53, HostIP: mustAddr("10.0.0.5")},
-		{Protocol: TCP, HostPort: 18443, ContainerPort: 443, HostIP: mustAddr("10.0.0.4")},
-	}, PolicyOptions{LocalRoutedVIP: true})
+	policies := []PortMappingPolicy{ // what request.BuildPolicies makes of 18080:80, 10.0.0.5:15353:53/udp, 10.0.0.4:18443:443
+		{Protocol: TCP, ExternalPort: 18080, InternalPort: 80, Flags: NatFlagsLocalRoutedVip},
+		{Protocol: TCP, ExternalPort: 18443, InternalPort: 443, VIP: "10.0.0.4", Flags: NatFlagsLocalRoutedVip},
+		{Protocol: UDP, ExternalPort: 15353, InternalPort: 53, VIP: "10.0.0.5", Flags: NatFlagsLocalRoutedVip},
+	}
 	ep, err := svc.CreateEndpoint(bg, EndpointSpec{Name: "hcnpm-policies", NetworkID: n.ID, PortMappings: policies, OutboundNAT: true})
 	if err != nil {
 		t.Fatalf("CreateEndpoint: %v", err)

@@ -32,27 +32,6 @@ func (p Protocol) String() string {
 	return fmt.Sprintf("proto(%d)", uint32(p))
 }
 
-// PortMapping is one host-port -> container-port mapping requested for a pod.
-// A zero HostIP means "every host address".
-type PortMapping struct {
-	Protocol      Protocol
-	ContainerPort uint16
-	HostPort      uint16
-	HostIP        netip.Addr
-}
-
-func (m PortMapping) String() string {
-	host := ""
-	if m.HostIP.IsValid() {
-		host = m.HostIP.String()
-		if m.HostIP.Is6() {
-			host = "[" + host + "]"
-		}
-		host += ":"
-	}
-	return fmt.Sprintf("%s%d:%d/%s", host, m.HostPort, m.ContainerPort, m.Protocol)
-}
-
 // NatFlags mirrors hcsshim's hcn.NatFlags (bit flags).
 type NatFlags uint32
 
@@ -89,53 +68,6 @@ func (p PortMappingPolicy) String() string {
 
 // IsIPv6 reports whether the policy applies to IPv6 traffic.
 func (p PortMappingPolicy) IsIPv6() bool { return p.Flags&NatFlagsIPv6 != 0 }
-
-// PolicyOptions control how port mappings become HNS policies.
-type PolicyOptions struct {
-	// LocalRoutedVIP sets NatFlagsLocalRoutedVip so the mapped port is also
-	// reachable from the node itself.
-	LocalRoutedVIP bool
-	// DualStack: a mapping without host IP gets an IPv4 and an IPv6 policy.
-	DualStack bool
-}
-
-// BuildPolicies turns port mappings into HNS v2 PortMapping policies, applying
-// the dual-stack rule: a host IPv4 gives one IPv4 policy, a host IPv6 one
-// policy with the IPv6 flag, no host IP one IPv4 policy plus, with DualStack,
-// one IPv6 policy. An unspecified host IP (0.0.0.0, ::) means every address
-// of its family: no VIP. The result is sorted so equal inputs compare equal.
-func BuildPolicies(mappings []PortMapping, o PolicyOptions) []PortMappingPolicy {
-	var base NatFlags
-	if o.LocalRoutedVIP {
-		base |= NatFlagsLocalRoutedVip
-	}
-	out := make([]PortMappingPolicy, 0, len(mappings))
-	for _, m := range mappings {
-		p := PortMappingPolicy{Protocol: m.Protocol, InternalPort: m.ContainerPort, ExternalPort: m.HostPort, Flags: base}
-		ip := m.HostIP.Unmap()
-		switch {
-		case ip.IsValid() && ip.Is4():
-			if !ip.IsUnspecified() { // 0.0.0.0: every IPv4 address, no VIP
-				p.VIP = ip.String()
-			}
-			out = append(out, p)
-		case ip.IsValid():
-			if !ip.IsUnspecified() { // ::: every IPv6 address, no VIP
-				p.VIP = ip.String()
-			}
-			p.Flags |= NatFlagsIPv6
-			out = append(out, p)
-		default:
-			out = append(out, p)
-			if o.DualStack {
-				p.Flags |= NatFlagsIPv6
-				out = append(out, p)
-			}
-		}
-	}
-	SortPolicies(out)
-	return out
-}
 
 // SortPolicies orders policies canonically.
 func SortPolicies(ps []PortMappingPolicy) {

@@ -110,7 +110,7 @@ func TestRandomFaultsConverge(t *testing.T) {
 				}
 				want++
 				liveChecked++
-				policies := hcn.BuildPolicies(mustParse(t, p.Annotations[request.AnnotationPortMappings]), f.core.opt.Policy)
+				policies := request.BuildPolicies(mustParse(t, p.Annotations[request.AnnotationPortMappings]), f.core.opt.Policy)
 				if len(eps) != 1 || eps[0].Namespace != f.store.sbs[p.ID].NetNS || !hcn.SamePolicies(eps[0].PortMappings, policies) {
 					t.Errorf("live pod %s has %+v, want one endpoint with %v in %s", p.ID, eps, policies, f.store.sbs[p.ID].NetNS)
 				}
@@ -122,7 +122,7 @@ func TestRandomFaultsConverge(t *testing.T) {
 	}
 }
 
-func mustParse(t *testing.T, s string) []hcn.PortMapping {
+func mustParse(t *testing.T, s string) []request.PortMapping {
 	t.Helper()
 	ms, err := request.ParsePortMappings(s, request.Limits{})
 	if err != nil {

@@ -16,7 +16,7 @@ import (
 
 // Options configure a Core.
 type Options struct {
-	Policy hcn.PolicyOptions
+	Policy request.PolicyOptions
 	Inputs Inputs // where a pod's port mappings are read from
 	// Limits bound one pod's request (zero values: the defaults).
 	Limits    request.Limits

@@ -98,7 +98,7 @@ func newFixture(t *testing.T, opts ...func(*Options)) *fixture {
 	store := &memStore{sbs: map[string]*SandboxInfo{}, tasks: map[string]TaskState{}}
 	log := logrus.New()
 	log.SetOutput(testWriter{t})
-	o := Options{Policy: hcn.PolicyOptions{LocalRoutedVIP: true}, Inputs: Inputs{Annotations: true},
+	o := Options{Policy: request.PolicyOptions{LocalRoutedVIP: true}, Inputs: Inputs{Annotations: true},
 		RetryMin: time.Millisecond, RetryMax: 5 * time.Millisecond}
 	for _, fn := range opts {
 		fn(&o)

@@ -3,7 +3,6 @@ package plugin
 import (
 	"fmt"
 
-	"github.com/nri-hcn-portmap/nri-hcn-portmap/hcn"
 	"github.com/nri-hcn-portmap/nri-hcn-portmap/plugin/admission"
 	"github.com/nri-hcn-portmap/nri-hcn-portmap/plugin/request"
 )
@@ -12,7 +11,7 @@ import (
 // invalid request (or one over the limits) is an error naming the pod, the
 // annotation and the entry (or the count and the limit), wrapping
 // ErrInvalidPod.
-func (c *Core) mappings(p Pod) ([]hcn.PortMapping, error) {
+func (c *Core) mappings(p Pod) ([]request.PortMapping, error) {
 	v, ok := p.Annotations[request.AnnotationPortMappings]
 	if !ok {
 		return nil, nil
@@ -28,7 +27,7 @@ func (c *Core) mappings(p Pod) ([]hcn.PortMapping, error) {
 type podRequest struct {
 	pod      Pod // completed from containerd's CRI record when partial
 	known    bool
-	mappings []hcn.PortMapping
+	mappings []request.PortMapping
 }
 
 // request works out what the sandbox asks for from the pod the trigger
@@ -37,7 +36,7 @@ type podRequest struct {
 // the annotation's, parsed already when parsed is set), merged, and are
 // admitted by the node's policy. known is false for a partial pod whose
 // record has no CRI metadata.
-func (c *Core) request(p Pod, sb *SandboxInfo, annotated []hcn.PortMapping, parsed bool) (podRequest, error) {
+func (c *Core) request(p Pod, sb *SandboxInfo, annotated []request.PortMapping, parsed bool) (podRequest, error) {
 	r := podRequest{pod: p, known: !p.Partial}
 	var meta *request.CRIMetadata
 	if len(sb.Metadata) > 0 && (p.Partial || c.opt.Inputs.CRI) {
@@ -78,7 +77,7 @@ func (c *Core) request(p Pod, sb *SandboxInfo, annotated []hcn.PortMapping, pars
 }
 
 // admit applies the node's host-port admission policy to the pod's mappings.
-func (c *Core) admit(p Pod, ms []hcn.PortMapping) error {
+func (c *Core) admit(p Pod, ms []request.PortMapping) error {
 	pol := c.policy.Load()
 	if pol == nil || len(ms) == 0 {
 		return nil

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nri-hcn-portmap/nri-hcn-portmap/config"
 	"github.com/nri-hcn-portmap/nri-hcn-portmap/hcn"
 	"github.com/nri-hcn-portmap/nri-hcn-portmap/hcn/hcnsim"
 	"github.com/nri-hcn-portmap/nri-hcn-portmap/plugin/admission"
@@ -90,7 +91,7 @@ func TestStartPodFinalErrorsFailAtOnce(t *testing.T) {
 }
 
 func testStartPodFinalErrorsFailAtOnce(t *testing.T, f *fixture) {
-	pol, err := admission.Compile(admission.DefaultRules())
+	pol, err := admission.Compile(config.DefaultAdmission())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -9,6 +9,7 @@ import (
 	"github.com/sirupsen/logrus"
 
 	"github.com/nri-hcn-portmap/nri-hcn-portmap/hcn"
+	"github.com/nri-hcn-portmap/nri-hcn-portmap/plugin/request"
 )
 
 // sync is the controller's one decision: for every trigger alike (an NRI
@@ -38,7 +39,7 @@ func (c *Core) sync(ctx context.Context, id string, in syncInput) (Change, error
 	if in.stopped || in.removed { // 1
 		return c.syncStopped(ctx, id, p, in)
 	}
-	var annotated []hcn.PortMapping // 2
+	var annotated []request.PortMapping // 2
 	decided := !p.Partial && !c.opt.Inputs.CRI
 	if decided {
 		ms, err := c.mappings(p)
@@ -106,7 +107,7 @@ func (c *Core) sync(ctx context.Context, id string, in syncInput) (Change, error
 		c.report(p, nil, nil, err)
 		return NoChange, err
 	}
-	policies := hcn.BuildPolicies(req.mappings, c.opt.Policy)
+	policies := request.BuildPolicies(req.mappings, c.opt.Policy)
 	if c.opt.Inputs.CRI {
 		// the CNI may map the pod's hostPorts itself (win-bridge honours
 		// portMappings): HNS would refuse the same mapping twice

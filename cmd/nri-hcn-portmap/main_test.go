@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -190,5 +191,18 @@ func TestBinaryDoesNotLinkTheClientset(t *testing.T) {
 				t.Errorf("GOOS=%s: the plugin links %s", goos, pkg)
 			}
 		}
+	}
+}
+
+// config is a leaf that names the route modes and the default metric by
+// itself; hcn gives them their meaning. The two must agree.
+func TestConfigRouteModesAreHCNs(t *testing.T) {
+	var modes []string
+	for _, m := range hcn.RouteModes() {
+		modes = append(modes, string(m))
+	}
+	if !slices.Equal(config.RouteModes(), modes) || config.DefaultRouteMetric != hcn.DefaultRouteMetric ||
+		config.RouteLowPriority != string(hcn.RouteLowPriority) {
+		t.Fatalf("config: %v metric %d; hcn: %v metric %d", config.RouteModes(), config.DefaultRouteMetric, modes, hcn.DefaultRouteMetric)
 	}
 }

@@ -124,7 +124,7 @@ func build(ctx context.Context, cfg config.Config, flags *config.Flags, log *log
 		reporter = a.kube
 	}
 	a.core = plugin.NewCore(mgr, a.store, plugin.Options{
-		Policy:         hcn.PolicyOptions{LocalRoutedVIP: cfg.HCN.LocalRoutedVIP, DualStack: cfg.HCN.DualStack},
+		Policy:         request.PolicyOptions{LocalRoutedVIP: cfg.HCN.LocalRoutedVIP, DualStack: cfg.HCN.DualStack},
 		Inputs:         plugin.Inputs{Annotations: cfg.Plugin.UsesMappings(config.MappingsAnnotations), CRI: cfg.Plugin.UsesMappings(config.MappingsCRI)},
 		Limits:         request.Limits{MaxMappings: cfg.Plugin.MaxMappingsPerPod, MaxBytes: cfg.Plugin.MaxAnnotationBytes},
 		Admission:      policy.WithDualStack(cfg.HCN.DualStack),

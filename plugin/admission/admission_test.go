@@ -6,11 +6,13 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/nri-hcn-portmap/nri-hcn-portmap/config"
 	"github.com/nri-hcn-portmap/nri-hcn-portmap/hcn"
+	"github.com/nri-hcn-portmap/nri-hcn-portmap/plugin/request"
 )
 
-func mp(proto hcn.Protocol, host uint16, ip string) hcn.PortMapping {
-	m := hcn.PortMapping{Protocol: proto, HostPort: host, ContainerPort: 80}
+func mp(proto hcn.Protocol, host uint16, ip string) request.PortMapping {
+	m := request.PortMapping{Protocol: proto, HostPort: host, ContainerPort: 80}
 	if ip != "" {
 		m.HostIP = netip.MustParseAddr(ip)
 	}
@@ -21,64 +23,64 @@ func TestAdmit(t *testing.T) {
 	web := Pod{Namespace: "shop", Labels: map[string]string{"app": "web", "tier": "front"}}
 	tests := []struct {
 		name      string
-		rules     Rules
+		rules     config.Admission
 		dualStack bool
 		pod       Pod
-		mappings  []hcn.PortMapping
+		mappings  []request.PortMapping
 		rule      string // "" = allowed; else a fragment of the denying rule
 	}{
-		{"defaults allow a high port", DefaultRules(), false, web, []hcn.PortMapping{mp(hcn.TCP, 8080, "")}, ""},
-		{"defaults deny below 1024", DefaultRules(), false, web, []hcn.PortMapping{mp(hcn.TCP, 80, "")}, "host_port_ranges"},
-		{"defaults deny RDP tcp", DefaultRules(), false, web, []hcn.PortMapping{mp(hcn.TCP, 3389, "")}, `admission.deny[0] = "3389"`},
-		{"defaults deny RDP udp", DefaultRules(), false, web, []hcn.PortMapping{mp(hcn.UDP, 3389, "")}, `"3389"`},
-		{"defaults deny WinRM https", DefaultRules(), false, web, []hcn.PortMapping{mp(hcn.TCP, 5986, "")}, `"5985-5986"`},
-		{"defaults deny WinRM listener", DefaultRules(), false, web, []hcn.PortMapping{mp(hcn.TCP, 47001, "")}, `"47001"`},
-		{"defaults deny kubelet", DefaultRules(), false, web, []hcn.PortMapping{mp(hcn.TCP, 10250, "")}, `"10248-10250"`},
-		{"defaults deny kubelet read-only", DefaultRules(), false, web, []hcn.PortMapping{mp(hcn.TCP, 10255, "")}, `"10255-10256"`},
-		{"defaults deny kube-proxy health", DefaultRules(), false, web, []hcn.PortMapping{mp(hcn.TCP, 10256, "")}, `"10255-10256"`},
-		{"one bad mapping denies the pod", DefaultRules(), false, web, []hcn.PortMapping{mp(hcn.TCP, 8080, ""), mp(hcn.TCP, 10250, "")}, "10250"},
-		{"deny wins over an allowed range", Rules{Namespaces: []string{"*"}, HostPortRanges: []string{"1-65535"}, Deny: []string{"8080"}}, false,
-			web, []hcn.PortMapping{mp(hcn.TCP, 8080, "")}, `admission.deny[0] = "8080"`},
-		{"deny by protocol only", Rules{Namespaces: []string{"*"}, HostPortRanges: []string{"1-65535"}, Deny: []string{"53/udp"}}, false,
-			web, []hcn.PortMapping{mp(hcn.TCP, 53, "")}, ""},
-		{"deny by protocol hits", Rules{Namespaces: []string{"*"}, HostPortRanges: []string{"1-65535"}, Deny: []string{"53/udp"}}, false,
-			web, []hcn.PortMapping{mp(hcn.UDP, 53, "")}, `"53/udp"`},
-		{"low port explicitly allowed", Rules{Namespaces: []string{"*"}, HostPortRanges: []string{"53", "1024-65535"}}, false,
-			web, []hcn.PortMapping{mp(hcn.UDP, 53, "")}, ""},
-		{"namespace listed", Rules{Namespaces: []string{"shop"}, HostPortRanges: []string{"1-65535"}}, false, web, []hcn.PortMapping{mp(hcn.TCP, 8080, "")}, ""},
-		{"namespace not listed", Rules{Namespaces: []string{"ingress"}, HostPortRanges: []string{"1-65535"}}, false, web, []hcn.PortMapping{mp(hcn.TCP, 8080, "")}, `namespace "shop" is not listed`},
-		{"no namespaces at all", Rules{HostPortRanges: []string{"1-65535"}}, false, web, []hcn.PortMapping{mp(hcn.TCP, 8080, "")}, "admission.namespaces"},
-		{"selector matches", Rules{Namespaces: []string{"*"}, PodSelector: "app=web, tier, !debug, env!=prod", HostPortRanges: []string{"1-65535"}}, false,
-			web, []hcn.PortMapping{mp(hcn.TCP, 8080, "")}, ""},
-		{"selector value differs", Rules{Namespaces: []string{"*"}, PodSelector: "app==db", HostPortRanges: []string{"1-65535"}}, false,
-			web, []hcn.PortMapping{mp(hcn.TCP, 8080, "")}, `admission.pod_selector = "app==db"`},
-		{"selector set membership", Rules{Namespaces: []string{"*"}, PodSelector: "app in (web, api), tier notin (db)", HostPortRanges: []string{"1-65535"}}, false,
-			web, []hcn.PortMapping{mp(hcn.TCP, 8080, "")}, ""},
-		{"selector set membership denies", Rules{Namespaces: []string{"*"}, PodSelector: "app in (db, api)", HostPortRanges: []string{"1-65535"}}, false,
-			web, []hcn.PortMapping{mp(hcn.TCP, 8080, "")}, `admission.pod_selector = "app in (db, api)"`},
-		{"selector forbids a label", Rules{Namespaces: []string{"*"}, PodSelector: "!tier", HostPortRanges: []string{"1-65535"}}, false,
-			web, []hcn.PortMapping{mp(hcn.TCP, 8080, "")}, "pod_selector"},
-		{"host ip inside", Rules{Namespaces: []string{"*"}, HostPortRanges: []string{"1-65535"}, HostIPs: []string{"10.0.0.0/24"}}, false,
-			web, []hcn.PortMapping{mp(hcn.TCP, 8080, "10.0.0.4")}, ""},
-		{"host ip outside", Rules{Namespaces: []string{"*"}, HostPortRanges: []string{"1-65535"}, HostIPs: []string{"10.0.0.0/24"}}, false,
-			web, []hcn.PortMapping{mp(hcn.TCP, 8080, "10.0.1.4")}, "host IP 10.0.1.4 is outside"},
-		{"single host ip", Rules{Namespaces: []string{"*"}, HostPortRanges: []string{"1-65535"}, HostIPs: []string{"fd00::4"}}, false,
-			web, []hcn.PortMapping{mp(hcn.TCP, 8080, "fd00::4")}, ""},
-		{"ipv6 outside", Rules{Namespaces: []string{"*"}, HostPortRanges: []string{"1-65535"}, HostIPs: []string{"fd00::/64"}}, false,
-			web, []hcn.PortMapping{mp(hcn.TCP, 8080, "fd01::4")}, "host IP fd01::4 is outside"},
-		{"wildcard needs the whole family", Rules{Namespaces: []string{"*"}, HostPortRanges: []string{"1-65535"}, HostIPs: []string{"10.0.0.0/8"}}, false,
-			web, []hcn.PortMapping{mp(hcn.TCP, 8080, "")}, "(every address) is outside"},
-		{"unspecified v4 needs 0.0.0.0/0", Rules{Namespaces: []string{"*"}, HostPortRanges: []string{"1-65535"}, HostIPs: []string{"10.0.0.0/8"}}, false,
-			web, []hcn.PortMapping{mp(hcn.TCP, 8080, "0.0.0.0")}, "host IP 0.0.0.0 is outside"},
-		{"wildcard allowed by 0.0.0.0/0", Rules{Namespaces: []string{"*"}, HostPortRanges: []string{"1-65535"}, HostIPs: []string{"0.0.0.0/0"}}, false,
-			web, []hcn.PortMapping{mp(hcn.TCP, 8080, "")}, ""},
-		{"dual stack wildcard needs ::/0 too", Rules{Namespaces: []string{"*"}, HostPortRanges: []string{"1-65535"}, HostIPs: []string{"0.0.0.0/0"}}, true,
-			web, []hcn.PortMapping{mp(hcn.TCP, 8080, "")}, "(every address)"},
-		{"dual stack wildcard allowed", Rules{Namespaces: []string{"*"}, HostPortRanges: []string{"1-65535"}, HostIPs: []string{"0.0.0.0/0", "::/0"}}, true,
-			web, []hcn.PortMapping{mp(hcn.TCP, 8080, "")}, ""},
-		{"unspecified v6 needs ::/0", Rules{Namespaces: []string{"*"}, HostPortRanges: []string{"1-65535"}, HostIPs: []string{"0.0.0.0/0"}}, false,
-			web, []hcn.PortMapping{mp(hcn.TCP, 8080, "::")}, "host IP :: is outside"},
-		{"no mappings, no question", Rules{}, false, web, nil, ""},
+		{"defaults allow a high port", config.DefaultAdmission(), false, web, []request.PortMapping{mp(hcn.TCP, 8080, "")}, ""},
+		{"defaults deny below 1024", config.DefaultAdmission(), false, web, []request.PortMapping{mp(hcn.TCP, 80, "")}, "host_port_ranges"},
+		{"defaults deny RDP tcp", config.DefaultAdmission(), false, web, []request.PortMapping{mp(hcn.TCP, 3389, "")}, `admission.deny[0] = "3389"`},
+		{"defaults deny RDP udp", config.DefaultAdmission(), false, web, []request.PortMapping{mp(hcn.UDP, 3389, "")}, `"3389"`},
+		{"defaults deny WinRM https", config.DefaultAdmission(), false, web, []request.PortMapping{mp(hcn.TCP, 5986, "")}, `"5985-5986"`},
+		{"defaults deny WinRM listener", config.DefaultAdmission(), false, web, []request.PortMapping{mp(hcn.TCP, 47001, "")}, `"47001"`},
+		{"defaults deny kubelet", config.DefaultAdmission(), false, web, []request.PortMapping{mp(hcn.TCP, 10250, "")}, `"10248-10250"`},
+		{"defaults deny kubelet read-only", config.DefaultAdmission(), false, web, []request.PortMapping{mp(hcn.TCP, 10255, "")}, `"10255-10256"`},
+		{"defaults deny kube-proxy health", config.DefaultAdmission(), false, web, []request.PortMapping{mp(hcn.TCP, 10256, "")}, `"10255-10256"`},
+		{"one bad mapping denies the pod", config.DefaultAdmission(), false, web, []request.PortMapping{mp(hcn.TCP, 8080, ""), mp(hcn.TCP, 10250, "")}, "10250"},
+		{"deny wins over an allowed range", config.Admission{Namespaces: []string{"*"}, HostPortRanges: []string{"1-65535"}, Deny: []string{"8080"}}, false,
+			web, []request.PortMapping{mp(hcn.TCP, 8080, "")}, `admission.deny[0] = "8080"`},
+		{"deny by protocol only", config.Admission{Namespaces: []string{"*"}, HostPortRanges: []string{"1-65535"}, Deny: []string{"53/udp"}}, false,
+			web, []request.PortMapping{mp(hcn.TCP, 53, "")}, ""},
+		{"deny by protocol hits", config.Admission{Namespaces: []string{"*"}, HostPortRanges: []string{"1-65535"}, Deny: []string{"53/udp"}}, false,
+			web, []request.PortMapping{mp(hcn.UDP, 53, "")}, `"53/udp"`},
+		{"low port explicitly allowed", config.Admission{Namespaces: []string{"*"}, HostPortRanges: []string{"53", "1024-65535"}}, false,
+			web, []request.PortMapping{mp(hcn.UDP, 53, "")}, ""},
+		{"namespace listed", config.Admission{Namespaces: []string{"shop"}, HostPortRanges: []string{"1-65535"}}, false, web, []request.PortMapping{mp(hcn.TCP, 8080, "")}, ""},
+		{"namespace not listed", config.Admission{Namespaces: []string{"ingress"}, HostPortRanges: []string{"1-65535"}}, false, web, []request.PortMapping{mp(hcn.TCP, 8080, "")}, `namespace "shop" is not listed`},
+		{"no namespaces at all", config.Admission{HostPortRanges: []string{"1-65535"}}, false, web, []request.PortMapping{mp(hcn.TCP, 8080, "")}, "admission.namespaces"},
+		{"selector matches", config.Admission{Namespaces: []string{"*"}, PodSelector: "app=web, tier, !debug, env!=prod", HostPortRanges: []string{"1-65535"}}, false,
+			web, []request.PortMapping{mp(hcn.TCP, 8080, "")}, ""},
+		{"selector value differs", config.Admission{Namespaces: []string{"*"}, PodSelector: "app==db", HostPortRanges: []string{"1-65535"}}, false,
+			web, []request.PortMapping{mp(hcn.TCP, 8080, "")}, `admission.pod_selector = "app==db"`},
+		{"selector set membership", config.Admission{Namespaces: []string{"*"}, PodSelector: "app in (web, api), tier notin (db)", HostPortRanges: []string{"1-65535"}}, false,
+			web, []request.PortMapping{mp(hcn.TCP, 8080, "")}, ""},
+		{"selector set membership denies", config.Admission{Namespaces: []string{"*"}, PodSelector: "app in (db, api)", HostPortRanges: []string{"1-65535"}}, false,
+			web, []request.PortMapping{mp(hcn.TCP, 8080, "")}, `admission.pod_selector = "app in (db, api)"`},
+		{"selector forbids a label", config.Admission{Namespaces: []string{"*"}, PodSelector: "!tier", HostPortRanges: []string{"1-65535"}}, false,
+			web, []request.PortMapping{mp(hcn.TCP, 8080, "")}, "pod_selector"},
+		{"host ip inside", config.Admission{Namespaces: []string{"*"}, HostPortRanges: []string{"1-65535"}, HostIPs: []string{"10.0.0.0/24"}}, false,
+			web, []request.PortMapping{mp(hcn.TCP, 8080, "10.0.0.4")}, ""},
+		{"host ip outside", config.Admission{Namespaces: []string{"*"}, HostPortRanges: []string{"1-65535"}, HostIPs: []string{"10.0.0.0/24"}}, false,
+			web, []request.PortMapping{mp(hcn.TCP, 8080, "10.0.1.4")}, "host IP 10.0.1.4 is outside"},
+		{"single host ip", config.Admission{Namespaces: []string{"*"}, HostPortRanges: []string{"1-65535"}, HostIPs: []string{"fd00::4"}}, false,
+			web, []request.PortMapping{mp(hcn.TCP, 8080, "fd00::4")}, ""},
+		{"ipv6 outside", config.Admission{Namespaces: []string{"*"}, HostPortRanges: []string{"1-65535"}, HostIPs: []string{"fd00::/64"}}, false,
+			web, []request.PortMapping{mp(hcn.TCP, 8080, "fd01::4")}, "host IP fd01::4 is outside"},
+		{"wildcard needs the whole family", config.Admission{Namespaces: []string{"*"}, HostPortRanges: []string{"1-65535"}, HostIPs: []string{"10.0.0.0/8"}}, false,
+			web, []request.PortMapping{mp(hcn.TCP, 8080, "")}, "(every address) is outside"},
+		{"unspecified v4 needs 0.0.0.0/0", config.Admission{Namespaces: []string{"*"}, HostPortRanges: []string{"1-65535"}, HostIPs: []string{"10.0.0.0/8"}}, false,
+			web, []request.PortMapping{mp(hcn.TCP, 8080, "0.0.0.0")}, "host IP 0.0.0.0 is outside"},
+		{"wildcard allowed by 0.0.0.0/0", config.Admission{Namespaces: []string{"*"}, HostPortRanges: []string{"1-65535"}, HostIPs: []string{"0.0.0.0/0"}}, false,
+			web, []request.PortMapping{mp(hcn.TCP, 8080, "")}, ""},
+		{"dual stack wildcard needs ::/0 too", config.Admission{Namespaces: []string{"*"}, HostPortRanges: []string{"1-65535"}, HostIPs: []string{"0.0.0.0/0"}}, true,
+			web, []request.PortMapping{mp(hcn.TCP, 8080, "")}, "(every address)"},
+		{"dual stack wildcard allowed", config.Admission{Namespaces: []string{"*"}, HostPortRanges: []string{"1-65535"}, HostIPs: []string{"0.0.0.0/0", "::/0"}}, true,
+			web, []request.PortMapping{mp(hcn.TCP, 8080, "")}, ""},
+		{"unspecified v6 needs ::/0", config.Admission{Namespaces: []string{"*"}, HostPortRanges: []string{"1-65535"}, HostIPs: []string{"0.0.0.0/0"}}, false,
+			web, []request.PortMapping{mp(hcn.TCP, 8080, "::")}, "host IP :: is outside"},
+		{"no mappings, no question", config.Admission{}, false, web, nil, ""},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -103,27 +105,27 @@ func TestAdmit(t *testing.T) {
 
 func TestCompileRejects(t *testing.T) {
 	tests := []struct {
-		rules Rules
+		rules config.Admission
 		want  string
 	}{
-		{Rules{Namespaces: []string{"a b"}}, `admission.namespaces = "a b"`},
-		{Rules{PodSelector: "app=web,,x"}, `admission.pod_selector = "app=web,,x"`},
-		{Rules{PodSelector: "=web"}, `admission.pod_selector = "=web"`},
-		{Rules{PodSelector: "a=b=c"}, `admission.pod_selector = "a=b=c"`},
-		{Rules{PodSelector: "tier in (web"}, `admission.pod_selector = "tier in (web"`},
-		{Rules{HostPortRanges: []string{"2000-1000"}}, `admission.host_port_ranges = "2000-1000": the low port 2000 is above the high port 1000`},
-		{Rules{HostPortRanges: []string{"0-10"}}, `"0-10"`},
-		{Rules{HostPortRanges: []string{"70000"}}, `"70000": ports must be within 1-65535`},
-		{Rules{Deny: []string{"3389/sctp"}}, `admission.deny = "3389/sctp": protocol "sctp"`},
-		{Rules{Deny: []string{"rdp"}}, `admission.deny = "rdp"`},
-		{Rules{HostIPs: []string{"10.0.0.0/33"}}, `admission.host_ips = "10.0.0.0/33"`},
+		{config.Admission{Namespaces: []string{"a b"}}, `admission.namespaces = "a b"`},
+		{config.Admission{PodSelector: "app=web,,x"}, `admission.pod_selector = "app=web,,x"`},
+		{config.Admission{PodSelector: "=web"}, `admission.pod_selector = "=web"`},
+		{config.Admission{PodSelector: "a=b=c"}, `admission.pod_selector = "a=b=c"`},
+		{config.Admission{PodSelector: "tier in (web"}, `admission.pod_selector = "tier in (web"`},
+		{config.Admission{HostPortRanges: []string{"2000-1000"}}, `admission.host_port_ranges = "2000-1000": the low port 2000 is above the high port 1000`},
+		{config.Admission{HostPortRanges: []string{"0-10"}}, `"0-10"`},
+		{config.Admission{HostPortRanges: []string{"70000"}}, `"70000": ports must be within 1-65535`},
+		{config.Admission{Deny: []string{"3389/sctp"}}, `admission.deny = "3389/sctp": protocol "sctp"`},
+		{config.Admission{Deny: []string{"rdp"}}, `admission.deny = "rdp"`},
+		{config.Admission{HostIPs: []string{"10.0.0.0/33"}}, `admission.host_ips = "10.0.0.0/33"`},
 	}
 	for _, tt := range tests {
 		if _, err := Compile(tt.rules); err == nil || !strings.Contains(err.Error(), tt.want) {
 			t.Errorf("Compile(%+v) = %v, want %q", tt.rules, err, tt.want)
 		}
 	}
-	if _, err := Compile(DefaultRules()); err != nil {
+	if _, err := Compile(config.DefaultAdmission()); err != nil {
 		t.Errorf("defaults: %v", err)
 	}
 }

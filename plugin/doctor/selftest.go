@@ -11,6 +11,7 @@ import (
 	"strings"
 
 	"github.com/nri-hcn-portmap/nri-hcn-portmap/hcn"
+	"github.com/nri-hcn-portmap/nri-hcn-portmap/plugin/request"
 )
 
 // SelfTestOptions shape the self-test.
@@ -65,8 +66,8 @@ func (d *Doctor) SelfTest(ctx context.Context, o SelfTestOptions) (r Report) {
 		add("selftest", Fail, fmt.Sprintf("network %s: %v", c.Network, err), "see the network check")
 		return r
 	}
-	policies := hcn.BuildPolicies([]hcn.PortMapping{{Protocol: hcn.TCP, ContainerPort: 80, HostPort: o.HostPort}},
-		hcn.PolicyOptions{LocalRoutedVIP: c.LocalRoutedVIP, DualStack: c.DualStack})
+	policies := request.BuildPolicies([]request.PortMapping{{Protocol: hcn.TCP, ContainerPort: 80, HostPort: o.HostPort}},
+		request.PolicyOptions{LocalRoutedVIP: c.LocalRoutedVIP, DualStack: c.DualStack})
 	routes, err := hcn.RouteMode(c.DefaultRoute).Routes(cmp.Or(network.Gateway, c.Gateway), uint16(c.RouteMetric))
 	if err != nil {
 		add("selftest", Fail, err.Error(), "see the network check")

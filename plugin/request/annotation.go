@@ -37,7 +37,7 @@ func (e *MappingError) Unwrap() error { return ErrBadMapping }
 // An empty value yields no mappings. Duplicate or overlapping mappings are
 // rejected. The limits are checked before any per-entry work (the size
 // first, then the number of entries); the cost is linear in the value.
-func ParsePortMappings(value string, lim Limits) ([]hcn.PortMapping, error) {
+func ParsePortMappings(value string, lim Limits) ([]PortMapping, error) {
 	if lim.MaxBytes > 0 && len(value) > lim.MaxBytes {
 		return nil, &LimitError{What: "bytes", Count: len(value), Limit: lim.MaxBytes, Key: KeyMaxBytes}
 	}
@@ -46,7 +46,7 @@ func ParsePortMappings(value string, lim Limits) ([]hcn.PortMapping, error) {
 		return nil, nil
 	}
 	var (
-		out []hcn.PortMapping
+		out []PortMapping
 		err error
 	)
 	if isListForm(v) {
@@ -76,11 +76,11 @@ func isListForm(v string) bool {
 	return false
 }
 
-func parseCompact(v string, lim Limits) ([]hcn.PortMapping, error) {
+func parseCompact(v string, lim Limits) ([]PortMapping, error) {
 	if err := lim.checkCount(strings.Count(v, ",") + 1); err != nil {
 		return nil, err
 	}
-	out := make([]hcn.PortMapping, 0, strings.Count(v, ",")+1)
+	out := make([]PortMapping, 0, strings.Count(v, ",")+1)
 	for _, raw := range strings.Split(v, ",") {
 		entry := strings.TrimSpace(raw)
 		m, reason := parseCompactEntry(entry)
@@ -92,8 +92,8 @@ func parseCompact(v string, lim Limits) ([]hcn.PortMapping, error) {
 	return out, nil
 }
 
-func parseCompactEntry(entry string) (hcn.PortMapping, string) {
-	var m hcn.PortMapping
+func parseCompactEntry(entry string) (PortMapping, string) {
+	var m PortMapping
 	if entry == "" {
 		return m, "empty entry (stray comma?)"
 	}
@@ -207,7 +207,7 @@ type listEntry struct {
 	HostIP        string `json:"hostIP"`
 }
 
-func parseList(v string, lim Limits) ([]hcn.PortMapping, error) {
+func parseList(v string, lim Limits) ([]PortMapping, error) {
 	var entries []listEntry
 	bad := func(err error) error {
 		return &MappingError{Entry: "list", Reason: "not a valid JSON/YAML list of {containerPort, hostPort, protocol, hostIP}: " + err.Error()}
@@ -237,7 +237,7 @@ func parseList(v string, lim Limits) ([]hcn.PortMapping, error) {
 	if err := lim.checkCount(len(entries)); err != nil {
 		return nil, err
 	}
-	out := make([]hcn.PortMapping, 0, len(entries))
+	out := make([]PortMapping, 0, len(entries))
 	for i, e := range entries {
 		m, reason := e.mapping()
 		if reason != "" {
@@ -270,8 +270,8 @@ func (e listEntry) String() string {
 	return fmt.Sprintf("containerPort=%s hostPort=%s protocol=%q hostIP=%q", f(e.ContainerPort), f(e.HostPort), e.Protocol, e.HostIP)
 }
 
-func (e listEntry) mapping() (hcn.PortMapping, string) {
-	m := hcn.PortMapping{Protocol: hcn.TCP}
+func (e listEntry) mapping() (PortMapping, string) {
+	m := PortMapping{Protocol: hcn.TCP}
 	if e.ContainerPort == nil {
 		return m, "containerPort is missing"
 	}

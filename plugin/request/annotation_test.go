@@ -11,8 +11,8 @@ import (
 	"github.com/nri-hcn-portmap/nri-hcn-portmap/hcn"
 )
 
-func m(proto hcn.Protocol, host, cont uint16, ip string) hcn.PortMapping {
-	pm := hcn.PortMapping{Protocol: proto, HostPort: host, ContainerPort: cont}
+func m(proto hcn.Protocol, host, cont uint16, ip string) PortMapping {
+	pm := PortMapping{Protocol: proto, HostPort: host, ContainerPort: cont}
 	if ip != "" {
 		pm.HostIP = netip.MustParseAddr(ip)
 	}
@@ -22,28 +22,28 @@ func m(proto hcn.Protocol, host, cont uint16, ip string) hcn.PortMapping {
 func TestParsePortMappingsAccepts(t *testing.T) {
 	tests := []struct {
 		name, in string
-		want     []hcn.PortMapping
+		want     []PortMapping
 	}{
 		{"empty", "", nil},
 		{"blank", "   ", nil},
-		{"compact tcp default", "8080:80", []hcn.PortMapping{m(hcn.TCP, 8080, 80, "")}},
-		{"compact udp", "8080:80/udp", []hcn.PortMapping{m(hcn.UDP, 8080, 80, "")}},
-		{"compact protocol case-insensitive", "53:53/UDP,80:80/Tcp", []hcn.PortMapping{m(hcn.UDP, 53, 53, ""), m(hcn.TCP, 80, 80, "")}},
-		{"compact ipv4 host ip", "10.0.0.4:8443:443/tcp", []hcn.PortMapping{m(hcn.TCP, 8443, 443, "10.0.0.4")}},
-		{"compact ipv6 host ip", "[fd00::4]:8080:80", []hcn.PortMapping{m(hcn.TCP, 8080, 80, "fd00::4")}},
-		{"compact list with spaces", " 8080:80 , 9090:90/udp ", []hcn.PortMapping{m(hcn.TCP, 8080, 80, ""), m(hcn.UDP, 9090, 90, "")}},
-		{"compact port bounds", "1:65535", []hcn.PortMapping{m(hcn.TCP, 1, 65535, "")}},
-		{"same port both protocols", "53:53/tcp,53:53/udp", []hcn.PortMapping{m(hcn.TCP, 53, 53, ""), m(hcn.UDP, 53, 53, "")}},
-		{"same port distinct host ips", "10.0.0.4:80:80,10.0.0.5:80:81", []hcn.PortMapping{m(hcn.TCP, 80, 80, "10.0.0.4"), m(hcn.TCP, 80, 81, "10.0.0.5")}},
-		{"same port v4 and v6 host ips", "10.0.0.4:80:80,[fd00::4]:80:80", []hcn.PortMapping{m(hcn.TCP, 80, 80, "10.0.0.4"), m(hcn.TCP, 80, 80, "fd00::4")}},
-		{"v4-mapped v6 is v4", "[::ffff:10.0.0.4]:80:80", []hcn.PortMapping{m(hcn.TCP, 80, 80, "10.0.0.4")}},
-		{"json list", `[{"containerPort":80,"hostPort":8080,"protocol":"TCP","hostIP":"10.0.0.4"}]`, []hcn.PortMapping{m(hcn.TCP, 8080, 80, "10.0.0.4")}},
+		{"compact tcp default", "8080:80", []PortMapping{m(hcn.TCP, 8080, 80, "")}},
+		{"compact udp", "8080:80/udp", []PortMapping{m(hcn.UDP, 8080, 80, "")}},
+		{"compact protocol case-insensitive", "53:53/UDP,80:80/Tcp", []PortMapping{m(hcn.UDP, 53, 53, ""), m(hcn.TCP, 80, 80, "")}},
+		{"compact ipv4 host ip", "10.0.0.4:8443:443/tcp", []PortMapping{m(hcn.TCP, 8443, 443, "10.0.0.4")}},
+		{"compact ipv6 host ip", "[fd00::4]:8080:80", []PortMapping{m(hcn.TCP, 8080, 80, "fd00::4")}},
+		{"compact list with spaces", " 8080:80 , 9090:90/udp ", []PortMapping{m(hcn.TCP, 8080, 80, ""), m(hcn.UDP, 9090, 90, "")}},
+		{"compact port bounds", "1:65535", []PortMapping{m(hcn.TCP, 1, 65535, "")}},
+		{"same port both protocols", "53:53/tcp,53:53/udp", []PortMapping{m(hcn.TCP, 53, 53, ""), m(hcn.UDP, 53, 53, "")}},
+		{"same port distinct host ips", "10.0.0.4:80:80,10.0.0.5:80:81", []PortMapping{m(hcn.TCP, 80, 80, "10.0.0.4"), m(hcn.TCP, 80, 81, "10.0.0.5")}},
+		{"same port v4 and v6 host ips", "10.0.0.4:80:80,[fd00::4]:80:80", []PortMapping{m(hcn.TCP, 80, 80, "10.0.0.4"), m(hcn.TCP, 80, 80, "fd00::4")}},
+		{"v4-mapped v6 is v4", "[::ffff:10.0.0.4]:80:80", []PortMapping{m(hcn.TCP, 80, 80, "10.0.0.4")}},
+		{"json list", `[{"containerPort":80,"hostPort":8080,"protocol":"TCP","hostIP":"10.0.0.4"}]`, []PortMapping{m(hcn.TCP, 8080, 80, "10.0.0.4")}},
 		{"json list defaults to tcp", `[{"containerPort":80,"hostPort":8080},{"containerPort":53,"hostPort":53,"protocol":"udp"}]`,
-			[]hcn.PortMapping{m(hcn.TCP, 8080, 80, ""), m(hcn.UDP, 53, 53, "")}},
-		{"json list ipv6", `[ {"containerPort":80,"hostPort":8080,"hostIP":"fd00::4"} ]`, []hcn.PortMapping{m(hcn.TCP, 8080, 80, "fd00::4")}},
-		{"empty json list", `[]`, []hcn.PortMapping{}},
+			[]PortMapping{m(hcn.TCP, 8080, 80, ""), m(hcn.UDP, 53, 53, "")}},
+		{"json list ipv6", `[ {"containerPort":80,"hostPort":8080,"hostIP":"fd00::4"} ]`, []PortMapping{m(hcn.TCP, 8080, 80, "fd00::4")}},
+		{"empty json list", `[]`, []PortMapping{}},
 		{"yaml list", "- containerPort: 80\n  hostPort: 8080\n  protocol: UDP\n- containerPort: 443\n  hostPort: 8443\n  hostIP: 10.0.0.4\n",
-			[]hcn.PortMapping{m(hcn.UDP, 8080, 80, ""), m(hcn.TCP, 8443, 443, "10.0.0.4")}},
+			[]PortMapping{m(hcn.UDP, 8080, 80, ""), m(hcn.TCP, 8443, 443, "10.0.0.4")}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -188,7 +188,7 @@ func TestParsePortMappingsLimits(t *testing.T) {
 // naiveFirstOverlap is the quadratic definition CheckOverlaps must agree
 // with: the first entry that duplicates or overlaps an earlier one, against
 // the earliest such.
-func naiveFirstOverlap(ms []hcn.PortMapping) (i, j int, dup bool) {
+func naiveFirstOverlap(ms []PortMapping) (i, j int, dup bool) {
 	for i := range ms {
 		for j := range i {
 			if ms[i] == ms[j] || Overlap(ms[i], ms[j]) {
@@ -204,7 +204,7 @@ func TestCheckOverlapsAgreesWithPairwiseDefinition(t *testing.T) {
 	rng := rand.New(rand.NewPCG(1, 2))
 	for round := range 20000 {
 		n := 1 + rng.IntN(6)
-		ms := make([]hcn.PortMapping, n)
+		ms := make([]PortMapping, n)
 		for k := range ms {
 			proto := hcn.TCP
 			if rng.IntN(2) == 0 {

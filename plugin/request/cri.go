@@ -72,7 +72,7 @@ func DecodeCRIMetadata(raw []byte) (*CRIMetadata, error) {
 // without a host port (containerd skips them too). A mapping HNS cannot
 // honour is an error that names it; more host ports than lim allows is an
 // error before any is converted.
-func (md *CRIMetadata) HostPorts(lim Limits) ([]hcn.PortMapping, error) {
+func (md *CRIMetadata) HostPorts(lim Limits) ([]PortMapping, error) {
 	n := 0
 	for _, pm := range md.RawPortMappings {
 		if pm.GetHostPort() != 0 {
@@ -82,7 +82,7 @@ func (md *CRIMetadata) HostPorts(lim Limits) ([]hcn.PortMapping, error) {
 	if err := lim.checkCount(n); err != nil {
 		return nil, fmt.Errorf("CRI hostPorts: %w", err)
 	}
-	out := make([]hcn.PortMapping, 0, n)
+	out := make([]PortMapping, 0, n)
 	for i, pm := range md.RawPortMappings {
 		if pm.GetHostPort() == 0 {
 			continue
@@ -107,8 +107,8 @@ func criString(pm *runtimeapi.PortMapping) string {
 	return s
 }
 
-func criMapping(pm *runtimeapi.PortMapping) (hcn.PortMapping, string) {
-	var m hcn.PortMapping
+func criMapping(pm *runtimeapi.PortMapping) (PortMapping, string) {
+	var m PortMapping
 	switch pm.GetProtocol() {
 	case runtimeapi.Protocol_TCP:
 		m.Protocol = hcn.TCP

@@ -26,7 +26,7 @@ func TestDecodeCapturedCRIMetadata(t *testing.T) {
 	if md.Annotations[AnnotationPortMappings] != "10.0.0.4:8443:443/tcp" {
 		t.Errorf("annotations = %v", md.Annotations)
 	}
-	want := []hcn.PortMapping{m(hcn.TCP, 8080, 80, ""), m(hcn.UDP, 5353, 53, "10.0.0.4")} // container_port 81 has no host port
+	want := []PortMapping{m(hcn.TCP, 8080, 80, ""), m(hcn.UDP, 5353, 53, "10.0.0.4")} // container_port 81 has no host port
 	got, err := md.HostPorts(Limits{})
 	if err != nil || len(got) != len(want) {
 		t.Fatalf("port mappings = %v, %v; want %v", got, err, want)
@@ -86,15 +86,15 @@ func TestMergeMappings(t *testing.T) {
 	b := m(hcn.UDP, 53, 53, "")
 	tests := []struct {
 		name     string
-		ann, cri []hcn.PortMapping
+		ann, cri []PortMapping
 		want     int
 		err      string
 	}{
-		{"annotation only", []hcn.PortMapping{a}, nil, 1, ""},
-		{"cri only", nil, []hcn.PortMapping{a, b}, 2, ""},
-		{"same from both counts once", []hcn.PortMapping{a}, []hcn.PortMapping{a, b}, 2, ""},
-		{"disagree", []hcn.PortMapping{a}, []hcn.PortMapping{m(hcn.TCP, 8080, 81, "")}, 0, `conflicts with "8080:80/tcp"`},
-		{"overlapping host ip", []hcn.PortMapping{m(hcn.TCP, 8080, 80, "10.0.0.4")}, []hcn.PortMapping{a}, 0, "annotation hcn.nri.io/port-mappings and Kubernetes hostPort disagree"},
+		{"annotation only", []PortMapping{a}, nil, 1, ""},
+		{"cri only", nil, []PortMapping{a, b}, 2, ""},
+		{"same from both counts once", []PortMapping{a}, []PortMapping{a, b}, 2, ""},
+		{"disagree", []PortMapping{a}, []PortMapping{m(hcn.TCP, 8080, 81, "")}, 0, `conflicts with "8080:80/tcp"`},
+		{"overlapping host ip", []PortMapping{m(hcn.TCP, 8080, 80, "10.0.0.4")}, []PortMapping{a}, 0, "annotation hcn.nri.io/port-mappings and Kubernetes hostPort disagree"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -2,16 +2,14 @@ package request
 
 import (
 	"fmt"
-
-	"github.com/nri-hcn-portmap/nri-hcn-portmap/hcn"
 )
 
 // MergeMappings combines annotation and CRI mappings: the same mapping from
 // both counts once; a CRI mapping that claims a host port an annotation
 // entry also claims, differently, is an error naming both. The merged list
 // is held to lim. Linear in the number of mappings.
-func MergeMappings(ann, cri []hcn.PortMapping, lim Limits) ([]hcn.PortMapping, error) {
-	out := append(make([]hcn.PortMapping, 0, len(ann)+len(cri)), ann...)
+func MergeMappings(ann, cri []PortMapping, lim Limits) ([]PortMapping, error) {
+	out := append(make([]PortMapping, 0, len(ann)+len(cri)), ann...)
 	idx := newOverlapIndex(len(ann) + len(cri))
 	for i, a := range out {
 		idx.add(i, a)

@@ -10,7 +10,7 @@ import (
 // Overlap reports whether two mappings claim the same host port: same
 // protocol and host port, and host IPs that can coincide (no host IP, or an
 // unspecified one of the same family, overlaps every address).
-func Overlap(a, b hcn.PortMapping) bool {
+func Overlap(a, b PortMapping) bool {
 	if a.Protocol != b.Protocol || a.HostPort != b.HostPort {
 		return false
 	}
@@ -48,7 +48,7 @@ func newOverlapIndex(n int) *overlapIndex {
 
 // first returns the index of the earliest recorded mapping that m overlaps
 // (or duplicates), or -1.
-func (x *overlapIndex) first(m hcn.PortMapping) int {
+func (x *overlapIndex) first(m PortMapping) int {
 	g := x.groups[overlapGroup{m.Protocol, m.HostPort}]
 	if g == nil {
 		return -1
@@ -86,7 +86,7 @@ func (x *overlapIndex) first(m hcn.PortMapping) int {
 }
 
 // add records m as entry i (entries are added in order).
-func (x *overlapIndex) add(i int, m hcn.PortMapping) {
+func (x *overlapIndex) add(i int, m PortMapping) {
 	k := overlapGroup{m.Protocol, m.HostPort}
 	g := x.groups[k]
 	if g == nil {
@@ -125,7 +125,7 @@ func (x *overlapIndex) add(i int, m hcn.PortMapping) {
 // pod's mappings, in linear time. name describes each mapping in errors
 // (nil: its String). The first offending entry is reported, against the
 // earliest entry it collides with.
-func CheckOverlaps(ms []hcn.PortMapping, name func(i int) string) error {
+func CheckOverlaps(ms []PortMapping, name func(i int) string) error {
 	if name == nil {
 		name = func(i int) string { return strconv.Quote(ms[i].String()) }
 	}

@@ -9,6 +9,7 @@ import (
 
 	"github.com/sirupsen/logrus"
 
+	"github.com/nri-hcn-portmap/nri-hcn-portmap/config"
 	"github.com/nri-hcn-portmap/nri-hcn-portmap/hcn"
 	"github.com/nri-hcn-portmap/nri-hcn-portmap/hcn/hcnsim"
 	"github.com/nri-hcn-portmap/nri-hcn-portmap/plugin"
@@ -70,7 +71,7 @@ func (decisionStore) ListSandboxes(context.Context) ([]string, error) { return n
 // DecisionCore is a core with the default limits and admission policy over
 // a store whose sandbox has no Windows namespace.
 func DecisionCore() *plugin.Core {
-	pol, err := admission.Compile(admission.DefaultRules())
+	pol, err := admission.Compile(config.DefaultAdmission())
 	if err != nil {
 		panic(err) // the defaults compile; the admission tests say so
 	}

@@ -1,0 +1,145 @@
+package config
+
+import (
+	"errors"
+	"fmt"
+	"net/netip"
+	"strconv"
+	"strings"
+
+	"k8s.io/apimachinery/pkg/labels"
+)
+
+// Admission is the [admission] section: which pods may have which host
+// ports (enforced by package plugin/admission).
+type Admission struct {
+	// Namespaces whose pods may have host ports; "*" allows every namespace.
+	Namespaces []string `toml:"namespaces"`
+	// PodSelector, when set, must match the pod's labels; Kubernetes label
+	// selector syntax: "key=value,key!=value,key,!key,key in (a,b),key notin (c)".
+	PodSelector string `toml:"pod_selector"`
+	// HostPortRanges the host port must fall in: "1024-65535", "8080".
+	HostPortRanges []string `toml:"host_port_ranges"`
+	// HostIPs (addresses or CIDRs) the host IP must fall in; empty allows
+	// any. A mapping on every address needs 0.0.0.0/0 (IPv4) or ::/0 (IPv6).
+	HostIPs []string `toml:"host_ips"`
+	// Deny lists host ports no pod may have: "3389", "5985-5986/tcp".
+	Deny []string `toml:"deny"`
+}
+
+// DefaultAdmission protects the node: no host port below 1024, and none of the
+// Windows management and Kubernetes node ports.
+func DefaultAdmission() Admission {
+	return Admission{
+		Namespaces:     []string{"*"},
+		HostPortRanges: []string{"1024-65535"},
+		Deny:           DefaultDeny(),
+	}
+}
+
+// DefaultDeny: RDP (3389), WinRM over HTTP and HTTPS (5985-5986), the WinRM
+// internal listener (47001), kubelet healthz, kube-proxy metrics and the
+// kubelet API (10248-10250), kubelet read-only and kube-proxy health
+// (10255-10256); TCP and UDP.
+func DefaultDeny() []string {
+	return []string{"3389", "5985-5986", "47001", "10248-10250", "10255-10256"}
+}
+
+// PortRange is a parsed host_port_ranges or deny entry.
+type PortRange struct {
+	Lo, Hi uint16
+	Proto  string // "tcp", "udp", or "" for both
+	Text   string // as written
+}
+
+// AdmissionRules is the section checked and parsed.
+type AdmissionRules struct {
+	AnyNamespace bool
+	Namespaces   []string
+	PodSelector  string // a valid Kubernetes label selector, or ""
+	Ranges       []PortRange
+	HostIPs      []netip.Prefix
+	Deny         []PortRange
+}
+
+// Parse checks the rules. Errors name the key and the bad value.
+func (r Admission) Parse() (AdmissionRules, error) {
+	var out AdmissionRules
+	var errs []error
+	bad := func(key, value, why string) { errs = append(errs, fmt.Errorf("%s = %q: %s", key, value, why)) }
+	for _, ns := range r.Namespaces {
+		switch {
+		case ns == "*":
+			out.AnyNamespace = true
+		case ns == "" || strings.ContainsAny(ns, " ,*"):
+			bad("admission.namespaces", ns, "not a namespace name (or *)")
+		default:
+			out.Namespaces = append(out.Namespaces, ns)
+		}
+	}
+	if r.PodSelector != "" {
+		if _, err := labels.Parse(r.PodSelector); err != nil {
+			bad("admission.pod_selector", r.PodSelector, err.Error())
+		}
+		out.PodSelector = r.PodSelector
+	}
+	for _, s := range r.HostPortRanges {
+		pr, err := parseRange(s)
+		if err != nil {
+			bad("admission.host_port_ranges", s, err.Error())
+			continue
+		}
+		out.Ranges = append(out.Ranges, pr)
+	}
+	for _, s := range r.HostIPs {
+		pfx, err := netip.ParsePrefix(s)
+		if err != nil {
+			a, aerr := netip.ParseAddr(s)
+			if aerr != nil {
+				bad("admission.host_ips", s, "not an IP address or CIDR prefix")
+				continue
+			}
+			pfx = netip.PrefixFrom(a.Unmap(), a.Unmap().BitLen())
+		}
+		out.HostIPs = append(out.HostIPs, pfx.Masked())
+	}
+	for _, s := range r.Deny {
+		pr, err := parseRange(s)
+		if err != nil {
+			bad("admission.deny", s, err.Error())
+			continue
+		}
+		out.Deny = append(out.Deny, pr)
+	}
+	return out, errors.Join(errs...)
+}
+
+// parseRange parses "PORT", "LO-HI", optionally followed by "/tcp" or "/udp".
+func parseRange(s string) (PortRange, error) {
+	pr := PortRange{Text: s}
+	body, proto, hasProto := strings.Cut(strings.TrimSpace(s), "/")
+	if hasProto {
+		switch p := strings.ToLower(proto); p {
+		case "tcp", "udp":
+			pr.Proto = p
+		default:
+			return pr, fmt.Errorf("protocol %q: want tcp or udp", proto)
+		}
+	}
+	lo, hi, isRange := strings.Cut(body, "-")
+	if !isRange {
+		hi = lo
+	}
+	l, err1 := strconv.Atoi(strings.TrimSpace(lo))
+	h, err2 := strconv.Atoi(strings.TrimSpace(hi))
+	switch {
+	case err1 != nil || err2 != nil:
+		return pr, errors.New("want PORT or LOW-HIGH within 1-65535, optionally /tcp or /udp")
+	case l < 1 || h > 65535:
+		return pr, errors.New("ports must be within 1-65535")
+	case l > h:
+		return pr, fmt.Errorf("the low port %d is above the high port %d", l, h)
+	}
+	pr.Lo, pr.Hi = uint16(l), uint16(h)
+	return pr, nil
+}

@@ -1,0 +1,61 @@
+package request
+
+import (
+	"net/netip"
+	"testing"
+
+	"github.com/nri-hcn-portmap/nri-hcn-portmap/hcn"
+)
+
+func TestBuildPolicies(t *testing.T) {
+	v4 := netip.MustParseAddr("10.0.0.4")
+	v6 := netip.MustParseAddr("fd00::4")
+	tests := []struct {
+		name string
+		in   []PortMapping
+		opt  PolicyOptions
+		want []hcn.PortMappingPolicy
+	}{
+		{"tcp no host ip, local routed", []PortMapping{{Protocol: hcn.TCP, HostPort: 8080, ContainerPort: 80}},
+			PolicyOptions{LocalRoutedVIP: true},
+			[]hcn.PortMappingPolicy{{Protocol: 6, ExternalPort: 8080, InternalPort: 80, Flags: 1}}},
+		{"udp protocol number, no flags", []PortMapping{{Protocol: hcn.UDP, HostPort: 53, ContainerPort: 5353}},
+			PolicyOptions{},
+			[]hcn.PortMappingPolicy{{Protocol: 17, ExternalPort: 53, InternalPort: 5353}}},
+		{"ipv4 host ip is the VIP", []PortMapping{{Protocol: hcn.TCP, HostPort: 8443, ContainerPort: 443, HostIP: v4}},
+			PolicyOptions{LocalRoutedVIP: true, DualStack: true},
+			[]hcn.PortMappingPolicy{{Protocol: 6, ExternalPort: 8443, InternalPort: 443, VIP: "10.0.0.4", Flags: 1}}},
+		{"ipv6 host ip sets the IPv6 flag", []PortMapping{{Protocol: hcn.TCP, HostPort: 8080, ContainerPort: 80, HostIP: v6}},
+			PolicyOptions{LocalRoutedVIP: true},
+			[]hcn.PortMappingPolicy{{Protocol: 6, ExternalPort: 8080, InternalPort: 80, VIP: "fd00::4", Flags: 3}}},
+		{"ipv6 host ip without local routing", []PortMapping{{Protocol: hcn.UDP, HostPort: 8080, ContainerPort: 80, HostIP: v6}},
+			PolicyOptions{},
+			[]hcn.PortMappingPolicy{{Protocol: 17, ExternalPort: 8080, InternalPort: 80, VIP: "fd00::4", Flags: 2}}},
+		{"dual stack without host ip gives both", []PortMapping{{Protocol: hcn.TCP, HostPort: 8080, ContainerPort: 80}},
+			PolicyOptions{LocalRoutedVIP: true, DualStack: true},
+			[]hcn.PortMappingPolicy{{Protocol: 6, ExternalPort: 8080, InternalPort: 80, Flags: 1}, {Protocol: 6, ExternalPort: 8080, InternalPort: 80, Flags: 3}}},
+		{"unspecified v4 is v4 only, no VIP", []PortMapping{{Protocol: hcn.TCP, HostPort: 80, ContainerPort: 80, HostIP: netip.IPv4Unspecified()}},
+			PolicyOptions{DualStack: true},
+			[]hcn.PortMappingPolicy{{Protocol: 6, ExternalPort: 80, InternalPort: 80}}},
+		{"unspecified v6 is v6 only, no VIP", []PortMapping{{Protocol: hcn.TCP, HostPort: 80, ContainerPort: 80, HostIP: netip.IPv6Unspecified()}},
+			PolicyOptions{DualStack: true},
+			[]hcn.PortMappingPolicy{{Protocol: 6, ExternalPort: 80, InternalPort: 80, Flags: 2}}},
+		{"sorted canonically", []PortMapping{{Protocol: hcn.UDP, HostPort: 1, ContainerPort: 1}, {Protocol: hcn.TCP, HostPort: 9, ContainerPort: 9}, {Protocol: hcn.TCP, HostPort: 2, ContainerPort: 2}},
+			PolicyOptions{},
+			[]hcn.PortMappingPolicy{{Protocol: 6, ExternalPort: 2, InternalPort: 2}, {Protocol: 6, ExternalPort: 9, InternalPort: 9}, {Protocol: 17, ExternalPort: 1, InternalPort: 1}}},
+		{"none", nil, PolicyOptions{}, []hcn.PortMappingPolicy{}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got := BuildPolicies(tt.in, tt.opt)
+			if len(got) != len(tt.want) {
+				t.Fatalf("BuildPolicies = %v, want %v", got, tt.want)
+			}
+			for i := range got {
+				if got[i] != tt.want[i] {
+					t.Errorf("policy %d = %+v, want %+v", i, got[i], tt.want[i])
+				}
+			}
+		})
+	}
+}
