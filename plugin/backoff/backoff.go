@@ -1,46 +1,48 @@
-// Package backoff is the capped exponential delay shared by every retry
-// loop of the plugin: NRI reconnects, containerd resubscriptions and HCN
-// retries.
+// Package backoff is the capped exponential delay of the plugin's retry
+// loops (NRI reconnects, containerd resubscriptions, the Kubernetes
+// reporter, HNS at boot): apimachinery's wait.Backoff, waited out under a
+// context. Retries of pod work are the controller queue's (client-go's
+// rate limiter).
 package backoff
 
 import (
 	"context"
-	"math/rand/v2"
+	"math"
 	"time"
+
+	"k8s.io/apimachinery/pkg/util/wait"
 )
+
+// Jitter spreads each delay d over [d, d·(1+Jitter)), so that many retries
+// started by one hiccup do not come back in one wave.
+const Jitter = 0.4
 
 // Backoff is a capped exponential delay: min, 2·min, 4·min … up to max.
 type Backoff struct {
-	min, max, next time.Duration
-}
-
-// jittered spreads d over [0.8d, 1.2d) as r goes over [0, 1).
-func jittered(d time.Duration, r float64) time.Duration {
-	return time.Duration(float64(d) * (0.8 + 0.4*r))
+	initial, cur wait.Backoff
 }
 
 // New returns a backoff starting at min, capped at max.
 func New(min, max time.Duration) *Backoff {
-	return &Backoff{min: min, max: max, next: min}
+	b := wait.Backoff{Duration: min, Factor: 2, Jitter: Jitter, Steps: math.MaxInt32, Cap: max}
+	return &Backoff{initial: b, cur: b}
 }
 
-// Next is the delay the next wait will take.
-func (b *Backoff) Next() time.Duration { return b.next }
+// Next is the delay (before jitter) the next wait will take.
+func (b *Backoff) Next() time.Duration { return b.cur.Duration }
 
 // Reset starts over from min (the thing worked for a while).
-func (b *Backoff) Reset() { b.next = b.min }
+func (b *Backoff) Reset() { b.cur = b.initial }
 
-// Wait sleeps about the next delay (±20%, so that many retries started by
-// one hiccup do not come back in one wave) and doubles it; false when ctx
+// Wait sleeps the next delay, jittered, and doubles it; false when ctx
 // ended first.
 func (b *Backoff) Wait(ctx context.Context) bool {
-	t := time.NewTimer(jittered(b.next, rand.Float64()))
+	t := time.NewTimer(b.cur.Step())
 	defer t.Stop()
 	select {
 	case <-ctx.Done():
 		return false
 	case <-t.C:
+		return true
 	}
-	b.next = min(2*b.next, b.max)
-	return true
 }

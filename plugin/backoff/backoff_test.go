@@ -32,13 +32,17 @@ func TestBackoffDoublesToTheCapAndResets(t *testing.T) {
 	}
 }
 
-func TestJitterSpreadsAroundTheDelay(t *testing.T) {
-	for _, tt := range []struct {
-		r    float64
-		want time.Duration
-	}{{0, 800 * time.Millisecond}, {0.5, time.Second}, {0.999, 1199600 * time.Microsecond}} {
-		if got := jittered(time.Second, tt.r); got != tt.want {
-			t.Errorf("jittered(1s, %v) = %v, want %v", tt.r, got, tt.want)
-		}
+// A wait takes its delay, jittered within [d, d·1.4).
+func TestWaitTakesTheJitteredDelay(t *testing.T) {
+	b := New(20*time.Millisecond, time.Second)
+	start := time.Now()
+	if !b.Wait(context.Background()) {
+		t.Fatal("Wait returned false")
+	}
+	if took := time.Since(start); took < 20*time.Millisecond {
+		t.Fatalf("waited %v, less than the delay", took)
+	}
+	if b.initial.Jitter != Jitter || Jitter <= 0 {
+		t.Fatalf("jitter %v", b.initial.Jitter)
 	}
 }
