@@ -208,3 +208,37 @@ func TestTaskEventForAForgottenSandboxRemovesTheEndpoint(t *testing.T) {
 		})
 	}
 }
+
+// One pod stop on the event path does its HNS and containerd work once,
+// however many of the three stop events arrive (containerd 2.x sometimes
+// sends no /tasks/delete, so all three are followed): /tasks/exit removes
+// the endpoint, /tasks/delete and /containers/delete find nothing left to
+// do and ask nobody.
+func TestOneStopDoesItsWorkOnce(t *testing.T) {
+	f := loaded(t)
+	p := f.eventPod("p", "8080:80")
+	if err := startedAndWait(t, f, p); err != nil {
+		t.Fatal(err)
+	}
+	lookups := 0
+	f.store.hookSandbox(func(string) { lookups++ })
+	before := f.sim.Calls()
+	for _, ev := range []func(string, func(error)){f.core.Exited, f.core.Exited, f.core.Deleted} {
+		done := make(chan error, 1)
+		ev(p.ID, func(err error) { done <- err })
+		if err := waitResult(t, done); err != nil {
+			t.Fatal(err)
+		}
+	}
+	after := f.sim.Calls()
+	total := 0
+	for op, n := range after {
+		total += n - before[op]
+	}
+	if total != 2 || after[hcnsim.OpDeleteEndpoint]-before[hcnsim.OpDeleteEndpoint] != 1 || lookups != 0 {
+		t.Fatalf("%d HNS calls (%v -> %v) and %d containerd lookups; want detach and delete, once, and no lookup", total, before, after, lookups)
+	}
+	if c := f.core.st.counts(); c.records != 0 {
+		t.Fatalf("the state keeps %+v after containerd deleted the sandbox", c)
+	}
+}

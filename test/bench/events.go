@@ -23,6 +23,40 @@ func EventConfigCap(n int) string {
 	return strings.Replace(EventConfig, "[hcn]\n", fmt.Sprintf("[hcn]\nmax_concurrent_calls = %d\n", n), 1)
 }
 
+// StartEventFloor builds the baseline plugin into dir and runs it as the
+// event-path floor (nopplugin --events) against env, until a warm-up pod
+// shows that it follows containerd's events.
+func StartEventFloor(ctx context.Context, env *harness.Env, dir string) error {
+	bin, err := BuildNop(dir)
+	if err != nil {
+		return err
+	}
+	if err := env.StartBinary("event-floor", bin, "--events", "--containerd", env.CtrAddress, "--hns", env.SimAddress); err != nil {
+		return err
+	}
+	p := Pod("floor-warmup", 0, 39999)
+	guid, err := env.CreateSandbox(ctx, p)
+	if err != nil {
+		return err
+	}
+	w := newWatcher(env)
+	wctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	go w.run(wctx, time.Millisecond)
+	up := w.expect(p.ID, true)
+	for range 40 { // its subscription may not be live yet: the start is told again
+		if err := env.PublishStart(ctx, p.ID); err != nil {
+			return err
+		}
+		select {
+		case <-up:
+			return stopViaEvents(ctx, env, p.ID, guid)
+		case <-time.After(250 * time.Millisecond):
+		}
+	}
+	return fmt.Errorf("the event floor never attached its warm-up pod\n%s", env.Plugin.Tail(20))
+}
+
 // watcher polls the simulator (its control API, which has no modelled
 // latency) until the sandboxes' endpoints are attached (want true) or
 // deleted (want false), and tells when each one got there.

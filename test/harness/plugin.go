@@ -70,6 +70,17 @@ func (e *Env) StartPluginSubscribing(ctx context.Context, extraArgs ...string) e
 	return e.WaitSubscribed(ctx, 1, 20*time.Second)
 }
 
+// StartBinary starts any binary with args as e.Plugin and does not wait
+// for anything.
+func (e *Env) StartBinary(name, bin string, args ...string) error {
+	p, err := start(name, filepath.Join(e.Dir, name+".log"), bin, args...)
+	if err != nil {
+		return err
+	}
+	e.Plugin = p
+	return nil
+}
+
 // StartProcess starts the plugin binary with args as e.Plugin and does not
 // wait for anything.
 func (e *Env) StartProcess(_ context.Context, name string, args ...string) error {

@@ -1,10 +1,12 @@
-// Command nopplugin is the baseline the plugin's RunPodSandbox cost is
-// compared against. By default it is a do-nothing NRI plugin. With --floor
-// it makes only the calls a pod start cannot do without, with nothing else:
-// containerd's record of the sandbox (for its namespace GUID) while HNS
-// creates the endpoint, then the attach; a stop detaches and deletes it.
-// That is the floor of the plugin's own cost: what the plugin adds beyond
-// its I/O is the difference.
+// Command nopplugin is the baseline the plugin's costs are compared
+// against. By default it is a do-nothing NRI plugin. With --floor it makes
+// only the calls a pod start cannot do without, in the order they depend on
+// each other, with nothing else: containerd's record of the sandbox (for its
+// namespace GUID), then HNS's create, then the attach; a stop detaches and
+// deletes. With --events it is the same floor on containerd's event stream
+// (the Windows path): /tasks/start does those three calls, /tasks/exit the
+// two of a stop. That is the floor of the plugin's own cost: what the plugin
+// adds beyond its I/O is the difference.
 package main
 
 import (
@@ -20,10 +22,12 @@ import (
 	"sync"
 	"syscall"
 
+	apievents "github.com/containerd/containerd/api/events"
 	"github.com/containerd/containerd/v2/client"
 	"github.com/containerd/containerd/v2/pkg/namespaces"
 	"github.com/containerd/nri/pkg/api"
 	"github.com/containerd/nri/pkg/stub"
+	"github.com/containerd/typeurl/v2"
 
 	"github.com/nri-hcn-portmap/nri-hcn-portmap/hcn"
 	"github.com/nri-hcn-portmap/nri-hcn-portmap/hcn/hcnsim"
@@ -61,36 +65,42 @@ func (f *floor) RunPodSandbox(ctx context.Context, p *api.PodSandbox) error {
 	hostPort, containerPort, _ := strings.Cut(v, ":")
 	h, _ := strconv.Atoi(hostPort)
 	c, _ := strconv.Atoi(containerPort)
-	type lookup struct {
-		ns  hcn.GUID
-		err error
-	}
-	got := make(chan lookup, 1)
-	go func() {
-		ns, err := f.namespace(ctx, p.Id)
-		got <- lookup{ns, err}
-	}()
-	ep, err := f.hns.CreateEndpoint(ctx, hcn.EndpointSpec{Name: "floor-" + p.Id, NetworkID: f.network.ID, Routes: f.routes,
-		PortMappings: []hcn.PortMappingPolicy{{ExternalPort: uint16(h), InternalPort: uint16(c), Protocol: 6}}})
-	l := <-got
-	if err = errors.Join(err, l.err); err != nil {
+	return f.start(ctx, p.Id, "floor-"+p.Id, uint16(h), uint16(c))
+}
+
+// start is the floor of a start: the namespace from containerd, then the
+// create, then the attach.
+func (f *floor) start(ctx context.Context, id, name string, host, cont uint16) error {
+	ns, _, err := f.sandbox(ctx, id)
+	if err != nil {
 		return err
 	}
-	if err := f.hns.AddNamespaceEndpoint(ctx, l.ns, ep.ID); err != nil {
+	return f.createAttach(ctx, id, name, ns, host, cont)
+}
+
+// createAttach is the HNS half of a start.
+func (f *floor) createAttach(ctx context.Context, id, name string, ns hcn.GUID, host, cont uint16) error {
+	ep, err := f.hns.CreateEndpoint(ctx, hcn.EndpointSpec{Name: name, NetworkID: f.network.ID, Routes: f.routes,
+		PortMappings: []hcn.PortMappingPolicy{{ExternalPort: host, InternalPort: cont, Protocol: 6, Flags: 1}}})
+	if err != nil {
 		return err
 	}
-	ep.Namespace = l.ns
+	if err := f.hns.AddNamespaceEndpoint(ctx, ns, ep.ID); err != nil {
+		return err
+	}
+	ep.Namespace = ns
 	f.mu.Lock()
-	f.eps[p.Id] = ep
+	f.eps[id] = ep
 	f.mu.Unlock()
 	return nil
 }
 
-// namespace reads the sandbox's HCN namespace from its OCI spec.
-func (f *floor) namespace(ctx context.Context, id string) (hcn.GUID, error) {
+// sandbox reads the sandbox's HCN namespace from its OCI spec and the port
+// mappings annotation from its CRI metadata.
+func (f *floor) sandbox(ctx context.Context, id string) (hcn.GUID, string, error) {
 	info, err := f.ctr.ContainerService().Get(namespaces.WithNamespace(ctx, "k8s.io"), id)
 	if err != nil {
-		return "", err
+		return "", "", err
 	}
 	var spec struct {
 		Windows struct {
@@ -100,15 +110,29 @@ func (f *floor) namespace(ctx context.Context, id string) (hcn.GUID, error) {
 		} `json:"windows"`
 	}
 	if err := json.Unmarshal(info.Spec.GetValue(), &spec); err != nil {
-		return "", err
+		return "", "", err
 	}
-	return hcn.ParseGUID(spec.Windows.Network.NetworkNamespace), nil
+	var meta struct {
+		Metadata struct {
+			Config struct {
+				Annotations map[string]string `json:"annotations"`
+			}
+		}
+	}
+	if ext, ok := info.Extensions[request.ExtensionMetadata]; ok {
+		_ = json.Unmarshal(ext.GetValue(), &meta)
+	}
+	return hcn.ParseGUID(spec.Windows.Network.NetworkNamespace), meta.Metadata.Config.Annotations[request.AnnotationPortMappings], nil
 }
 
 func (f *floor) StopPodSandbox(ctx context.Context, p *api.PodSandbox) error {
+	return f.stop(ctx, p.Id)
+}
+
+func (f *floor) stop(ctx context.Context, id string) error {
 	f.mu.Lock()
-	ep := f.eps[p.Id]
-	delete(f.eps, p.Id)
+	ep := f.eps[id]
+	delete(f.eps, id)
 	f.mu.Unlock()
 	if ep == nil {
 		return nil
@@ -147,10 +171,17 @@ func main() {
 	containerd := flag.String("containerd", "", "containerd socket (--floor)")
 	hns := flag.String("hns", "", "HNS simulator address (--floor)")
 	network := flag.String("network", "nat", "HNS network (--floor)")
+	events := flag.Bool("events", false, "the floor on containerd's event stream instead of NRI")
 	flag.Parse()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	if err := run(ctx, *socket, *floorMode, *containerd, *hns, *network); err != nil && ctx.Err() == nil {
+	var err error
+	if *events {
+		err = runEvents(ctx, *containerd, *hns, *network)
+	} else {
+		err = run(ctx, *socket, *floorMode, *containerd, *hns, *network)
+	}
+	if err != nil && ctx.Err() == nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
@@ -170,4 +201,54 @@ func run(ctx context.Context, socket string, floorMode bool, containerd, hns, ne
 		return err
 	}
 	return st.Run(ctx)
+}
+
+// runEvents is the floor on containerd's event stream: a start is the
+// sandbox's record, the create and the attach; an exit the detach and the
+// delete. Endpoints are named as the plugin names them, so the benchmark's
+// watcher sees them alike.
+func runEvents(ctx context.Context, containerd, hns, network string) error {
+	f, err := newFloor(ctx, containerd, hns, network)
+	if err != nil {
+		return err
+	}
+	filter := func(topic string) string { return fmt.Sprintf("namespace==%q,topic==%q", "k8s.io", topic) }
+	ch, errs := f.ctr.Subscribe(ctx, filter("/tasks/start"), filter("/tasks/exit"))
+	fmt.Println("subscribed") // the benchmark waits for this line before it publishes
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case err := <-errs:
+			return err
+		case env := <-ch:
+			ev, err := typeurl.UnmarshalAny(env.Event)
+			if err != nil {
+				continue
+			}
+			// each event on its own, as the plugin's workers take
+			// different sandboxes at once
+			switch e := ev.(type) {
+			case *apievents.TaskStart:
+				go func() {
+					ns, ann, err := f.sandbox(ctx, e.ContainerID)
+					if err != nil || ann == "" {
+						return
+					}
+					hp, cp, _ := strings.Cut(ann, ":")
+					h, _ := strconv.Atoi(hp)
+					c, _ := strconv.Atoi(cp)
+					if err := f.createAttach(ctx, e.ContainerID, "nri-hcn-portmap-"+e.ContainerID, ns, uint16(h), uint16(c)); err != nil {
+						fmt.Fprintln(os.Stderr, "start:", err)
+					}
+				}()
+			case *apievents.TaskExit:
+				go func() {
+					if err := f.stop(ctx, e.ContainerID); err != nil {
+						fmt.Fprintln(os.Stderr, "stop:", err)
+					}
+				}()
+			}
+		}
+	}
 }
