@@ -197,6 +197,10 @@ func (s *Sim) Reset() {
 
 func newGUID() string { return strings.ToUpper(uuid.NewString()) }
 
+// canon is a namespace GUID in its one form, however the caller spelled it
+// (HNS takes any spelling).
+func canon(id hcn.GUID) hcn.GUID { return hcn.ParseGUID(string(id)) }
+
 // SetLatency delays every Service call by d. A caller whose context ends
 // first gets its error at once; the call still takes effect after d.
 func (s *Sim) SetLatency(d time.Duration) {
@@ -279,6 +283,7 @@ func (s *Sim) CreateNamespace(spelled string) hcn.GUID {
 // it are detached (not deleted); with Rules.StaleNamespace they keep naming
 // it.
 func (s *Sim) DeleteNamespace(id hcn.GUID) error {
+	id = canon(id)
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	eps, ok := s.namespaces[id]
@@ -322,6 +327,7 @@ func (s *Sim) RestartHNS() {
 // longer exists, and still holds its host ports. The endpoint is created
 // with HNS's rules (ports, network), then pointed at ns.
 func (s *Sim) AddStaleEndpoint(spec hcn.EndpointSpec, ns hcn.GUID) (*hcn.Endpoint, error) {
+	ns = canon(ns)
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if _, ok := s.namespaces[ns]; ok {
@@ -540,6 +546,7 @@ func (s *Sim) createEndpoint(spec hcn.EndpointSpec) (*hcn.Endpoint, error) {
 	if n == nil {
 		return nil, fmt.Errorf("network %s: %w", spec.NetworkID, hcn.ErrNotFound)
 	}
+	spec.NetworkID = hcn.CanonicalGUID(spec.NetworkID)
 	for i, p := range spec.PortMappings {
 		if err := validPolicy(p); err != nil {
 			return nil, fmt.Errorf("endpoint %q: policy %s: %w", spec.Name, p, err)
@@ -663,7 +670,7 @@ func (s *Sim) DeleteEndpoint(ctx context.Context, id string) error {
 
 // AddNamespaceEndpoint implements hcn.Service.
 func (s *Sim) AddNamespaceEndpoint(ctx context.Context, namespaceID hcn.GUID, endpointID string) error {
-	endpointID = hcn.CanonicalGUID(endpointID) // HNS: any spelling
+	namespaceID, endpointID = canon(namespaceID), hcn.CanonicalGUID(endpointID) // HNS: any spelling
 	_, err := run(ctx, s, OpAddNamespaceEndpoint, func() (struct{}, error) {
 		ns, ep := s.namespaces[namespaceID], s.endpoints[endpointID]
 		switch {
@@ -683,7 +690,7 @@ func (s *Sim) AddNamespaceEndpoint(ctx context.Context, namespaceID hcn.GUID, en
 
 // RemoveNamespaceEndpoint implements hcn.Service.
 func (s *Sim) RemoveNamespaceEndpoint(ctx context.Context, namespaceID hcn.GUID, endpointID string) error {
-	endpointID = hcn.CanonicalGUID(endpointID)
+	namespaceID, endpointID = canon(namespaceID), hcn.CanonicalGUID(endpointID)
 	_, err := run(ctx, s, OpRemoveNamespaceEndpoint, func() (struct{}, error) {
 		ns := s.namespaces[namespaceID]
 		switch {
@@ -703,6 +710,7 @@ func (s *Sim) RemoveNamespaceEndpoint(ctx context.Context, namespaceID hcn.GUID,
 
 // GetNamespace implements hcn.Service.
 func (s *Sim) GetNamespace(ctx context.Context, id hcn.GUID) (*hcn.Namespace, error) {
+	id = canon(id)
 	return run(ctx, s, OpGetNamespace, func() (*hcn.Namespace, error) {
 		eps, ok := s.namespaces[id]
 		if !ok {

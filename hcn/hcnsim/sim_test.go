@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -407,5 +408,35 @@ func TestImplicitRouteAndNamespaceView(t *testing.T) {
 	}
 	if _, err := s.CreateEndpoint(ctx, hcn.EndpointSpec{Name: "bad", NetworkID: nat.ID, Routes: []hcn.Route{{DestinationPrefix: "default", NextHop: "x"}}}); !errors.Is(err, hcn.ErrInvalid) {
 		t.Errorf("a malformed route: %v, want ErrInvalid", err)
+	}
+}
+
+// A namespace GUID is one GUID however it is spelled: lower case (as the
+// OCI spec carries it), braces, any mix; real HNS takes any spelling.
+func TestNamespaceGUIDsInAnySpelling(t *testing.T) {
+	for name, mk := range simulators(t) {
+		t.Run(name, func(t *testing.T) {
+			svc, s := mk(t)
+			netID := newNet(t, svc)
+			id := s.CreateNamespace("")
+			for _, spelled := range []hcn.GUID{hcn.GUID(strings.ToLower(string(id))), hcn.GUID("{" + string(id) + "}")} {
+				ep, err := svc.CreateEndpoint(ctx, hcn.EndpointSpec{Name: "e-" + string(spelled), NetworkID: netID})
+				if err != nil {
+					t.Fatal(err)
+				}
+				if err := svc.AddNamespaceEndpoint(ctx, spelled, ep.ID); err != nil {
+					t.Fatalf("attach to %s: %v", spelled, err)
+				}
+				if ns, err := svc.GetNamespace(ctx, spelled); err != nil || !slices.Contains(ns.Endpoints, ep.ID) {
+					t.Fatalf("GetNamespace(%s) = %+v, %v", spelled, ns, err)
+				}
+				if err := svc.RemoveNamespaceEndpoint(ctx, spelled, ep.ID); err != nil {
+					t.Fatalf("detach from %s: %v", spelled, err)
+				}
+			}
+			if err := s.DeleteNamespace(hcn.GUID(strings.ToLower(string(id)))); err != nil {
+				t.Fatalf("delete: %v", err)
+			}
+		})
 	}
 }

@@ -157,7 +157,7 @@ func (e *Emulator) open(kind, id string) uint64 {
 	defer e.mu.Unlock()
 	h := e.next
 	e.next++
-	e.handles[h] = object{kind, strings.ToUpper(id)}
+	e.handles[h] = object{kind, hcn.CanonicalGUID(id)}
 	return h
 }
 
@@ -360,7 +360,7 @@ func (e *Emulator) dispatch(fn string, a []string) (uint32, uint64, string, stri
 	case "HcnOpenNetwork", "HcnOpenEndpoint", "HcnOpenNamespace":
 		kind := kindOf(fn, "HcnOpen")
 		for _, o := range e.objects(kind) {
-			if strings.EqualFold(o["ID"], arg(0)) {
+			if o["ID"] == hcn.CanonicalGUID(arg(0)) {
 				return hrOK, e.open(kind, o["ID"]), "", ""
 			}
 		}
@@ -453,7 +453,7 @@ func (e *Emulator) dispatch(fn string, a []string) (uint32, uint64, string, stri
 		}
 		return fail(fmt.Errorf("endpoint %s: %w", id, hcn.ErrNotFound))
 	case "HcnDeleteEndpoint":
-		if err := e.sim.DeleteEndpoint(ctx, strings.ToUpper(arg(0))); err != nil {
+		if err := e.sim.DeleteEndpoint(ctx, hcn.CanonicalGUID(arg(0))); err != nil {
 			return fail(err)
 		}
 		return ok("")
@@ -491,7 +491,7 @@ func (e *Emulator) dispatch(fn string, a []string) (uint32, uint64, string, stri
 		if err := json.Unmarshal([]byte(arg(1)), &req); err != nil || req.ResourceType != "Endpoint" {
 			return fail(fmt.Errorf("namespace modify request %q: %w", arg(1), hcn.ErrInvalid))
 		}
-		ep := strings.ToUpper(req.Settings.EndpointId)
+		ep := hcn.CanonicalGUID(req.Settings.EndpointId)
 		switch req.RequestType {
 		case "Add":
 			err = e.sim.AddNamespaceEndpoint(ctx, hcn.ParseGUID(id), ep)
