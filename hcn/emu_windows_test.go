@@ -171,9 +171,10 @@ func TestTimeoutAndLateResult(t *testing.T) {
 	}
 }
 
+// createNamespace creates a namespace as containerd creates a pod's.
 func createNamespace(t *testing.T) hcn.GUID {
 	t.Helper()
-	ns, err := hcsshim.NewNamespace(hcsshim.NamespaceTypeHostDefault).Create()
+	ns, err := (&hcsshim.HostComputeNamespace{}).Create()
 	if err != nil {
 		t.Fatalf("creating a namespace: %v", err)
 	}

@@ -17,7 +17,15 @@ type Service interface {
 	// ListEndpointsByName returns every endpoint with that name (HNS does not
 	// enforce unique names), possibly none.
 	ListEndpointsByName(ctx context.Context, name string) ([]Endpoint, error)
+	// ListEndpoints lists every endpoint of the node; ListEndpointsOfNetwork
+	// those of one network (HNS filters, so fewer are opened). As through
+	// hcsshim, a listing opens each endpoint in turn: it costs one HNS call
+	// per endpoint, and an endpoint deleted meanwhile fails it with
+	// ErrNotFound.
 	ListEndpoints(ctx context.Context) ([]Endpoint, error)
+	ListEndpointsOfNetwork(ctx context.Context, networkID string) ([]Endpoint, error)
+	// GetEndpoint returns ErrNotFound when no endpoint has that ID.
+	GetEndpoint(ctx context.Context, id string) (*Endpoint, error)
 	DeleteEndpoint(ctx context.Context, id string) error
 	AddNamespaceEndpoint(ctx context.Context, namespaceID GUID, endpointID string) error
 	RemoveNamespaceEndpoint(ctx context.Context, namespaceID GUID, endpointID string) error
@@ -31,6 +39,8 @@ type Node interface {
 	Service
 	// Version is HNS's version as "major.minor".
 	Version(ctx context.Context) (string, error)
+	// NewNamespace creates a namespace as containerd creates a pod's (no
+	// type; never HostDefault, the host's own compartment).
 	NewNamespace(ctx context.Context) (GUID, error)
 	RemoveNamespace(ctx context.Context, id GUID) error
 }

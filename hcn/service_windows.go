@@ -246,6 +246,35 @@ func (w WindowsService) ListEndpoints(ctx context.Context) ([]Endpoint, error) {
 	return hnsCall(ctx, w.lim, "ListEndpoints", func() ([]Endpoint, error) { return listEndpoints(nil) })
 }
 
+// ListEndpointsOfNetwork implements Service: HNS filters by network
+// (hcsshim's ListEndpointsOfNetwork), so only that network's endpoints are
+// opened.
+func (w WindowsService) ListEndpointsOfNetwork(ctx context.Context, networkID string) ([]Endpoint, error) {
+	return hnsCall(ctx, w.lim, "ListEndpointsOfNetwork", func() ([]Endpoint, error) {
+		eps, err := hcsshim.ListEndpointsOfNetwork(networkID)
+		if err != nil {
+			return nil, err
+		}
+		out := make([]Endpoint, 0, len(eps))
+		for i := range eps {
+			out = append(out, toEndpoint(&eps[i]))
+		}
+		return out, nil
+	})
+}
+
+// GetEndpoint implements Service.
+func (w WindowsService) GetEndpoint(ctx context.Context, id string) (*Endpoint, error) {
+	return hnsCall(ctx, w.lim, "GetEndpoint", func() (*Endpoint, error) {
+		ep, err := hcsshim.GetEndpointByID(id)
+		if err != nil {
+			return nil, err
+		}
+		out := toEndpoint(ep)
+		return &out, nil
+	})
+}
+
 // DeleteEndpoint implements Service.
 func (w WindowsService) DeleteEndpoint(ctx context.Context, id string) error {
 	_, err := hnsCall(ctx, w.lim, "DeleteEndpoint", func() (struct{}, error) {
@@ -307,7 +336,10 @@ func (w WindowsService) Version(ctx context.Context) (string, error) {
 // NewNamespace implements Node.
 func (w WindowsService) NewNamespace(ctx context.Context) (GUID, error) {
 	return hnsCall(ctx, w.lim, "NewNamespace", func() (GUID, error) {
-		ns, err := hcsshim.NewNamespace(hcsshim.NamespaceTypeHostDefault).Create()
+		// as containerd creates a pod's namespace (pkg/netns/netns_windows.go:
+		// no type): never HostDefault, the host's own compartment, where a
+		// vNIC with a default route would change the host's networking
+		ns, err := (&hcsshim.HostComputeNamespace{}).Create()
 		if err != nil {
 			return "", err
 		}

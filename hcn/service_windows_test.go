@@ -51,11 +51,13 @@ func testNetwork(t *testing.T, svc Service) *Network {
 	return n
 }
 
-// testNamespace creates a namespace through hcsshim itself, whose ID is read
-// at the boundary like any GUID from HNS.
+// testNamespace creates a namespace through hcsshim itself as containerd
+// creates a pod's (pkg/netns/netns_windows.go: no type, so never the host's
+// own HostDefault compartment), whose ID is read at the boundary like any
+// GUID from HNS.
 func testNamespace(t *testing.T) GUID {
 	t.Helper()
-	ns, err := hcsshim.NewNamespace(hcsshim.NamespaceTypeHostDefault).Create()
+	ns, err := (&hcsshim.HostComputeNamespace{}).Create()
 	if err != nil {
 		t.Fatalf("creating a namespace: %v", err)
 	}

@@ -94,6 +94,14 @@ func (w *wrapped) ListEndpoints(ctx context.Context) ([]Endpoint, error) {
 	return wrap(w, ctx, "ListEndpoints", w.svc.ListEndpoints)
 }
 
+func (w *wrapped) ListEndpointsOfNetwork(ctx context.Context, networkID string) ([]Endpoint, error) {
+	return wrap(w, ctx, "ListEndpointsOfNetwork", func(ctx context.Context) ([]Endpoint, error) { return w.svc.ListEndpointsOfNetwork(ctx, networkID) })
+}
+
+func (w *wrapped) GetEndpoint(ctx context.Context, id string) (*Endpoint, error) {
+	return wrap(w, ctx, "GetEndpoint", func(ctx context.Context) (*Endpoint, error) { return w.svc.GetEndpoint(ctx, id) })
+}
+
 func (w *wrapped) DeleteEndpoint(ctx context.Context, id string) error {
 	return wrapErr(w, ctx, "DeleteEndpoint", func(ctx context.Context) error { return w.svc.DeleteEndpoint(ctx, id) })
 }

@@ -30,6 +30,8 @@ const (
 	OpCreateEndpoint          = "CreateEndpoint"
 	OpListEndpointsByName     = "ListEndpointsByName"
 	OpListEndpoints           = "ListEndpoints"
+	OpListEndpointsOfNetwork  = "ListEndpointsOfNetwork"
+	OpGetEndpoint             = "GetEndpoint"
 	OpDeleteEndpoint          = "DeleteEndpoint"
 	OpAddNamespaceEndpoint    = "AddNamespaceEndpoint"
 	OpRemoveNamespaceEndpoint = "RemoveNamespaceEndpoint"
@@ -39,7 +41,8 @@ const (
 // Ops lists every operation.
 func Ops() []string {
 	return []string{OpGetNetworkByName, OpCreateNetwork, OpCreateEndpoint, OpListEndpointsByName,
-		OpListEndpoints, OpDeleteEndpoint, OpAddNamespaceEndpoint, OpRemoveNamespaceEndpoint, OpGetNamespace}
+		OpListEndpoints, OpListEndpointsOfNetwork, OpGetEndpoint, OpDeleteEndpoint, OpAddNamespaceEndpoint,
+		OpRemoveNamespaceEndpoint, OpGetNamespace}
 }
 
 // Fault makes the next Count calls of Op fail with an error of Kind. With
@@ -63,6 +66,10 @@ type State struct {
 // the route table and DNS servers the compartment gets from them.
 type Namespace struct {
 	hcn.Namespace
+	// Type is HNS's namespace type: NamespaceHost for a pod's namespace
+	// (containerd creates them without a type, and HNS makes those Host),
+	// NamespaceHostDefault for the host's own default compartment.
+	Type string `json:"type,omitempty"`
 	// Routes: every attached endpoint's routes; an endpoint created
 	// without routes gets HNS's implicit default route via its network's
 	// gateway at ImplicitRouteMetric. A route via 0.0.0.0 only stops HNS
@@ -71,6 +78,12 @@ type Namespace struct {
 	// DNSServers: the attached endpoints' DNS servers, in endpoint order.
 	DNSServers []string `json:"dnsServers,omitempty"`
 }
+
+// Namespace types (hcsshim's NamespaceType).
+const (
+	NamespaceHost        = "Host"
+	NamespaceHostDefault = "HostDefault"
+)
 
 // ImplicitRouteMetric is the metric of the default route HNS adds to an
 // endpoint created without routes: HNS's default, the same for every such
@@ -145,6 +158,7 @@ type Sim struct {
 	networks   map[string]*network
 	endpoints  map[string]*hcn.Endpoint
 	namespaces map[hcn.GUID]map[string]bool // namespace -> endpoint IDs
+	nsTypes    map[hcn.GUID]string          // namespace -> its type, when not Host
 	faults     []Fault
 	latency    time.Duration
 	opLatency  map[string]time.Duration // per operation, over latency
@@ -188,6 +202,7 @@ func (s *Sim) Reset() {
 	s.networks = map[string]*network{}
 	s.endpoints = map[string]*hcn.Endpoint{}
 	s.namespaces = map[hcn.GUID]map[string]bool{}
+	s.nsTypes = map[hcn.GUID]string{}
 	s.faults = nil
 	s.latency = 0
 	s.serialized = false
@@ -264,9 +279,16 @@ func (s *Sim) Calls() map[string]int {
 	return out
 }
 
-// CreateNamespace models containerd creating a pod's HCN namespace. An empty
-// id gets a fresh GUID. Creating an existing namespace is a no-op.
+// CreateNamespace models containerd creating a pod's HCN namespace (type
+// Host). An empty id gets a fresh GUID. Creating an existing namespace is a
+// no-op.
 func (s *Sim) CreateNamespace(spelled string) hcn.GUID {
+	return s.CreateNamespaceOfType(spelled, NamespaceHost)
+}
+
+// CreateNamespaceOfType creates a namespace of an HNS namespace type ("" is
+// Host, as HNS makes a namespace created without one).
+func (s *Sim) CreateNamespaceOfType(spelled, typ string) hcn.GUID {
 	id := hcn.ParseGUID(spelled)
 	if id == "" {
 		id = hcn.GUID(newGUID())
@@ -275,6 +297,9 @@ func (s *Sim) CreateNamespace(spelled string) hcn.GUID {
 	defer s.mu.Unlock()
 	if s.namespaces[id] == nil {
 		s.namespaces[id] = map[string]bool{}
+		if typ != "" && typ != NamespaceHost {
+			s.nsTypes[id] = typ
+		}
 	}
 	return id
 }
@@ -296,6 +321,7 @@ func (s *Sim) DeleteNamespace(id hcn.GUID) error {
 		}
 	}
 	delete(s.namespaces, id)
+	delete(s.nsTypes, id)
 	return nil
 }
 
@@ -354,7 +380,7 @@ func (s *Sim) State() State {
 		st.Endpoints = append(st.Endpoints, cloneEP(ep))
 	}
 	for id, eps := range s.namespaces {
-		ns := Namespace{Namespace: hcn.Namespace{ID: id}}
+		ns := Namespace{Namespace: hcn.Namespace{ID: id}, Type: cmp.Or(s.nsTypes[id], NamespaceHost)}
 		for e := range eps {
 			ns.Endpoints = append(ns.Endpoints, e)
 		}
@@ -619,28 +645,91 @@ func conflicts(p, q hcn.PortMappingPolicy) bool {
 
 // ListEndpointsByName implements hcn.Service.
 func (s *Sim) ListEndpointsByName(ctx context.Context, name string) ([]hcn.Endpoint, error) {
-	return run(ctx, s, OpListEndpointsByName, func() ([]hcn.Endpoint, error) {
-		var out []hcn.Endpoint
-		for _, ep := range s.endpoints {
-			if ep.Name == name || s.rules.NameFold && strings.EqualFold(ep.Name, name) {
-				out = append(out, cloneEP(ep))
-			}
-		}
-		slices.SortFunc(out, func(a, b hcn.Endpoint) int { return strings.Compare(a.ID, b.ID) })
-		return out, nil
+	return s.list(ctx, OpListEndpointsByName, func(ep *hcn.Endpoint) bool {
+		return ep.Name == name || s.rules.NameFold && strings.EqualFold(ep.Name, name)
 	})
 }
 
 // ListEndpoints implements hcn.Service.
 func (s *Sim) ListEndpoints(ctx context.Context) ([]hcn.Endpoint, error) {
-	return run(ctx, s, OpListEndpoints, func() ([]hcn.Endpoint, error) {
-		out := make([]hcn.Endpoint, 0, len(s.endpoints))
+	return s.list(ctx, OpListEndpoints, func(*hcn.Endpoint) bool { return true })
+}
+
+// ListEndpointsOfNetwork implements hcn.Service.
+func (s *Sim) ListEndpointsOfNetwork(ctx context.Context, networkID string) ([]hcn.Endpoint, error) {
+	networkID = hcn.CanonicalGUID(networkID)
+	return s.list(ctx, OpListEndpointsOfNetwork, func(ep *hcn.Endpoint) bool { return ep.NetworkID == networkID })
+}
+
+// GetEndpoint implements hcn.Service: a listing filtered by ID, as
+// hcsshim's GetEndpointByID is.
+func (s *Sim) GetEndpoint(ctx context.Context, id string) (*hcn.Endpoint, error) {
+	id = hcn.CanonicalGUID(id)
+	eps, err := s.list(ctx, OpGetEndpoint, func(ep *hcn.Endpoint) bool { return ep.ID == id })
+	if err != nil {
+		return nil, err
+	}
+	if len(eps) == 0 {
+		return nil, fmt.Errorf("endpoint %s: %w", id, hcn.ErrNotFound)
+	}
+	return &eps[0], nil
+}
+
+// list is a listing as hcsshim makes it: HNS enumerates the IDs the query
+// matches (one call, after which faults and latency apply as for any
+// call), then each endpoint is opened and queried on its own (one more
+// call's latency each). An endpoint deleted in between fails the whole
+// listing with ERROR_NOT_FOUND, as hcsshim returns on the first error.
+func (s *Sim) list(ctx context.Context, op string, match func(*hcn.Endpoint) bool) ([]hcn.Endpoint, error) {
+	ids, err := run(ctx, s, op, func() ([]string, error) {
+		var ids []string
 		for _, ep := range s.endpoints {
-			out = append(out, cloneEP(ep))
+			if match(ep) {
+				ids = append(ids, ep.ID)
+			}
 		}
-		slices.SortFunc(out, func(a, b hcn.Endpoint) int { return strings.Compare(a.ID, b.ID) })
-		return out, nil
+		slices.Sort(ids)
+		return ids, nil
 	})
+	if err != nil {
+		return nil, err
+	}
+	out := make([]hcn.Endpoint, 0, len(ids))
+	for _, id := range ids {
+		if err := s.wait(ctx, op); err != nil {
+			return nil, fmt.Errorf("%s: opening endpoint %s: %w", op, id, err)
+		}
+		s.mu.Lock()
+		ep := s.endpoints[id]
+		if ep == nil {
+			s.mu.Unlock()
+			return nil, fmt.Errorf("%s: opening endpoint %s (ERROR_NOT_FOUND; deleted during the listing): %w", op, id, hcn.ErrNotFound)
+		}
+		out = append(out, cloneEP(ep))
+		s.mu.Unlock()
+	}
+	return out, nil
+}
+
+// wait waits out one call's latency of op, or until ctx ends.
+func (s *Sim) wait(ctx context.Context, op string) error {
+	s.mu.Lock()
+	d := s.latency
+	if od, ok := s.opLatency[op]; ok {
+		d = od
+	}
+	s.mu.Unlock()
+	if d <= 0 {
+		return nil
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
 }
 
 // DeleteEndpoint implements hcn.Service. An endpoint attached to a live

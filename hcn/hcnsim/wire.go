@@ -97,6 +97,14 @@ func Handler(s *Sim) http.Handler {
 		eps, err := s.ListEndpoints(ctx)
 		return response{Endpoints: eps}, err
 	})
+	handle(OpListEndpointsOfNetwork, func(ctx context.Context, r request) (response, error) {
+		eps, err := s.ListEndpointsOfNetwork(ctx, r.ID)
+		return response{Endpoints: eps}, err
+	})
+	handle(OpGetEndpoint, func(ctx context.Context, r request) (response, error) {
+		ep, err := s.GetEndpoint(ctx, r.ID)
+		return response{Endpoint: ep}, err
+	})
 	handle(OpDeleteEndpoint, func(ctx context.Context, r request) (response, error) {
 		return response{}, s.DeleteEndpoint(ctx, r.ID)
 	})
@@ -310,6 +318,24 @@ func (c *Client) ListEndpoints(ctx context.Context) ([]hcn.Endpoint, error) {
 		return nil, err
 	}
 	return r.Endpoints, nil
+}
+
+// ListEndpointsOfNetwork implements hcn.Service.
+func (c *Client) ListEndpointsOfNetwork(ctx context.Context, networkID string) ([]hcn.Endpoint, error) {
+	r, err := c.call(ctx, OpListEndpointsOfNetwork, request{ID: networkID})
+	if err != nil {
+		return nil, err
+	}
+	return r.Endpoints, nil
+}
+
+// GetEndpoint implements hcn.Service.
+func (c *Client) GetEndpoint(ctx context.Context, id string) (*hcn.Endpoint, error) {
+	r, err := c.call(ctx, OpGetEndpoint, request{ID: id})
+	if err != nil {
+		return nil, err
+	}
+	return r.Endpoint, nil
 }
 
 // DeleteEndpoint implements hcn.Service.

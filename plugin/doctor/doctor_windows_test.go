@@ -74,3 +74,50 @@ func TestSelfTestThroughHcsshim(t *testing.T) {
 		})
 	}
 }
+
+// The self-test attaches its endpoint to a namespace made as containerd
+// makes a pod's (no type: HNS makes it Host), never to HostDefault, the
+// host's own compartment: on a node a vNIC with a default route there would
+// change the host's own networking.
+func TestSelfTestUsesAPodTypeNamespace(t *testing.T) {
+	addr := os.Getenv("HNS_EMULATOR")
+	if addr == "" {
+		t.Fatal("HNS_EMULATOR is not set: run these tests with make test-windows")
+	}
+	svc, err := hcn.NewWindowsService(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := config.Default()
+	cfg.HCN.Network = fmt.Sprintf("doctor-ns-%d", time.Now().UnixNano())
+	if _, err := svc.CreateNetwork(ctx, hcn.NetworkSpec{Name: cfg.HCN.Network, Type: hcn.NetworkNAT, Subnet: "172.27.0.0/24", Gateway: "172.27.0.1"}); err != nil {
+		t.Fatal(err)
+	}
+	d := &Doctor{Config: cfg, HNS: svc, Windows: true}
+	if rep := d.SelfTest(ctx, SelfTestOptions{HostPort: 47997, Keep: true}); !rep.Fit() {
+		t.Fatalf("not fit: %+v", rep.Results)
+	}
+	defer d.SelfTest(ctx, SelfTestOptions{HostPort: 47997}) // removes what was kept
+	hr, out, res, err := hnsemu.Call(addr, "Emu.State")
+	if err != nil || hr != 0 {
+		t.Fatalf("Emu.State: %#x %s %v", hr, res, err)
+	}
+	var st hcnsim.State
+	if err := json.Unmarshal([]byte(out), &st); err != nil {
+		t.Fatal(err)
+	}
+	var attached []string
+	for _, ep := range st.Endpoints {
+		if !strings.HasPrefix(ep.Name, SelfTestPrefix) {
+			continue
+		}
+		for _, ns := range st.Namespaces {
+			if ns.ID == ep.Namespace {
+				attached = append(attached, ns.Type)
+			}
+		}
+	}
+	if len(attached) != 1 || attached[0] != hcnsim.NamespaceHost {
+		t.Fatalf("the self-test's endpoint is in namespaces of types %v, want one of type Host", attached)
+	}
+}

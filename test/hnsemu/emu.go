@@ -46,6 +46,7 @@ type Emulator struct {
 	next         uint64
 	lastSettings map[string]string   // function -> the last settings JSON it received
 	hresults     map[string][]uint32 // function -> HRESULTs its next calls answer
+	latency      time.Duration       // of every HNS call (each DLL call is one round trip to HNS)
 }
 
 // New returns an emulator over a fresh HNS model.
@@ -198,7 +199,8 @@ func (e *Emulator) objects(kind string) []map[string]string {
 		}
 	case "endpoint":
 		for _, ep := range st.Endpoints {
-			out = append(out, map[string]string{"ID": ep.ID, "NAME": ep.Name, "HOSTCOMPUTENETWORK": ep.NetworkID})
+			// VirtualNetwork: the filter hcsshim's ListEndpointsOfNetwork sends
+			out = append(out, map[string]string{"ID": ep.ID, "NAME": ep.Name, "HOSTCOMPUTENETWORK": ep.NetworkID, "VIRTUALNETWORK": ep.NetworkID})
 		}
 	case "namespace":
 		for _, ns := range st.Namespaces {
@@ -338,6 +340,12 @@ func (e *Emulator) dispatch(fn string, a []string) (uint32, uint64, string, stri
 		return ""
 	}
 	st := func() hcnsim.State { return e.sim.State() }
+	if strings.HasPrefix(fn, "Hcn") || fn == "HNSCall" { // an HNS round trip: listings pay it per endpoint, as through hcsshim
+		e.mu.Lock()
+		d := e.latency
+		e.mu.Unlock()
+		time.Sleep(d)
+	}
 	if hr, ok := e.nextHRESULT(fn); ok { // an HRESULT a test asked for
 		return hr, 0, "", errorRecord(hr, fmt.Errorf("injected HRESULT %#x in %s", hr, fn))
 	}
@@ -460,7 +468,11 @@ func (e *Emulator) dispatch(fn string, a []string) (uint32, uint64, string, stri
 
 	case "HcnCreateNamespace":
 		e.remember(fn, arg(1))
-		id := e.sim.CreateNamespace("")
+		var in namespaceJSON
+		if err := json.Unmarshal([]byte(arg(1)), &in); err != nil {
+			return fail(fmt.Errorf("namespace settings: %v: %w", err, hcn.ErrInvalid))
+		}
+		id := e.sim.CreateNamespaceOfType("", in.Type) // no type: Host, as containerd's
 		return hrOK, e.open("namespace", id.String()), "", ""
 	case "HcnQueryNamespaceProperties":
 		id, err := e.lookup("namespace", arg(0))
@@ -471,7 +483,13 @@ func (e *Emulator) dispatch(fn string, a []string) (uint32, uint64, string, stri
 		if err != nil {
 			return fail(err)
 		}
-		out := namespaceJSON{ID: ns.ID.String(), Type: "HostDefault", SchemaVersion: v2}
+		typ := hcnsim.NamespaceHost
+		for _, n := range st().Namespaces {
+			if n.ID == ns.ID {
+				typ = n.Type
+			}
+		}
+		out := namespaceJSON{ID: ns.ID.String(), Type: typ, SchemaVersion: v2}
 		for _, ep := range ns.Endpoints {
 			data, _ := json.Marshal(map[string]string{"ID": ep})
 			out.Resources = append(out.Resources, resource{Type: "Endpoint", Data: data})
@@ -524,9 +542,11 @@ func (e *Emulator) dispatch(fn string, a []string) (uint32, uint64, string, stri
 		e.mu.Lock()
 		defer e.mu.Unlock()
 		return ok(e.lastSettings[arg(0)])
-	case "Emu.SetLatency":
+	case "Emu.SetLatency": // milliseconds every HNS call takes (a listing pays it per endpoint)
 		ms, _ := strconv.Atoi(arg(0))
-		e.sim.SetLatency(time.Duration(ms) * time.Millisecond)
+		e.mu.Lock()
+		e.latency = time.Duration(ms) * time.Millisecond
+		e.mu.Unlock()
 		return ok("")
 	case "Emu.InjectFault":
 		var f hcnsim.Fault
