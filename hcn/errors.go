@@ -27,6 +27,10 @@ var (
 	// ErrTimeout: the plugin gave up waiting for HNS (the call may still
 	// take effect later, as HNS finishes what it started).
 	ErrTimeout = errors.New("gave up waiting for HNS")
+	// ErrChanged: HNS changed while it was being read (an endpoint deleted
+	// during a listing, which hcsshim reports as not found): reading again
+	// helps.
+	ErrChanged = errors.New("HNS changed while it was being read")
 )
 
 // Steps of the endpoint lifecycle, as named in errors.
@@ -70,6 +74,9 @@ func stepErr(step, object string, err error) error {
 // (HNS unreachable, a call that timed out, an unclassified HNS failure) may
 // pass on a later try.
 func Permanent(err error) bool {
+	if errors.Is(err, ErrChanged) {
+		return false
+	}
 	for _, final := range []error{ErrNotFound, ErrPortInUse, ErrInvalid, ErrAlreadyAttached, ErrInUse} {
 		if errors.Is(err, final) {
 			return true
@@ -84,7 +91,7 @@ func Permanent(err error) bool {
 // nor Permanent is unclassified: HNS failed in a way nobody has mapped yet,
 // worth a few retries only.
 func Retryable(err error) bool {
-	return errors.Is(err, ErrUnavailable) || errors.Is(err, ErrTimeout)
+	return errors.Is(err, ErrUnavailable) || errors.Is(err, ErrTimeout) || errors.Is(err, ErrChanged)
 }
 
 // NamespaceGone reports whether err says the namespace an endpoint was being

@@ -74,8 +74,28 @@ func (m *Manager) Lookup(ctx context.Context, sandboxID string) ([]Endpoint, err
 // byName lists the endpoints named exactly name: HNS's name filter may fold
 // case, and an endpoint named like ours in other case is someone else's.
 func (m *Manager) byName(ctx context.Context, name string) ([]Endpoint, error) {
-	eps, err := m.svc.ListEndpointsByName(ctx, name)
+	eps, err := listing(func() ([]Endpoint, error) { return m.svc.ListEndpointsByName(ctx, name) })
 	return slices.DeleteFunc(eps, func(ep Endpoint) bool { return ep.Name != name }), err
+}
+
+// listingAttempts bounds how often a listing is taken again after it raced
+// a deletion.
+const listingAttempts = 3
+
+// listing takes a listing of HNS. hcsshim enumerates, then opens each
+// endpoint and returns on the first error: one deleted in between fails the
+// whole listing with not-found, which says nothing about what was asked
+// for. Such a listing is taken again; if HNS keeps changing, the error is
+// ErrChanged (retried by the caller), not a final not-found.
+func listing(list func() ([]Endpoint, error)) ([]Endpoint, error) {
+	var err error
+	for range listingAttempts {
+		var eps []Endpoint
+		if eps, err = list(); !errors.Is(err, ErrNotFound) {
+			return eps, err
+		}
+	}
+	return nil, fmt.Errorf("%w: %w", ErrChanged, err)
 }
 
 // Service returns the underlying Service.
@@ -345,19 +365,52 @@ func (m *Manager) removeEndpoint(ctx context.Context, ep Endpoint) error {
 	return nil
 }
 
-// Owned lists every endpoint whose name carries our prefix.
+// Owned lists our endpoints on the configured network: HNS filters by
+// network, so only that network's endpoints are opened (a listing costs
+// one HNS call per endpoint it opens). No network, no endpoints of ours: it
+// is not created for this.
 func (m *Manager) Owned(ctx context.Context) ([]Endpoint, error) {
-	all, err := m.svc.ListEndpoints(ctx)
+	netID, err := m.existingNetwork(ctx)
+	if errors.Is(err, ErrNotFound) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, stepErr(StepListEndpoints, m.cfg.Network.Name, err)
+	}
+	all, err := listing(func() ([]Endpoint, error) { return m.svc.ListEndpointsOfNetwork(ctx, netID) })
+	if err != nil {
+		return nil, stepErr(StepListEndpoints, "of network "+m.cfg.Network.Name, err)
+	}
+	return m.ours(all), nil
+}
+
+// OwnedEverywhere lists every endpoint whose name carries our prefix, on
+// any network (cleanup, status: endpoints left on a network the
+// configuration no longer names are shown and removed too). It opens every
+// endpoint of the node.
+func (m *Manager) OwnedEverywhere(ctx context.Context) ([]Endpoint, error) {
+	all, err := listing(func() ([]Endpoint, error) { return m.svc.ListEndpoints(ctx) })
 	if err != nil {
 		return nil, stepErr(StepListEndpoints, "", err)
 	}
-	out := all[:0]
-	for _, ep := range all {
-		if _, ok := m.SandboxID(ep.Name); ok {
-			out = append(out, ep)
-		}
+	return m.ours(all), nil
+}
+
+func (m *Manager) ours(all []Endpoint) []Endpoint {
+	return slices.DeleteFunc(all, func(ep Endpoint) bool { _, ok := m.SandboxID(ep.Name); return !ok })
+}
+
+// existingNetwork is the configured network's ID, looked up but never
+// created.
+func (m *Manager) existingNetwork(ctx context.Context) (string, error) {
+	if id := m.cachedNetwork(); id != "" {
+		return id, nil
 	}
-	return out, nil
+	n, err := m.svc.GetNetworkByName(ctx, m.cfg.Network.Name)
+	if err != nil {
+		return "", err
+	}
+	return n.ID, nil
 }
 
 // Health reports whether HNS answers for the configured network: it must
@@ -384,17 +437,30 @@ func (m *Manager) NamespaceExists(ctx context.Context, id GUID) (bool, error) {
 
 // Neighbours returns the endpoints attached to namespace ns other than the
 // sandbox's own: the CNI's endpoint, say, whose port mappings the pod has
-// already.
+// already. HNS is asked for the namespace's endpoints (hcsshim's
+// GetNamespaceEndpointIds) and only those are opened, so a start costs the
+// same on a node with many pods. An endpoint that goes meanwhile is not a
+// neighbour; a namespace that is gone has none (the attach that follows
+// finds it gone).
 func (m *Manager) Neighbours(ctx context.Context, ns GUID, sandboxID string) ([]Endpoint, error) {
-	eps, err := m.svc.ListEndpoints(ctx)
+	n, err := m.svc.GetNamespace(ctx, ns)
+	if errors.Is(err, ErrNotFound) {
+		return nil, nil
+	}
 	if err != nil {
-		return nil, fmt.Errorf("listing the endpoints of namespace %s: %w", ns, err)
+		return nil, stepErr(StepLookupNS, ns.String(), err)
 	}
 	own := m.EndpointName(sandboxID)
 	var out []Endpoint
-	for _, ep := range eps {
-		if ep.Namespace == ns && ep.Name != own {
-			out = append(out, ep)
+	for _, id := range n.Endpoints {
+		ep, err := m.svc.GetEndpoint(ctx, id)
+		switch {
+		case errors.Is(err, ErrNotFound):
+			continue
+		case err != nil:
+			return nil, stepErr(StepLookupEndpoint, id+" of namespace "+ns.String(), err)
+		case ep.Name != own:
+			out = append(out, *ep)
 		}
 	}
 	return out, nil

@@ -55,6 +55,8 @@ func TestManager(t *testing.T) {
 		{"TimedOutCreateTakesEffectLate", testTimedOutCreateTakesEffectLate},
 		{"EnsureComparesGUIDsInOneForm", testEnsureComparesGUIDsInOneForm},
 		{"DualStackRefusesANATNetwork", testDualStackRefusesANATNetwork},
+		{"ListingRacingADeleteIsNotFinal", testListingRacingADeleteIsNotFinal},
+		{"OwnedOpensOnlyOurNetwork", testOwnedOpensOnlyOurNetwork},
 	}
 	for _, rules := range hcnsim.AllRules() {
 		hns := func() *hcnsim.Sim {
@@ -533,5 +535,69 @@ func testDualStackRefusesANATNetwork(t *testing.T, hns func() *hcnsim.Sim) {
 	}
 	if _, err := hcn.NewManager(sim, hcn.ManagerConfig{Network: hcn.NetworkSpec{Name: "nat"}}).EnsureNetwork(ctx); err != nil {
 		t.Fatalf("NAT without dual stack: %v", err)
+	}
+}
+
+// Issue 24, 3: hcsshim lists by enumerating IDs and opening each; an
+// endpoint deleted in between fails the whole listing with not-found. That
+// is not the final not-found of a missing object: the listing is taken
+// again (and, if HNS keeps changing, the error says HNS changed, which is
+// retried).
+func testListingRacingADeleteIsNotFinal(t *testing.T, hns func() *hcnsim.Sim) {
+	sim, mgr := setup(hns, true)
+	var eps []*hcn.Endpoint
+	for i := range 4 {
+		ns := sim.CreateNamespace("")
+		ep, _, err := mgr.Ensure(ctx, hcn.Desired{SandboxID: fmt.Sprint("sb", i), Namespace: ns,
+			Policies: []hcn.PortMappingPolicy{{Protocol: hcn.TCP, ExternalPort: uint16(8100 + i), InternalPort: 80}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		eps = append(eps, ep)
+	}
+	for _, op := range []string{hcnsim.OpListEndpoints, hcnsim.OpListEndpointsOfNetwork} {
+		sim.SetOpLatency(op, 20*time.Millisecond) // each endpoint opened costs this
+	}
+	done := make(chan error, 1)
+	go func() {
+		_, err := mgr.Owned(ctx)
+		done <- err
+	}()
+	time.Sleep(30 * time.Millisecond) // the listing has enumerated and is opening
+	last := eps[len(eps)-1]
+	_ = sim.RemoveNamespaceEndpoint(ctx, last.Namespace, last.ID)
+	if err := sim.DeleteEndpoint(ctx, last.ID); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-done; err != nil && hcn.Permanent(err) {
+		t.Fatalf("Owned = %v: a listing that raced a delete is final", err)
+	}
+}
+
+// Issue 24, 10: a listing opens every endpoint it enumerates, one HNS call
+// each. Ours are on our network: the listing asks HNS for that network's
+// only, so a node full of other endpoints (the CNI's) costs it nothing.
+func testOwnedOpensOnlyOurNetwork(t *testing.T, hns func() *hcnsim.Sim) {
+	sim := hns()
+	mgr := hcn.NewManager(hcn.Bounded(sim, 200*time.Millisecond), hcn.ManagerConfig{CreateNetwork: true,
+		Network: hcn.NetworkSpec{Name: "nat", Type: hcn.NetworkNAT, Subnet: "172.30.0.0/24", Gateway: "172.30.0.1"}})
+	cni, err := sim.CreateNetwork(ctx, hcn.NetworkSpec{Name: "cbr0", Type: hcn.NetworkL2Bridge, Subnet: "10.244.0.0/16"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 100 {
+		if _, err := sim.CreateEndpoint(ctx, hcn.EndpointSpec{Name: fmt.Sprint("cni-", i), NetworkID: cni.ID}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, _, err := mgr.Ensure(ctx, hcn.Desired{SandboxID: "sb1", Namespace: sim.CreateNamespace(""), Policies: web}); err != nil {
+		t.Fatal(err)
+	}
+	for _, op := range []string{hcnsim.OpListEndpoints, hcnsim.OpListEndpointsOfNetwork} {
+		sim.SetOpLatency(op, 5*time.Millisecond) // 100 endpoints: 500 ms, over the call's 200 ms
+	}
+	eps, err := mgr.Owned(ctx)
+	if err != nil || len(eps) != 1 {
+		t.Fatalf("Owned = %+v, %v; want our one endpoint within the call's time limit", eps, err)
 	}
 }

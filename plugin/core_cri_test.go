@@ -3,6 +3,7 @@ package plugin
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"strings"
 	"testing"
@@ -213,5 +214,54 @@ func TestMappingsTheCNIProvidesAreSkipped(t *testing.T) {
 				t.Fatalf("endpoints %+v, want one with %v", eps, want)
 			}
 		})
+	}
+}
+
+// Issue 26: with hostPort as a source a start asks HNS what else the pod's
+// namespace holds (a CNI endpoint may map the port already). It asks the
+// namespace, not the node: the same HNS calls with 1 or 200 other pods'
+// endpoints on the node.
+func TestStartWithHostPortsCostsTheSameOnAFullNode(t *testing.T) {
+	calls := func(others int) map[string]int {
+		f := newFixture(t)
+		f.core.opt.Inputs = Inputs{Annotations: true, CRI: true}
+		if err := f.core.LoadPorts(ctx); err != nil {
+			t.Fatal(err)
+		}
+		cni, err := f.sim.CreateNetwork(ctx, hcn.NetworkSpec{Name: "cbr0", Type: hcn.NetworkL2Bridge, Subnet: "10.244.0.0/16"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i := range others { // other pods, each with its CNI endpoint in its own namespace
+			ep, err := f.sim.CreateEndpoint(ctx, hcn.EndpointSpec{Name: fmt.Sprint("cni-", i), NetworkID: cni.ID})
+			if err == nil {
+				err = f.sim.AddNamespaceEndpoint(ctx, f.sim.CreateNamespace(""), ep.ID)
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+		}
+		warm := f.sandbox("warm", "")
+		f.store.sbs["warm"].Metadata = criMeta("", `{"container_port":80,"host_port":9001}`)
+		if err := f.core.StartPod(ctx, warm); err != nil { // the network
+			t.Fatal(err)
+		}
+		before := f.sim.Calls()
+		p := f.sandbox("p", "")
+		f.store.sbs["p"].Metadata = criMeta("", `{"container_port":80,"host_port":9000}`)
+		if err := f.core.StartPod(ctx, p); err != nil || len(f.endpoints("p")) != 1 {
+			t.Fatalf("StartPod: %v, %+v", err, f.endpoints("p"))
+		}
+		out := map[string]int{}
+		for op, n := range f.sim.Calls() {
+			if d := n - before[op]; d > 0 {
+				out[op] = d
+			}
+		}
+		return out
+	}
+	one, many := calls(1), calls(200)
+	if !maps.Equal(one, many) || many[hcnsim.OpListEndpoints] != 0 {
+		t.Fatalf("HNS calls for a start: %v with 1 other pod, %v with 200", one, many)
 	}
 }

@@ -20,7 +20,7 @@ func cleanupCmd(args []string, stdout, stderr io.Writer) error {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	eps, err := mgr.Owned(ctx)
+	eps, err := mgr.OwnedEverywhere(ctx)
 	if err != nil {
 		return err
 	}

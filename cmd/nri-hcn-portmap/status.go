@@ -26,7 +26,7 @@ func statusCmd(args []string, stdout, stderr io.Writer) error {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), cfg.HCN.CallTimeout.Duration)
 	defer cancel()
-	eps, err := mgr.Owned(ctx)
+	eps, err := mgr.OwnedEverywhere(ctx)
 	if err != nil {
 		return err
 	}

@@ -32,6 +32,9 @@ const (
 	OpListEndpoints           = "ListEndpoints"
 	OpListEndpointsOfNetwork  = "ListEndpointsOfNetwork"
 	OpGetEndpoint             = "GetEndpoint"
+	// OpenedEndpoint counts, in Calls, the endpoints listings opened (one
+	// HNS call each through hcsshim); it is not an operation of its own.
+	OpenedEndpoint = "(endpoint opened by a listing)"
 	OpDeleteEndpoint          = "DeleteEndpoint"
 	OpAddNamespaceEndpoint    = "AddNamespaceEndpoint"
 	OpRemoveNamespaceEndpoint = "RemoveNamespaceEndpoint"
@@ -700,6 +703,7 @@ func (s *Sim) list(ctx context.Context, op string, match func(*hcn.Endpoint) boo
 			return nil, fmt.Errorf("%s: opening endpoint %s: %w", op, id, err)
 		}
 		s.mu.Lock()
+		s.calls[OpenedEndpoint]++
 		ep := s.endpoints[id]
 		if ep == nil {
 			s.mu.Unlock()
