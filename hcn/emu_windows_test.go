@@ -421,3 +421,33 @@ func TestGoldenEndpointJSON(t *testing.T) {
 		})
 	}
 }
+
+// Issue 24, 2, through hcsshim: an HNS that stores no endpoint routes reads
+// every endpoint back without them; the manager learns that at the create
+// and does not rebuild the endpoint at the next Ensure. Both rule variants.
+func TestEndpointWithoutStoredRoutesIsNotRebuilt(t *testing.T) {
+	svc, n := emuSetup(t)
+	defer emu(t, "Emu.SetRules", "{}")
+	for _, dropped := range []bool{false, true} {
+		t.Run(fmt.Sprintf("routes-dropped=%v", dropped), func(t *testing.T) {
+			raw, _ := json.Marshal(hcnsim.Rules{DropRoutes: dropped})
+			emu(t, "Emu.SetRules", string(raw))
+			mgr := hcn.NewManager(svc, hcn.ManagerConfig{Network: hcn.NetworkSpec{Name: n.Name}})
+			ns := createNamespace(t)
+			id := fmt.Sprintf("routes-%v", dropped)
+			d := hcn.Desired{SandboxID: id, Namespace: ns, Policies: []hcn.PortMappingPolicy{{Protocol: hcn.TCP, ExternalPort: 28090, InternalPort: 80}}}
+			first, _, err := mgr.Ensure(emuBG, d)
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { _, _ = mgr.Remove(emuBG, id) })
+			if len(first.Routes) == 0 != dropped {
+				t.Fatalf("created endpoint reads back with routes %v (dropped %v)", first.Routes, dropped)
+			}
+			again, out, err := mgr.Ensure(emuBG, d)
+			if err != nil || out != hcn.Unchanged || again.ID != first.ID {
+				t.Fatalf("second Ensure = %v, %v: rebuilt", out, err)
+			}
+		})
+	}
+}

@@ -22,6 +22,10 @@ var (
 	ErrInUse = errors.New("object has references")
 	// ErrInvalid: HNS rejected the request as malformed (HCN_E_INVALID_*).
 	ErrInvalid = errors.New("invalid request")
+	// ErrExists: HNS refused to create an object that exists already
+	// (ERROR_OBJECT_ALREADY_EXISTS), e.g. a second NAT network where HNS
+	// takes one only.
+	ErrExists = errors.New("object already exists")
 	// ErrUnavailable: the backend cannot be reached or does not exist here.
 	ErrUnavailable = errors.New("hcn backend unavailable")
 	// ErrTimeout: the plugin gave up waiting for HNS (the call may still
@@ -77,7 +81,7 @@ func Permanent(err error) bool {
 	if errors.Is(err, ErrChanged) {
 		return false
 	}
-	for _, final := range []error{ErrNotFound, ErrPortInUse, ErrInvalid, ErrAlreadyAttached, ErrInUse} {
+	for _, final := range []error{ErrNotFound, ErrPortInUse, ErrInvalid, ErrAlreadyAttached, ErrInUse, ErrExists} {
 		if errors.Is(err, final) {
 			return true
 		}

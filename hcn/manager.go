@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/netip"
 	"slices"
 	"strings"
 	"sync"
@@ -45,6 +46,7 @@ type Manager struct {
 	mu        sync.Mutex
 	networkID string // cached ID of cfg.Network
 	gateway   string // its gateway: as HNS reports it, else as configured
+	kept      int    // what HNS does with routes: routesUnknown, routesKept or routesNotKept
 }
 
 // NewManager returns a Manager over svc.
@@ -248,11 +250,81 @@ func (m *Manager) Converge(ctx context.Context, d Desired, existing []Endpoint) 
 }
 
 // matches reports whether an existing endpoint (attached or not) is the
-// one spec describes.
+// one spec describes, in what decides its behaviour: its network, its port
+// mappings (protocol, ports, host IP, the local-routed and IPv6 flags) and
+// OutBoundNAT, and its routes as far as HNS keeps them. An endpoint HNS
+// reads back without routes matches a spec with routes when HNS said, at
+// the creation of one of ours, that it does not store them (older builds):
+// rebuilding could not change that. DNS is not compared: the plugin sends
+// none, and what HNS adds of its own a rebuild would add again.
 func (m *Manager) matches(ep *Endpoint, spec EndpointSpec) bool {
-	return ep.NetworkID == spec.NetworkID && ep.OutboundNAT == spec.OutboundNAT && SamePolicies(ep.PortMappings, spec.PortMappings) &&
-		SameRoutes(ep.Routes, spec.Routes) && len(ep.DNSServers) == 0
+	if !strings.EqualFold(ep.NetworkID, spec.NetworkID) || ep.OutboundNAT != spec.OutboundNAT ||
+		!sameBehaviour(ep.PortMappings, spec.PortMappings) {
+		return false
+	}
+	if len(ep.Routes) == 0 && len(spec.Routes) > 0 {
+		return m.routesDropped()
+	}
+	return SameRoutes(canonicalRoutes(ep.Routes), canonicalRoutes(spec.Routes))
 }
+
+// sameBehaviour compares port mappings as HNS applies them.
+func sameBehaviour(a, b []PortMappingPolicy) bool {
+	norm := func(ps []PortMappingPolicy) []PortMappingPolicy {
+		out := make([]PortMappingPolicy, len(ps))
+		for i, p := range ps {
+			p.VIP = canonicalVIP(p.VIP)
+			p.Flags &= NatFlagsLocalRoutedVip | NatFlagsIPv6
+			out[i] = p
+		}
+		return out
+	}
+	return SamePolicies(norm(a), norm(b))
+}
+
+// canonicalRoutes spells prefixes and next hops in one form.
+func canonicalRoutes(rs []Route) []Route {
+	out := make([]Route, len(rs))
+	for i, r := range rs {
+		if p, err := netip.ParsePrefix(r.DestinationPrefix); err == nil {
+			r.DestinationPrefix = p.Masked().String()
+		}
+		if a, err := netip.ParseAddr(r.NextHop); err == nil {
+			r.NextHop = a.Unmap().String()
+		}
+		out[i] = r
+	}
+	return out
+}
+
+// learnRoutes remembers what HNS did with the routes of an endpoint it
+// created from spec: kept them, or not.
+func (m *Manager) learnRoutes(spec EndpointSpec, created *Endpoint) {
+	if len(spec.Routes) == 0 {
+		return
+	}
+	kept := routesKept
+	if len(created.Routes) == 0 {
+		kept = routesNotKept
+	}
+	m.mu.Lock()
+	m.kept = kept
+	m.mu.Unlock()
+}
+
+// routesDropped: HNS said at a creation that it does not store routes.
+func (m *Manager) routesDropped() bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.kept == routesNotKept
+}
+
+// What HNS does with an endpoint's routes, as seen at a creation.
+const (
+	routesUnknown = iota // no endpoint with routes created yet: a missing route is a difference
+	routesKept
+	routesNotKept
+)
 
 // spec is the endpoint a Desired asks for, on the network as it is now.
 func (m *Manager) spec(ctx context.Context, d Desired) (EndpointSpec, error) {
@@ -292,6 +364,7 @@ func (m *Manager) create(ctx context.Context, spec EndpointSpec) (*Endpoint, err
 		}
 		return nil, stepErr(StepCreateEndpoint, spec.Name, err)
 	}
+	m.learnRoutes(spec, ep)
 	return ep, nil
 }
 

@@ -57,6 +57,7 @@ func TestManager(t *testing.T) {
 		{"DualStackRefusesANATNetwork", testDualStackRefusesANATNetwork},
 		{"ListingRacingADeleteIsNotFinal", testListingRacingADeleteIsNotFinal},
 		{"OwnedOpensOnlyOurNetwork", testOwnedOpensOnlyOurNetwork},
+		{"EndpointReadBackWithLessIsNotRebuilt", testEndpointReadBackWithLessIsNotRebuilt},
 	}
 	for _, rules := range hcnsim.AllRules() {
 		hns := func() *hcnsim.Sim {
@@ -599,5 +600,47 @@ func testOwnedOpensOnlyOurNetwork(t *testing.T, hns func() *hcnsim.Sim) {
 	eps, err := mgr.Owned(ctx)
 	if err != nil || len(eps) != 1 {
 		t.Fatalf("Owned = %+v, %v; want our one endpoint within the call's time limit", eps, err)
+	}
+}
+
+// Issue 24, 2: what HNS reads back of an endpoint is compared with what was
+// sent in what decides its behaviour, against what HNS said at creation: an
+// HNS that does not store routes (older builds) reads every endpoint back
+// without them, and that is no reason to delete and re-create it (the host
+// port would drop at every resync). Under both variants of the rule, after
+// a restart too (a new manager): at most one rebuild, while it learns what
+// this HNS keeps; and a real change (other mappings) is still a rebuild.
+func testEndpointReadBackWithLessIsNotRebuilt(t *testing.T, hns func() *hcnsim.Sim) {
+	for _, dropped := range []bool{false, true} {
+		t.Run(fmt.Sprintf("routes-dropped=%v", dropped), func(t *testing.T) {
+			sim, mgr := setup(hns, true)
+			r := sim.Rules()
+			r.DropRoutes = dropped
+			sim.SetRules(r)
+			ns := sim.CreateNamespace("")
+			first, out, err := mgr.Ensure(ctx, hcn.Desired{SandboxID: "sb1", Namespace: ns, Policies: web})
+			if err != nil || out != hcn.Created {
+				t.Fatalf("Ensure = %v, %v", out, err)
+			}
+			for range 3 { // the resyncs
+				if ep, out, err := mgr.Ensure(ctx, hcn.Desired{SandboxID: "sb1", Namespace: ns, Policies: web}); err != nil || out != hcn.Unchanged || ep.ID != first.ID {
+					t.Fatalf("Ensure again = %v, %v: rebuilt what HNS keeps as it can", out, err)
+				}
+			}
+			restarted := hcn.NewManager(sim, hcn.ManagerConfig{CreateNetwork: true,
+				Network: hcn.NetworkSpec{Name: "nat", Type: hcn.NetworkNAT, Subnet: "172.30.0.0/24", Gateway: "172.30.0.1"}})
+			before := sim.Calls()[hcnsim.OpCreateEndpoint]
+			for range 3 {
+				if _, _, err := restarted.Ensure(ctx, hcn.Desired{SandboxID: "sb1", Namespace: ns, Policies: web}); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if n := sim.Calls()[hcnsim.OpCreateEndpoint] - before; n > 1 {
+				t.Fatalf("after a restart %d rebuilds, want at most one", n)
+			}
+			if _, out, err := restarted.Ensure(ctx, hcn.Desired{SandboxID: "sb1", Namespace: ns, Policies: web2}); err != nil || out != hcn.Created {
+				t.Fatalf("Ensure with other mappings = %v, %v; want it replaced", out, err)
+			}
+		})
 	}
 }

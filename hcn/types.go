@@ -256,15 +256,15 @@ func ProvidedBy(p PortMappingPolicy, eps []Endpoint) *Endpoint {
 
 // sameVIP compares host IPs as addresses ("" and the unspecified address
 // both mean every address of the family).
-func sameVIP(a, b string) bool {
-	norm := func(s string) string {
-		if ip, err := netip.ParseAddr(s); err == nil {
-			if ip.IsUnspecified() {
-				return ""
-			}
-			return ip.Unmap().String()
+func sameVIP(a, b string) bool { return canonicalVIP(a) == canonicalVIP(b) }
+
+// canonicalVIP is a host IP in one form: "" for every address.
+func canonicalVIP(s string) string {
+	if ip, err := netip.ParseAddr(s); err == nil {
+		if ip.IsUnspecified() {
+			return ""
 		}
-		return strings.ToLower(s)
+		return ip.Unmap().String()
 	}
-	return norm(a) == norm(b)
+	return strings.ToLower(s)
 }

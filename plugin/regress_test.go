@@ -3,6 +3,7 @@ package plugin
 import (
 	"context"
 	"errors"
+	"fmt"
 	"testing"
 	"time"
 
@@ -209,5 +210,43 @@ func TestUnclassifiedErrorsAreRetriedABoundedNumberOfTimes(t *testing.T) {
 	}
 	if err := f.startRetrying(q); err != nil {
 		t.Fatalf("an unreachable HNS must be retried until it answers: %v", err)
+	}
+}
+
+// Issue 24, 2, through the controller: an HNS that reads endpoints back
+// without their routes (older builds do not store them) does not make
+// every resync delete and re-create them; after a restart the plugin
+// rebuilds at most once while it learns what this HNS keeps.
+func TestResyncDoesNotRebuildWhatHNSReadsBackWithLess(t *testing.T) {
+	for _, dropped := range []bool{false, true} {
+		t.Run(fmt.Sprintf("routes-dropped=%v", dropped), func(t *testing.T) {
+			f := newFixture(t)
+			f.sim.SetRules(hcnsim.Rules{DropRoutes: dropped})
+			if err := f.core.LoadPorts(ctx); err != nil {
+				t.Fatal(err)
+			}
+			p := f.sandbox("p", "8080:80")
+			if err := f.core.StartPod(ctx, p); err != nil {
+				t.Fatal(err)
+			}
+			for range 3 {
+				if sum, err := f.core.ReconcileAll(ctx); err != nil || sum.Created != 0 {
+					t.Fatalf("resync = %+v, %v: rebuilt", sum, err)
+				}
+			}
+			f.core.Close()
+			mgr := hcn.NewManager(f.sim, hcn.ManagerConfig{CreateNetwork: true, Network: hcn.NetworkSpec{Name: "nat", Type: hcn.NetworkNAT}})
+			restarted := NewCore(mgr, f.store, f.core.opt, f.core.log)
+			t.Cleanup(restarted.Close)
+			before := f.sim.Calls()[hcnsim.OpCreateEndpoint]
+			for range 3 {
+				if _, err := restarted.ReconcileAll(ctx); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if n := f.sim.Calls()[hcnsim.OpCreateEndpoint] - before; n > 1 {
+				t.Fatalf("%d rebuilds after a restart, want at most one", n)
+			}
+		})
 	}
 }

@@ -120,9 +120,19 @@ type Rules struct {
 	StaleNamespace bool `json:"staleNamespace,omitempty"`
 	// NameFold: a name filter matches case-insensitively, not exactly.
 	NameFold bool `json:"nameFold,omitempty"`
+	// DropRoutes: HNS does not store an endpoint's routes (builds before
+	// endpoint-route support, windows-container-networking PR 116): the
+	// endpoint reads back without them and gets HNS's implicit route.
+	DropRoutes bool `json:"dropRoutes,omitempty"`
+	// SecondNATRefused: HNS refuses a NAT network while another exists
+	// (docker/for-win 1384), instead of creating it.
+	SecondNATRefused bool `json:"secondNATRefused,omitempty"`
 }
 
-// AllRules returns every combination of the rule variants, default first.
+// AllRules returns every combination of the first three rules' variants,
+// default first (the rules every test of the endpoint lifecycle runs
+// under); DropRoutes and SecondNATRefused touch fewer tests, which run
+// under both of their variants themselves.
 func AllRules() []Rules {
 	var out []Rules
 	for i := range 8 {
@@ -138,9 +148,16 @@ func (r Rules) String() string {
 		}
 		return no
 	}
-	return pick(r.DeleteAttached, "delete-attached-refused", "delete-attached-allowed") + "," +
+	s := pick(r.DeleteAttached, "delete-attached-refused", "delete-attached-allowed") + "," +
 		pick(r.StaleNamespace, "namespace-delete-clears", "namespace-delete-leaves-guid") + "," +
 		pick(r.NameFold, "name-exact", "name-fold")
+	if r.DropRoutes {
+		s += ",routes-dropped"
+	}
+	if r.SecondNATRefused {
+		s += ",second-nat-refused"
+	}
+	return s
 }
 
 // implicitNAT is the subnet HNS picks for a NAT network created without
@@ -532,6 +549,14 @@ func (s *Sim) createNetwork(spec hcn.NetworkSpec) (*hcn.Network, error) {
 	if spec.Type != hcn.NetworkNAT && spec.Type != hcn.NetworkL2Bridge {
 		return nil, fmt.Errorf("network %q: type %q (HCN_E_INVALID_NETWORK_TYPE): %w", spec.Name, spec.Type, hcn.ErrInvalid)
 	}
+	if spec.Type == hcn.NetworkNAT && s.rules.SecondNATRefused {
+		for _, other := range s.networks {
+			if other.Type == hcn.NetworkNAT {
+				return nil, fmt.Errorf("network %q: NAT network %q exists, and this HNS takes one NAT network only (ERROR_OBJECT_ALREADY_EXISTS): %w",
+					spec.Name, other.Name, hcn.ErrExists)
+			}
+		}
+	}
 	n := &network{Network: hcn.Network{ID: newGUID(), Name: spec.Name, Type: spec.Type}}
 	if spec.Subnet == "" && spec.Type == hcn.NetworkNAT { // HNS picks one
 		spec.Subnet = implicitNAT.String()
@@ -604,6 +629,9 @@ func (s *Sim) createEndpoint(spec hcn.EndpointSpec) (*hcn.Endpoint, error) {
 	ep := &hcn.Endpoint{ID: newGUID(), Name: spec.Name, NetworkID: n.ID,
 		PortMappings: slices.Clone(spec.PortMappings), OutboundNAT: spec.OutboundNAT,
 		Routes: slices.Clone(spec.Routes), DNSServers: slices.Clone(spec.DNSServers)}
+	if s.rules.DropRoutes {
+		ep.Routes = nil // not stored, not applied: HNS's implicit route it is
+	}
 	if n.prefix.IsValid() {
 		ip := n.next
 		if ip == n.gateway {
@@ -825,6 +853,7 @@ var kinds = map[string]error{
 	"already-attached": hcn.ErrAlreadyAttached,
 	"in-use":           hcn.ErrInUse,
 	"invalid":          hcn.ErrInvalid,
+	"exists":           hcn.ErrExists,
 	"unavailable":      hcn.ErrUnavailable,
 	"internal":         errInternal,
 }

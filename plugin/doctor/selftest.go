@@ -136,7 +136,8 @@ func (d *Doctor) SelfTest(ctx context.Context, o SelfTestOptions) (r Report) {
 	if !hcn.SamePolicies(back.PortMappings, policies) {
 		differ("port mappings", policies, back.PortMappings)
 	}
-	if !hcn.SameRoutes(back.Routes, routes) {
+	routesDropped := len(back.Routes) == 0 && len(routes) > 0
+	if !routesDropped && !hcn.SameRoutes(back.Routes, routes) {
 		differ("routes", routes, back.Routes)
 	}
 	if len(back.DNSServers) != 0 {
@@ -152,6 +153,12 @@ func (d *Doctor) SelfTest(ctx context.Context, o SelfTestOptions) (r Report) {
 	}
 	if len(diffs) > 0 {
 		add("selftest: read back", Fail, strings.Join(diffs, "; "), "HNS does not keep what the plugin sends: report it with this output")
+		return r
+	}
+	if routesDropped { // an HNS build before endpoint routes (windows-container-networking PR 116)
+		add("selftest: read back", Warn, fmt.Sprintf("routes: sent %v, HNS has [] (this HNS does not store endpoint routes); the rest as sent", routes),
+			"hcn.default_route cannot take effect on this HNS build: the endpoint gets HNS's own default route, which may compete with the pod's; "+
+				"a newer Windows build stores endpoint routes")
 		return r
 	}
 	add("selftest: read back", Pass, fmt.Sprintf("network, namespace, %d port mapping(s), routes %v, no DNS, OutBoundNAT %v: as sent",
