@@ -188,7 +188,7 @@ func createNamespace(t *testing.T) hcn.GUID {
 // times).
 func TestHRESULTClassification(t *testing.T) {
 	svc, n := emuSetup(t)
-	typed := []error{hcn.ErrNotFound, hcn.ErrPortInUse, hcn.ErrInvalid, hcn.ErrInUse, hcn.ErrAlreadyAttached, hcn.ErrUnavailable}
+	typed := []error{hcn.ErrNotFound, hcn.ErrPortInUse, hcn.ErrInvalid, hcn.ErrInUse, hcn.ErrAlreadyAttached, hcn.ErrUnavailable, hcn.ErrExists}
 	tests := []struct {
 		name, hr string
 		want     error // nil: unclassified
@@ -199,6 +199,11 @@ func TestHRESULTClassification(t *testing.T) {
 		{"HCN_E_ADDR_INVALID_OR_RESERVED", "0x803B002F", hcn.ErrInvalid},
 		{"HCN_E_MANAGER_STOPPED", "0x803B0020", hcn.ErrUnavailable},
 		{"HCN_E_NAMESPACE_ATTACH_FAILED", "0x803B002E", nil},
+		// issue 24, 9 and 11
+		{"the object already exists (ERROR_OBJECT_ALREADY_EXISTS, the text of moby 23086)", "0x80071392", hcn.ErrPortInUse},
+		{"HCN_E_POLICY_ALREADY_EXISTS", "0x803B0012", hcn.ErrPortInUse},
+		{"HCN_E_MAPPING_NOT_SUPPORTED", "0x803B0016", hcn.ErrInvalid},
+		{"HCN_E_ENDPOINT_NOT_FOUND", "0x803B0002", hcn.ErrNotFound},
 	}
 	spec := hcn.EndpointSpec{Name: "emu-hr", NetworkID: n.ID,
 		PortMappings: []hcn.PortMappingPolicy{{Protocol: hcn.TCP, ExternalPort: 18990, InternalPort: 80, Flags: 1}}}
@@ -215,6 +220,20 @@ func TestHRESULTClassification(t *testing.T) {
 				}
 			}
 		})
+	}
+	// port mapping not supported on the network: final, and the error says so
+	emu(t, "Emu.InjectHRESULT", "HcnCreateEndpoint", "0x803B0016")
+	if _, err := svc.CreateEndpoint(emuBG, spec); !errors.Is(err, hcn.ErrInvalid) || !strings.Contains(err.Error(), "not supported on") {
+		t.Fatalf("HCN_E_MAPPING_NOT_SUPPORTED: %v", err)
+	}
+	// a NAT network where HNS takes one only
+	emu(t, "Emu.InjectHRESULT", "HcnCreateNetwork", "0x803B0010")
+	if _, err := svc.CreateNetwork(emuBG, hcn.NetworkSpec{Name: "emu-second-nat", Type: hcn.NetworkNAT}); !errors.Is(err, hcn.ErrExists) {
+		t.Fatalf("HCN_E_NETWORK_ALREADY_EXISTS: %v", err)
+	}
+	emu(t, "Emu.InjectHRESULT", "HcnCreateNetwork", "0x80071392")
+	if _, err := svc.CreateNetwork(emuBG, hcn.NetworkSpec{Name: "emu-second-nat", Type: hcn.NetworkNAT}); !errors.Is(err, hcn.ErrExists) {
+		t.Fatalf("ERROR_OBJECT_ALREADY_EXISTS on a network: %v", err)
 	}
 	// a sharing violation on a call that claims no port is not "port in use"
 	emu(t, "Emu.InjectHRESULT", "HcnCreateEndpoint", "0x80070020")
@@ -435,7 +454,7 @@ func TestEndpointWithoutStoredRoutesIsNotRebuilt(t *testing.T) {
 			mgr := hcn.NewManager(svc, hcn.ManagerConfig{Network: hcn.NetworkSpec{Name: n.Name}})
 			ns := createNamespace(t)
 			id := fmt.Sprintf("routes-%v", dropped)
-			d := hcn.Desired{SandboxID: id, Namespace: ns, Policies: []hcn.PortMappingPolicy{{Protocol: hcn.TCP, ExternalPort: 28090, InternalPort: 80}}}
+			d := hcn.Desired{SandboxID: id, Namespace: ns, Policies: []hcn.PortMappingPolicy{{Protocol: hcn.TCP, ExternalPort: 28190, InternalPort: 80}}}
 			first, _, err := mgr.Ensure(emuBG, d)
 			if err != nil {
 				t.Fatal(err)
@@ -447,6 +466,52 @@ func TestEndpointWithoutStoredRoutesIsNotRebuilt(t *testing.T) {
 			again, out, err := mgr.Ensure(emuBG, d)
 			if err != nil || out != hcn.Unchanged || again.ID != first.ID {
 				t.Fatalf("second Ensure = %v, %v: rebuilt", out, err)
+			}
+		})
+	}
+}
+
+// Issue 24, 8 and 11, through hcsshim: removal gets to the delete however
+// the detach ends. HCN_E_ENDPOINT_NOT_ATTACHED (not mapped before) on the
+// detach of an endpoint that is not attached any more, and an unmapped
+// failure: the endpoint is still deleted, its host port free. An endpoint
+// HNS says is not found on delete (HCN_E_ENDPOINT_NOT_FOUND) is gone: done.
+func TestRemovalGetsToTheDelete(t *testing.T) {
+	svc, n := emuSetup(t)
+	mgr := hcn.NewManager(svc, hcn.ManagerConfig{Network: hcn.NetworkSpec{Name: n.Name}})
+	for i, tc := range []struct{ name, fn, hr string }{
+		{"detach: HCN_E_ENDPOINT_NOT_ATTACHED", "HcnModifyNamespace", "0x803B0034"},
+		{"detach: an unmapped failure", "HcnModifyNamespace", "0x803B002E"},
+		{"delete: HCN_E_ENDPOINT_NOT_FOUND", "HcnDeleteEndpoint", "0x803B0002"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ns := createNamespace(t)
+			id := "emu-removal-" + tc.hr
+			ep, _, err := mgr.Ensure(emuBG, hcn.Desired{SandboxID: id, Namespace: ns,
+				Policies: []hcn.PortMappingPolicy{{Protocol: hcn.TCP, ExternalPort: uint16(28095 + i), InternalPort: 80}}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			view := *ep // what the plugin knows: attached
+			if tc.fn == "HcnModifyNamespace" {
+				if err := svc.RemoveNamespaceEndpoint(emuBG, ns, ep.ID); err != nil { // HNS detached it already
+					t.Fatal(err)
+				}
+			} else {
+				if err := svc.RemoveNamespaceEndpoint(emuBG, ns, ep.ID); err != nil {
+					t.Fatal(err)
+				}
+				view.Namespace = ""
+				if err := svc.DeleteEndpoint(emuBG, ep.ID); err != nil { // HNS lost it already
+					t.Fatal(err)
+				}
+			}
+			emu(t, "Emu.InjectHRESULT", tc.fn, tc.hr)
+			if _, err := mgr.Delete(emuBG, []hcn.Endpoint{view}); err != nil {
+				t.Fatalf("Delete: %v", err)
+			}
+			if eps, err := svc.ListEndpointsByName(emuBG, mgr.EndpointName(id)); err != nil || len(eps) != 0 {
+				t.Fatalf("left %+v (%v)", eps, err)
 			}
 		})
 	}

@@ -22,6 +22,9 @@ var (
 	ErrInUse = errors.New("object has references")
 	// ErrInvalid: HNS rejected the request as malformed (HCN_E_INVALID_*).
 	ErrInvalid = errors.New("invalid request")
+	// ErrMappingNotSupported: the network takes no port mappings
+	// (HCN_E_MAPPING_NOT_SUPPORTED); it wraps ErrInvalid (final).
+	ErrMappingNotSupported = fmt.Errorf("%w: port mapping is not supported on the network", ErrInvalid)
 	// ErrExists: HNS refused to create an object that exists already
 	// (ERROR_OBJECT_ALREADY_EXISTS), e.g. a second NAT network where HNS
 	// takes one only.

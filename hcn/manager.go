@@ -362,7 +362,7 @@ func (m *Manager) create(ctx context.Context, spec EndpointSpec) (*Endpoint, err
 		if late := m.findLate(ctx, spec); late != nil {
 			return late, nil
 		}
-		return nil, stepErr(StepCreateEndpoint, spec.Name, err)
+		return nil, stepErr(StepCreateEndpoint, spec.Name+" on network "+m.cfg.Network.Name, err)
 	}
 	m.learnRoutes(spec, ep)
 	return ep, nil
@@ -425,17 +425,27 @@ func (m *Manager) RemoveEndpoint(ctx context.Context, ep Endpoint) error {
 	return m.removeEndpoint(ctx, ep)
 }
 
+// removeEndpoint detaches and deletes an endpoint. The delete is tried
+// however the detach ended: an endpoint HNS detached already (the caller's
+// view is older), or a detach failing in a way nobody mapped, must not keep
+// holding its host port. The detach's error counts only when the delete
+// fails too.
 func (m *Manager) removeEndpoint(ctx context.Context, ep Endpoint) error {
+	var detachErr error
 	if ep.Namespace != "" {
 		err := m.svc.RemoveNamespaceEndpoint(ctx, ep.Namespace, ep.ID)
 		if err != nil && !errors.Is(err, ErrNotFound) {
-			return stepErr(StepDetachEndpoint, ep.Name+" ("+ep.ID+") from namespace "+ep.Namespace.String(), err)
+			detachErr = stepErr(StepDetachEndpoint, ep.Name+" ("+ep.ID+") from namespace "+ep.Namespace.String(), err)
 		}
 	}
-	if err := m.svc.DeleteEndpoint(ctx, ep.ID); err != nil && !errors.Is(err, ErrNotFound) {
-		return stepErr(StepDeleteEndpoint, ep.Name+" ("+ep.ID+")", err)
+	err := m.svc.DeleteEndpoint(ctx, ep.ID)
+	switch {
+	case err == nil || errors.Is(err, ErrNotFound):
+		return nil
+	case detachErr != nil && errors.Is(err, ErrInUse):
+		return detachErr // still attached, as the detach failed: its error is the one that says why
 	}
-	return nil
+	return errors.Join(detachErr, stepErr(StepDeleteEndpoint, ep.Name+" ("+ep.ID+")", err))
 }
 
 // Owned lists our endpoints on the configured network: HNS filters by

@@ -58,6 +58,7 @@ func TestManager(t *testing.T) {
 		{"ListingRacingADeleteIsNotFinal", testListingRacingADeleteIsNotFinal},
 		{"OwnedOpensOnlyOurNetwork", testOwnedOpensOnlyOurNetwork},
 		{"EndpointReadBackWithLessIsNotRebuilt", testEndpointReadBackWithLessIsNotRebuilt},
+		{"FailedDetachStillDeletes", testFailedDetachStillDeletes},
 	}
 	for _, rules := range hcnsim.AllRules() {
 		hns := func() *hcnsim.Sim {
@@ -273,6 +274,14 @@ func testFaultAtEachStep(t *testing.T, hns func() *hcnsim.Sim) {
 					_, err = mgr.Remove(ctx, "sb1")
 				} else {
 					_, _, err = mgr.Ensure(ctx, hcn.Desired{SandboxID: "sb1", Namespace: ns, Policies: web})
+				}
+				if err == nil && op == hcnsim.OpRemoveNamespaceEndpoint && sim.Rules().DeleteAttached {
+					// the delete is tried whatever the detach did, and HNS
+					// deletes an attached endpoint under this rule: done
+					if got := ours(t, sim, mgr, "sb1"); got != nil {
+						t.Fatalf("Remove succeeded, yet %+v is left", got)
+					}
+					return
 				}
 				var se *hcn.StepError
 				if !errors.As(err, &se) || se.Step != step {
@@ -642,5 +651,28 @@ func testEndpointReadBackWithLessIsNotRebuilt(t *testing.T, hns func() *hcnsim.S
 				t.Fatalf("Ensure with other mappings = %v, %v; want it replaced", out, err)
 			}
 		})
+	}
+}
+
+// Issue 24, 8: a detach that fails in a way nobody mapped does not stop the
+// removal: the delete is tried, and an endpoint that is in fact not
+// attached any more (HNS detached it; the caller's view is older) goes.
+func testFailedDetachStillDeletes(t *testing.T, hns func() *hcnsim.Sim) {
+	sim, mgr := setup(hns, true)
+	ns := sim.CreateNamespace("")
+	ep, _, err := mgr.Ensure(ctx, hcn.Desired{SandboxID: "sb1", Namespace: ns, Policies: web})
+	if err != nil {
+		t.Fatal(err)
+	}
+	view := *ep
+	if err := sim.RemoveNamespaceEndpoint(ctx, ns, ep.ID); err != nil { // behind the caller's view
+		t.Fatal(err)
+	}
+	_ = sim.InjectFault(hcnsim.Fault{Op: hcnsim.OpRemoveNamespaceEndpoint, Kind: "internal"})
+	if _, err := mgr.Delete(ctx, []hcn.Endpoint{view}); err != nil {
+		t.Fatalf("Delete: %v", err)
+	}
+	if got := ours(t, sim, mgr, "sb1"); got != nil {
+		t.Fatalf("left %+v", got)
 	}
 }

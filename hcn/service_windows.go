@@ -41,9 +41,14 @@ func mapErr(err error) error {
 	switch {
 	// The shim's own lookups return *NotFoundError types; HNS itself answers
 	// open/modify/delete of a missing object with ERROR_NOT_FOUND (0x490).
+	// Detaching an endpoint that is not attached is nothing to do either.
 	case hcsshim.IsNotFoundError(err), hcsshim.IsElementNotFoundError(err),
-		code(windows.HCN_E_NETWORK_NOT_FOUND), code(windows.HCN_E_ENDPOINT_NOT_FOUND):
+		code(windows.HCN_E_NETWORK_NOT_FOUND), code(windows.HCN_E_ENDPOINT_NOT_FOUND), code(hcnEEndpointNotAttached):
 		return fmt.Errorf("%w: %w", ErrNotFound, err)
+	case code(windows.HCN_E_MAPPING_NOT_SUPPORTED): // "port mapping is not supported on the given network"
+		return fmt.Errorf("%w: %w", ErrMappingNotSupported, err)
+	case code(windows.HCN_E_NETWORK_ALREADY_EXISTS):
+		return fmt.Errorf("%w: %w", ErrExists, err)
 	case hcsshim.IsPortAlreadyExistsError(err):
 		return fmt.Errorf("%w: %w", ErrPortInUse, err)
 	case code(windows.HCN_E_ENDPOINT_ALREADY_ATTACHED), code(windows.HCN_E_ENDPOINT_NAMESPACE_ALREADY_EXISTS):
@@ -70,11 +75,28 @@ func mapPortErr(err error) error {
 	// hcsshim keeps a Win32-facility HRESULT as its Win32 code (0x80070020
 	// becomes 0x20), as for ERROR_NOT_FOUND
 	code := func(c syscall.Errno) bool { return hcsshim.CheckErrorWithCode(err, hcsshim.ErrorCode(c)) }
-	if err != nil && (code(windows.ERROR_SHARING_VIOLATION) || code(windows.ERROR_ALREADY_EXISTS)) {
+	if err != nil && (code(windows.ERROR_SHARING_VIOLATION) || code(windows.ERROR_ALREADY_EXISTS) ||
+		// "The object already exists", the text moby 23086 shows
+		code(windows.ERROR_OBJECT_ALREADY_EXISTS) ||
+		hcsshim.CheckErrorWithCode(err, hcsshim.ErrorCode(windows.HCN_E_POLICY_ALREADY_EXISTS))) {
 		return fmt.Errorf("%w: %w", ErrPortInUse, err)
 	}
 	return mapErr(err)
 }
+
+// mapNetworkErr is mapErr for creating a network: an object that exists
+// already is the network (a second NAT network where HNS takes one).
+func mapNetworkErr(err error) error {
+	if err != nil && (hcsshim.CheckErrorWithCode(err, hcsshim.ErrorCode(windows.ERROR_OBJECT_ALREADY_EXISTS)) ||
+		hcsshim.CheckErrorWithCode(err, hcsshim.ErrorCode(windows.ERROR_ALREADY_EXISTS))) {
+		return fmt.Errorf("%w: %w", ErrExists, err)
+	}
+	return mapErr(err)
+}
+
+// hcnEEndpointNotAttached is HCN_E_ENDPOINT_NOT_ATTACHED (not in
+// x/sys/windows).
+const hcnEEndpointNotAttached windows.Handle = 0x803B0034
 
 func hnsCall[T any](ctx context.Context, lim *Limiter, what string, fn func() (T, error)) (T, error) {
 	v, err := callBounded(ctx, lim, what, fn)
@@ -175,13 +197,14 @@ func (w WindowsService) CreateNetwork(ctx context.Context, spec NetworkSpec) (*N
 		}
 		n.Policies = []hcsshim.NetworkPolicy{{Type: hcsshim.NetAdapterName, Settings: raw}}
 	}
-	return hnsCall(ctx, w.lim, "CreateNetwork", func() (*Network, error) {
+	out, err := callBounded(ctx, w.lim, "CreateNetwork", func() (*Network, error) {
 		created, err := n.Create()
 		if err != nil {
 			return nil, err
 		}
 		return toNetwork(created), nil
 	})
+	return out, mapNetworkErr(err)
 }
 
 // CreateEndpoint implements Service.
