@@ -153,6 +153,9 @@ type HCN struct {
 	SimulatorAddress string `toml:"simulator_address"`
 	Network          string `toml:"network"`
 	CreateNetwork    bool   `toml:"create_network"`
+	// AllowCNINetwork lets endpoints go on a network other than NAT, whose
+	// addresses a CNI's IPAM may hand out (see hcn.ManagerConfig).
+	AllowCNINetwork bool `toml:"allow_cni_network"`
 	NetworkType      string `toml:"network_type"`
 	Subnet           string `toml:"subnet"`
 	Gateway          string `toml:"gateway"`
@@ -222,7 +225,7 @@ func Default() Config {
 		NRI: NRI{Socket: "/var/run/nri/nri.sock", PluginName: "hcn-portmap", PluginIndex: "50",
 			ReconnectMax: Duration{30 * time.Second}},
 		Containerd: Containerd{Address: DefaultContainerdAddress(), Namespace: "k8s.io"},
-		HCN: HCN{Backend: BackendWindows, Network: "nat", NetworkType: "NAT", LocalRoutedVIP: true,
+		HCN: HCN{Backend: BackendWindows, Network: "nat", CreateNetwork: true, NetworkType: "NAT", LocalRoutedVIP: true,
 			DefaultRoute: RouteLowPriority, RouteMetric: DefaultRouteMetric,
 			CallTimeout: Duration{10 * time.Second}, RetryMax: Duration{10 * time.Second}, MaxConcurrentCalls: 12},
 		Admin:      Admin{Listen: "127.0.0.1:9466"},
@@ -456,6 +459,11 @@ func (c *Config) validate(source string, origin map[string]string, goos string) 
 	}
 	if c.HCN.CreateNetwork && c.HCN.NetworkType == "L2Bridge" && c.HCN.Subnet == "" {
 		bad("hcn.subnet", c.HCN.Subnet, "must be set to create an L2Bridge network")
+	}
+	if c.HCN.CreateNetwork && c.HCN.NetworkType != "NAT" && !c.HCN.AllowCNINetwork {
+		bad("hcn.network_type", c.HCN.NetworkType, "endpoints on a network other than NAT get an address HNS picks from its subnet, "+
+			"which a CNI's IPAM on that network does not know (kubernetes 74766); keep NAT, or set hcn.allow_cni_network = true "+
+			"if only HNS hands out this network's addresses")
 	}
 	if n := c.Kubernetes.QueueSize; n < 1 || n > 65536 {
 		bad("kubernetes.queue_size", n, "must be 1 to 65536")

@@ -59,6 +59,7 @@ backend = "simulated"
 simulator_address = "unix:///tmp/sim.sock"
 network = "pods"
 create_network = true
+allow_cni_network = true
 network_type = "L2Bridge"
 subnet = "10.244.0.0/24"
 gateway = "10.244.0.1"
@@ -103,7 +104,7 @@ max_files = 2
 			HostPortRanges: []string{"80", "443", "30000-32767"}, HostIPs: []string{"10.0.0.0/24"}, Deny: []string{}},
 		NRI:        NRI{Socket: "/run/nri/nri.sock", PluginName: "portmap", PluginIndex: "10", ReconnectMax: Duration{5 * time.Second}},
 		Containerd: Containerd{Address: "/run/containerd/containerd.sock", Namespace: "k8s.io"},
-		HCN: HCN{Backend: "simulated", SimulatorAddress: "unix:///tmp/sim.sock", Network: "pods", CreateNetwork: true,
+		HCN: HCN{Backend: "simulated", SimulatorAddress: "unix:///tmp/sim.sock", Network: "pods", CreateNetwork: true, AllowCNINetwork: true,
 			NetworkType: "L2Bridge", Subnet: "10.244.0.0/24", Gateway: "10.244.0.1", Adapter: "Ethernet",
 			DualStack: true, OutboundNAT: true, DefaultRoute: "none", RouteMetric: 9000, CallTimeout: Duration{3 * time.Second}, MaxConcurrentCalls: 2, RetryMax: Duration{2 * time.Second}},
 		Kubernetes: Kubernetes{Enabled: true, Kubeconfig: `C:\ProgramData\nri-hcn-portmap\kubeconfig`, NodeName: "win-node-1", QueueSize: 64},
@@ -183,7 +184,9 @@ func TestValidate(t *testing.T) {
 		{"bad subnet", func(c *Config) { c.HCN.Subnet = "10.0.0.0/33" }, `hcn.subnet = "10.0.0.0/33"`},
 		{"gateway outside subnet", func(c *Config) { c.HCN.Subnet = "10.0.0.0/24"; c.HCN.Gateway = "10.0.1.1" }, `hcn.gateway = "10.0.1.1": is not inside hcn.subnet 10.0.0.0/24`},
 		{"bad gateway", func(c *Config) { c.HCN.Gateway = "gw" }, `hcn.gateway = "gw"`},
-		{"l2bridge create needs subnet", func(c *Config) { c.HCN.CreateNetwork = true; c.HCN.NetworkType = "L2Bridge" }, `hcn.subnet = ""`},
+		{"l2bridge create needs subnet", func(c *Config) { c.HCN.CreateNetwork = true; c.HCN.NetworkType = "L2Bridge"; c.HCN.AllowCNINetwork = true }, `hcn.subnet = ""`},
+		{"a network other than NAT needs consent", func(c *Config) { c.HCN.NetworkType = "L2Bridge"; c.HCN.Subnet = "10.1.0.0/24" },
+			`hcn.network_type = "L2Bridge": endpoints on a network other than NAT get an address`},
 		{"empty network", func(c *Config) { c.HCN.Network = "" }, `hcn.network = ""`},
 		{"plugin index", func(c *Config) { c.NRI.PluginIndex = "100" }, `nri.plugin_index = "100"`},
 		{"plugin name", func(c *Config) { c.NRI.PluginName = "a b" }, `nri.plugin_name = "a b"`},
@@ -209,7 +212,9 @@ func TestValidate(t *testing.T) {
 		{"log size", func(c *Config) { c.Log.MaxSizeMB = 0 }, `log.max_size_mb = "0"`},
 		{"empty containerd address", func(c *Config) { c.Containerd.Address = "" }, `containerd.address = ""`},
 		{"dual stack on NAT", func(c *Config) { c.HCN.DualStack = true }, `hcn.dual_stack = "true": NAT networks do not support IPv6 (hcn.network_type = "NAT")`},
-		{"dual stack on L2Bridge", func(c *Config) { c.HCN.DualStack = true; c.HCN.NetworkType = "L2Bridge" }, ""},
+		{"dual stack on L2Bridge", func(c *Config) {
+			c.HCN.DualStack, c.HCN.NetworkType, c.HCN.Subnet, c.HCN.AllowCNINetwork = true, "L2Bridge", "10.1.0.0/24", true
+		}, ""},
 		{"containerd over loopback TCP", func(c *Config) { c.Containerd.Address = "tcp://127.0.0.1:10010" }, ""},
 		{"containerd over remote TCP", func(c *Config) { c.Containerd.Address = "tcp://10.0.0.5:10010" }, `containerd.address = "tcp://10.0.0.5:10010": a tcp:// address must be a loopback IP and port`},
 		{"containerd TCP without port", func(c *Config) { c.Containerd.Address = "tcp://localhost" }, `containerd.address = "tcp://localhost"`},

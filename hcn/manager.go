@@ -28,6 +28,16 @@ type ManagerConfig struct {
 	// empty) and RouteMetric its metric (DefaultRouteMetric when 0).
 	DefaultRoute RouteMode
 	RouteMetric  uint16
+	// AllowCNINetwork lets endpoints go on a network that is not NAT. Our
+	// endpoint is created without an address, so HNS gives it one from the
+	// network's subnet; on a NAT network the addresses are HNS's own, but on
+	// L2Bridge or Overlay networks a CNI's IPAM (host-local, Calico IPAM,
+	// Azure CNS) hands them out and does not know the one HNS gave ours, and
+	// gives it to a pod again (kubernetes 74766, Windows-Containers 631).
+	AllowCNINetwork bool
+	// Announce, when set, hears what the manager did to find its network:
+	// created it, or used another NAT network where HNS takes one only.
+	Announce func(n Network, what string)
 }
 
 // Manager performs the HNS steps of the plugin's endpoints through a
@@ -148,7 +158,13 @@ func (m *Manager) EnsureNetwork(ctx context.Context) (string, error) {
 	}
 	n, err := m.svc.GetNetworkByName(ctx, m.cfg.Network.Name)
 	if errors.Is(err, ErrNotFound) && m.cfg.CreateNetwork {
-		n, err = m.svc.CreateNetwork(ctx, m.cfg.Network)
+		n, err = m.createNetwork(ctx)
+	}
+	if err == nil && n.Type != NetworkNAT && !m.cfg.AllowCNINetwork {
+		err = fmt.Errorf("network %q is %s, not NAT: the plugin's endpoint would get an address HNS picks from its subnet, which a CNI's "+
+			"IPAM handing out that network's addresses does not know and may give to a pod again (kubernetes 74766); use a NAT network "+
+			"(the default: hcn.network = \"nat\", created when missing), or set hcn.allow_cni_network = true if HNS hands out this "+
+			"network's addresses itself: %w", n.Name, n.Type, ErrInvalid)
 	}
 	if err == nil && m.cfg.IPv6 && n.Type == NetworkNAT {
 		err = fmt.Errorf("network %q is NAT, which does not support IPv6, and hcn.dual_stack asks for IPv6 mappings: %w", n.Name, ErrInvalid)
@@ -161,6 +177,37 @@ func (m *Manager) EnsureNetwork(ctx context.Context) (string, error) {
 	m.gateway = cmp.Or(n.Gateway, m.cfg.Network.Gateway)
 	m.mu.Unlock()
 	return n.ID, nil
+}
+
+// createNetwork creates the configured network. Where HNS takes one NAT
+// network only (docker/for-win 1384) and refuses a second, the NAT network
+// that exists is used instead.
+func (m *Manager) createNetwork(ctx context.Context) (*Network, error) {
+	n, err := m.svc.CreateNetwork(ctx, m.cfg.Network)
+	if err == nil {
+		m.announce(*n, "created")
+		return n, nil
+	}
+	if !errors.Is(err, ErrExists) || m.cfg.Network.Type != NetworkNAT {
+		return nil, err
+	}
+	all, lerr := m.svc.ListNetworks(ctx)
+	if lerr != nil {
+		return nil, errors.Join(err, lerr)
+	}
+	for i := range all {
+		if all[i].Type == NetworkNAT {
+			m.announce(all[i], "HNS takes one NAT network and refused "+m.cfg.Network.Name+"; using the NAT network that exists")
+			return &all[i], nil
+		}
+	}
+	return nil, err
+}
+
+func (m *Manager) announce(n Network, what string) {
+	if m.cfg.Announce != nil {
+		m.cfg.Announce(n, what)
+	}
 }
 
 // routes returns the routes the plugin's endpoints get on the network.
@@ -483,11 +530,15 @@ func (m *Manager) ours(all []Endpoint) []Endpoint {
 	return slices.DeleteFunc(all, func(ep Endpoint) bool { _, ok := m.SandboxID(ep.Name); return !ok })
 }
 
-// existingNetwork is the configured network's ID, looked up but never
-// created.
+// existingNetwork is the network's ID: looked up, or, when the manager
+// creates its network, made ready as a pod start would (so a listing at
+// start-up finds the NAT network used in the configured one's stead).
 func (m *Manager) existingNetwork(ctx context.Context) (string, error) {
 	if id := m.cachedNetwork(); id != "" {
 		return id, nil
+	}
+	if m.cfg.CreateNetwork {
+		return m.EnsureNetwork(ctx)
 	}
 	n, err := m.svc.GetNetworkByName(ctx, m.cfg.Network.Name)
 	if err != nil {

@@ -59,6 +59,8 @@ func TestManager(t *testing.T) {
 		{"OwnedOpensOnlyOurNetwork", testOwnedOpensOnlyOurNetwork},
 		{"EndpointReadBackWithLessIsNotRebuilt", testEndpointReadBackWithLessIsNotRebuilt},
 		{"FailedDetachStillDeletes", testFailedDetachStillDeletes},
+		{"NetworkOtherThanNATNeedsConsent", testNetworkOtherThanNATNeedsConsent},
+		{"SecondNATNetworkRefusedUsesTheOne", testSecondNATNetworkRefusedUsesTheOne},
 	}
 	for _, rules := range hcnsim.AllRules() {
 		hns := func() *hcnsim.Sim {
@@ -540,7 +542,7 @@ func testDualStackRefusesANATNetwork(t *testing.T, hns func() *hcnsim.Sim) {
 	if !errors.Is(err, hcn.ErrInvalid) || !strings.Contains(err.Error(), `network "nat" is NAT, which does not support IPv6`) {
 		t.Fatalf("EnsureNetwork = %v", err)
 	}
-	if _, err := hcn.NewManager(sim, hcn.ManagerConfig{Network: hcn.NetworkSpec{Name: "l2"}, IPv6: true}).EnsureNetwork(ctx); err != nil {
+	if _, err := hcn.NewManager(sim, hcn.ManagerConfig{Network: hcn.NetworkSpec{Name: "l2"}, IPv6: true, AllowCNINetwork: true}).EnsureNetwork(ctx); err != nil {
 		t.Fatalf("L2Bridge: %v", err)
 	}
 	if _, err := hcn.NewManager(sim, hcn.ManagerConfig{Network: hcn.NetworkSpec{Name: "nat"}}).EnsureNetwork(ctx); err != nil {
@@ -674,5 +676,61 @@ func testFailedDetachStillDeletes(t *testing.T, hns func() *hcnsim.Sim) {
 	}
 	if got := ours(t, sim, mgr, "sb1"); got != nil {
 		t.Fatalf("left %+v", got)
+	}
+}
+
+// Issue 24, 4: our endpoint gets its address from HNS's view of the
+// network's subnet; on a network whose addresses a CNI's IPAM hands out
+// that address may go to a pod again. Endpoints go on NAT networks (HNS's
+// own IPAM) unless the operator says the network is safe; the refusal
+// names the network and the way out, and nothing is created.
+func testNetworkOtherThanNATNeedsConsent(t *testing.T, hns func() *hcnsim.Sim) {
+	sim := hns()
+	if _, err := sim.CreateNetwork(ctx, hcn.NetworkSpec{Name: "cbr0", Type: hcn.NetworkL2Bridge, Subnet: "10.244.0.0/16"}); err != nil {
+		t.Fatal(err)
+	}
+	ns := sim.CreateNamespace("")
+	mgr := hcn.NewManager(sim, hcn.ManagerConfig{Network: hcn.NetworkSpec{Name: "cbr0"}})
+	_, _, err := mgr.Ensure(ctx, hcn.Desired{SandboxID: "sb1", Namespace: ns, Policies: web})
+	if !errors.Is(err, hcn.ErrInvalid) || !strings.Contains(err.Error(), `network "cbr0" is L2Bridge`) || !strings.Contains(err.Error(), "hcn.allow_cni_network") {
+		t.Fatalf("Ensure on a CNI's L2Bridge network = %v", err)
+	}
+	if n := len(sim.State().Endpoints); n != 0 {
+		t.Fatalf("%d endpoints created", n)
+	}
+	allowed := hcn.NewManager(sim, hcn.ManagerConfig{Network: hcn.NetworkSpec{Name: "cbr0"}, AllowCNINetwork: true, DefaultRoute: hcn.RouteNone})
+	if _, _, err := allowed.Ensure(ctx, hcn.Desired{SandboxID: "sb1", Namespace: ns, Policies: web}); err != nil {
+		t.Fatalf("with consent: %v", err)
+	}
+}
+
+// Issue 24, 5: the plugin creates its NAT network where none of that name
+// exists, and says so; where HNS takes one NAT network only and refuses a
+// second (docker/for-win 1384), the NAT network that exists is used.
+func testSecondNATNetworkRefusedUsesTheOne(t *testing.T, hns func() *hcnsim.Sim) {
+	for _, refused := range []bool{false, true} {
+		t.Run(fmt.Sprintf("second-nat-refused=%v", refused), func(t *testing.T) {
+			sim := hns()
+			r := sim.Rules()
+			r.SecondNATRefused = refused
+			sim.SetRules(r)
+			other, err := sim.CreateNetwork(ctx, hcn.NetworkSpec{Name: "winnat", Type: hcn.NetworkNAT})
+			if err != nil {
+				t.Fatal(err)
+			}
+			var said []string
+			mgr := hcn.NewManager(sim, hcn.ManagerConfig{CreateNetwork: true, Network: hcn.NetworkSpec{Name: "nat", Type: hcn.NetworkNAT},
+				Announce: func(n hcn.Network, what string) { said = append(said, n.Name+": "+what) }})
+			id, err := mgr.EnsureNetwork(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if refused != (id == other.ID) || len(said) != 1 {
+				t.Fatalf("network %s (winnat is %s), announced %q", id, other.ID, said)
+			}
+			if refused && !strings.Contains(said[0], "winnat: HNS takes one NAT network") {
+				t.Fatalf("announced %q", said)
+			}
+		})
 	}
 }

@@ -137,7 +137,7 @@ func TestLowPriorityRouteNeedsAGateway(t *testing.T) {
 		t.Fatal(err)
 	}
 	ns := sim.CreateNamespace("")
-	mgr := hcn.NewManager(sim, hcn.ManagerConfig{Network: hcn.NetworkSpec{Name: "l2"}})
+	mgr := hcn.NewManager(sim, hcn.ManagerConfig{Network: hcn.NetworkSpec{Name: "l2"}, AllowCNINetwork: true})
 	_, _, err := mgr.Ensure(ctx, hcn.Desired{SandboxID: "sb1", Namespace: ns, Policies: web})
 	if !errors.Is(err, hcn.ErrInvalid) || !strings.Contains(err.Error(), "hcn.gateway") || !strings.Contains(err.Error(), "l2") {
 		t.Fatalf("err = %v, want an invalid-request error naming the network and hcn.gateway", err)
@@ -146,7 +146,7 @@ func TestLowPriorityRouteNeedsAGateway(t *testing.T) {
 		t.Errorf("endpoints created: %+v", st.Endpoints)
 	}
 	// the configured gateway is used when HNS reports none
-	withGW := hcn.NewManager(sim, hcn.ManagerConfig{Network: hcn.NetworkSpec{Name: "l2", Gateway: "10.1.0.254"}})
+	withGW := hcn.NewManager(sim, hcn.ManagerConfig{Network: hcn.NetworkSpec{Name: "l2", Gateway: "10.1.0.254"}, AllowCNINetwork: true})
 	ep, _, err := withGW.Ensure(ctx, hcn.Desired{SandboxID: "sb1", Namespace: ns, Policies: web})
 	if err != nil || len(ep.Routes) != 1 || ep.Routes[0].NextHop != "10.1.0.254" {
 		t.Fatalf("Ensure with hcn.gateway = %+v, %v", ep, err)

@@ -10,6 +10,8 @@ import "context"
 type Service interface {
 	// GetNetworkByName returns ErrNotFound when no network has that name.
 	GetNetworkByName(ctx context.Context, name string) (*Network, error)
+	// ListNetworks lists every network of the node.
+	ListNetworks(ctx context.Context) ([]Network, error)
 	CreateNetwork(ctx context.Context, spec NetworkSpec) (*Network, error)
 	// CreateEndpoint creates an unattached endpoint; a preset Namespace is
 	// ErrInvalid, a host port held by another endpoint ErrPortInUse.

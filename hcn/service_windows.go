@@ -180,6 +180,21 @@ func (w WindowsService) GetNetworkByName(ctx context.Context, name string) (*Net
 	})
 }
 
+// ListNetworks implements Service.
+func (w WindowsService) ListNetworks(ctx context.Context) ([]Network, error) {
+	return hnsCall(ctx, w.lim, "ListNetworks", func() ([]Network, error) {
+		ns, err := hcsshim.ListNetworks()
+		if err != nil {
+			return nil, err
+		}
+		out := make([]Network, 0, len(ns))
+		for i := range ns {
+			out = append(out, *toNetwork(&ns[i]))
+		}
+		return out, nil
+	})
+}
+
 // CreateNetwork implements Service.
 func (w WindowsService) CreateNetwork(ctx context.Context, spec NetworkSpec) (*Network, error) {
 	n := &hcsshim.HostComputeNetwork{Name: spec.Name, Type: hcsshim.NetworkType(spec.Type), SchemaVersion: hcsshim.V2SchemaVersion()}

@@ -78,6 +78,10 @@ func (w *wrapped) GetNetworkByName(ctx context.Context, name string) (*Network, 
 	return wrap(w, ctx, "GetNetworkByName", func(ctx context.Context) (*Network, error) { return w.svc.GetNetworkByName(ctx, name) })
 }
 
+func (w *wrapped) ListNetworks(ctx context.Context) ([]Network, error) {
+	return wrap(w, ctx, "ListNetworks", w.svc.ListNetworks)
+}
+
 func (w *wrapped) CreateNetwork(ctx context.Context, spec NetworkSpec) (*Network, error) {
 	return wrap(w, ctx, "CreateNetwork", func(ctx context.Context) (*Network, error) { return w.svc.CreateNetwork(ctx, spec) })
 }

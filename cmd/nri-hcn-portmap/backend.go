@@ -6,9 +6,12 @@ import (
 
 	"github.com/nri-hcn-portmap/nri-hcn-portmap/config"
 	"github.com/nri-hcn-portmap/nri-hcn-portmap/hcn"
+	"github.com/sirupsen/logrus"
 )
 
-func newManager(ctx context.Context, cfg config.HCN, observe hcn.ObserveFunc) (*hcn.Manager, error) {
+// newManager wires the HCN manager; log hears what it does to its network
+// (nil: nobody).
+func newManager(ctx context.Context, cfg config.HCN, observe hcn.ObserveFunc, log *logrus.Entry) (*hcn.Manager, error) {
 	svc, err := newService(ctx, cfg)
 	if err != nil {
 		return nil, fmt.Errorf("hcn backend %q: %w", cfg.Backend, err)
@@ -20,10 +23,17 @@ func newManager(ctx context.Context, cfg config.HCN, observe hcn.ObserveFunc) (*
 	return hcn.NewManager(svc, hcn.ManagerConfig{
 		Network: hcn.NetworkSpec{Name: cfg.Network, Type: hcn.NetworkType(cfg.NetworkType), Subnet: cfg.Subnet,
 			Gateway: cfg.Gateway, Adapter: cfg.Adapter},
-		CreateNetwork: cfg.CreateNetwork,
-		OutboundNAT:   cfg.OutboundNAT,
-		IPv6:          cfg.DualStack,
-		DefaultRoute:  hcn.RouteMode(cfg.DefaultRoute),
-		RouteMetric:   uint16(cfg.RouteMetric),
+		CreateNetwork:   cfg.CreateNetwork,
+		OutboundNAT:     cfg.OutboundNAT,
+		IPv6:            cfg.DualStack,
+		DefaultRoute:    hcn.RouteMode(cfg.DefaultRoute),
+		RouteMetric:     uint16(cfg.RouteMetric),
+		AllowCNINetwork: cfg.AllowCNINetwork,
+		Announce: func(n hcn.Network, what string) {
+			if log != nil {
+				log.WithFields(logrus.Fields{"network": n.Name, "network_id": n.ID, "type": string(n.Type),
+					"subnet": fmt.Sprint(n.Subnets), "gateway": n.Gateway, "what": what}).Info("HNS network for the plugin's endpoints")
+			}
+		},
 	}), nil
 }

@@ -14,7 +14,7 @@ func cleanupCmd(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	mgr, err := newManager(context.Background(), cfg.HCN, nil)
+	mgr, err := newManager(context.Background(), cfg.HCN, nil, nil)
 	if err != nil {
 		return err
 	}

@@ -107,7 +107,7 @@ type app struct {
 // launched (its only event source), nil otherwise.
 func build(ctx context.Context, cfg config.Config, flags *config.Flags, log *logrus.Entry, launched *nri.Source) (*app, error) {
 	a := &app{cfg: cfg, flags: flags, resolve: flags.Resolve, log: log, metrics: telemetry.New()}
-	mgr, err := newManager(ctx, cfg.HCN, a.metrics.HCNCall)
+	mgr, err := newManager(ctx, cfg.HCN, a.metrics.HCNCall, log)
 	if err != nil {
 		return nil, err
 	}

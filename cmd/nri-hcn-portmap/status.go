@@ -20,7 +20,7 @@ func statusCmd(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	mgr, err := newManager(context.Background(), cfg.HCN, nil)
+	mgr, err := newManager(context.Background(), cfg.HCN, nil, nil)
 	if err != nil {
 		return err
 	}

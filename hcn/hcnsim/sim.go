@@ -27,6 +27,7 @@ import (
 const (
 	OpGetNetworkByName        = "GetNetworkByName"
 	OpCreateNetwork           = "CreateNetwork"
+	OpListNetworks            = "ListNetworks"
 	OpCreateEndpoint          = "CreateEndpoint"
 	OpListEndpointsByName     = "ListEndpointsByName"
 	OpListEndpoints           = "ListEndpoints"
@@ -43,7 +44,7 @@ const (
 
 // Ops lists every operation.
 func Ops() []string {
-	return []string{OpGetNetworkByName, OpCreateNetwork, OpCreateEndpoint, OpListEndpointsByName,
+	return []string{OpGetNetworkByName, OpCreateNetwork, OpListNetworks, OpCreateEndpoint, OpListEndpointsByName,
 		OpListEndpoints, OpListEndpointsOfNetwork, OpGetEndpoint, OpDeleteEndpoint, OpAddNamespaceEndpoint,
 		OpRemoveNamespaceEndpoint, OpGetNamespace}
 }
@@ -534,6 +535,18 @@ func (s *Sim) GetNetworkByName(ctx context.Context, name string) (*hcn.Network, 
 			}
 		}
 		return nil, fmt.Errorf("network %q: %w", name, hcn.ErrNotFound)
+	})
+}
+
+// ListNetworks implements hcn.Service.
+func (s *Sim) ListNetworks(ctx context.Context) ([]hcn.Network, error) {
+	return run(ctx, s, OpListNetworks, func() ([]hcn.Network, error) {
+		out := make([]hcn.Network, 0, len(s.networks))
+		for _, n := range s.networks {
+			out = append(out, n.Network)
+		}
+		slices.SortFunc(out, func(a, b hcn.Network) int { return strings.Compare(a.Name+a.ID, b.Name+b.ID) })
+		return out, nil
 	})
 }
 

@@ -42,6 +42,7 @@ type wireError struct {
 
 type response struct {
 	Network   *hcn.Network   `json:"network,omitempty"`
+	Networks  []hcn.Network  `json:"networks,omitempty"`
 	Endpoint  *hcn.Endpoint  `json:"endpoint,omitempty"`
 	Endpoints []hcn.Endpoint `json:"endpoints,omitempty"`
 	Namespace *hcn.Namespace `json:"namespace,omitempty"`
@@ -74,6 +75,10 @@ func Handler(s *Sim) http.Handler {
 	handle(OpGetNetworkByName, func(ctx context.Context, r request) (response, error) {
 		n, err := s.GetNetworkByName(ctx, r.Name)
 		return response{Network: n}, err
+	})
+	handle(OpListNetworks, func(ctx context.Context, _ request) (response, error) {
+		ns, err := s.ListNetworks(ctx)
+		return response{Networks: ns}, err
 	})
 	handle(OpCreateNetwork, func(ctx context.Context, r request) (response, error) {
 		if r.Network == nil {
@@ -282,6 +287,15 @@ func (c *Client) GetNetworkByName(ctx context.Context, name string) (*hcn.Networ
 		return nil, err
 	}
 	return r.Network, nil
+}
+
+// ListNetworks implements hcn.Service.
+func (c *Client) ListNetworks(ctx context.Context) ([]hcn.Network, error) {
+	r, err := c.call(ctx, OpListNetworks, request{})
+	if err != nil {
+		return nil, err
+	}
+	return r.Networks, nil
 }
 
 // CreateNetwork implements hcn.Service.

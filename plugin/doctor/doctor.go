@@ -171,6 +171,10 @@ func (d *Doctor) checkNetwork(ctx context.Context) Result {
 		return Result{name, Fail, err.Error(), "HNS must answer: see the HNS check"}
 	}
 	detail := fmt.Sprintf("type %s, subnets %s, gateway %s", n.Type, strings.Join(n.Subnets, " "), cmp.Or(n.Gateway, "(none)"))
+	if n.Type != hcn.NetworkNAT && !c.AllowCNINetwork {
+		return Result{name, Fail, detail + "; not NAT: a CNI's IPAM may hand out its addresses, and would not know the one HNS gives the plugin's endpoint",
+			`use a NAT network (the default: hcn.network = "nat", created when missing), or set hcn.allow_cni_network = true if only HNS hands out this network's addresses`}
+	}
 	if _, err := hcn.RouteMode(c.DefaultRoute).Routes(cmp.Or(n.Gateway, c.Gateway), uint16(c.RouteMetric)); err != nil {
 		return Result{name, Fail, detail + "; " + err.Error(), `set hcn.gateway to the network's gateway, or hcn.default_route = "none"`}
 	}

@@ -68,15 +68,20 @@ func TestChecks(t *testing.T) {
 		{"healthy node", func(*Doctor, *hcnsim.Sim) {}, "network nat", Pass, "type NAT, subnets 172.30.0.0/16, gateway 172.30.0.1", ""},
 		{"HNS version", func(*Doctor, *hcnsim.Sim) {}, "HNS", Pass, "version " + hcnsim.SimVersion, ""},
 		{"HNS unreachable", func(d *Doctor, _ *hcnsim.Sim) { d.HNSErr = errors.New("HNS v2 API not supported") }, "HNS", Fail, "not supported", "Start-Service hns"},
-		{"network missing", func(d *Doctor, _ *hcnsim.Sim) { d.Config.HCN.Network = "pods" }, "network pods", Fail, "does not exist", "hcn.create_network"},
+		{"network missing", func(d *Doctor, _ *hcnsim.Sim) { d.Config.HCN.Network, d.Config.HCN.CreateNetwork = "pods", false },
+			"network pods", Fail, "does not exist", "hcn.create_network"},
 		{"network created later", func(d *Doctor, _ *hcnsim.Sim) { d.Config.HCN.Network = "pods"; d.Config.HCN.CreateNetwork = true }, "network pods", Warn, "created at the first mapped pod", ""},
 		{"network without gateway", func(d *Doctor, s *hcnsim.Sim) {
 			_, _ = s.CreateNetwork(ctx, hcn.NetworkSpec{Name: "l2", Type: hcn.NetworkL2Bridge, Subnet: "10.1.0.0/24"})
-			d.Config.HCN.Network = "l2"
+			d.Config.HCN.Network, d.Config.HCN.AllowCNINetwork = "l2", true
 		}, "network l2", Fail, "no gateway", "hcn.gateway"},
+		{"a CNI's network, no consent", func(d *Doctor, s *hcnsim.Sim) {
+			_, _ = s.CreateNetwork(ctx, hcn.NetworkSpec{Name: "l2", Type: hcn.NetworkL2Bridge, Subnet: "10.1.0.0/24", Gateway: "10.1.0.1"})
+			d.Config.HCN.Network = "l2"
+		}, "network l2", Fail, "not NAT", "hcn.allow_cni_network"},
 		{"network without gateway, route none", func(d *Doctor, s *hcnsim.Sim) {
 			_, _ = s.CreateNetwork(ctx, hcn.NetworkSpec{Name: "l2", Type: hcn.NetworkL2Bridge, Subnet: "10.1.0.0/24"})
-			d.Config.HCN.Network, d.Config.HCN.DefaultRoute = "l2", "none"
+			d.Config.HCN.Network, d.Config.HCN.DefaultRoute, d.Config.HCN.AllowCNINetwork = "l2", "none", true
 		}, "network l2", Pass, "gateway (none)", ""},
 		{"IPv4 only", func(*Doctor, *hcnsim.Sim) {}, "IPv6", Pass, "dual_stack off", ""},
 		{"dual stack on NAT", func(d *Doctor, _ *hcnsim.Sim) { d.Config.HCN.DualStack = true }, "IPv6", Fail, "NAT, which does not support IPv6", "L2Bridge"},
@@ -269,7 +274,7 @@ func TestWrite(t *testing.T) {
 // network fails the self-test before anything is created.
 func TestSelfTestCreatesTheNetworkAsThePluginWould(t *testing.T) {
 	d, sim := healthy(t)
-	d.Config.HCN.Network = "pods"
+	d.Config.HCN.Network, d.Config.HCN.CreateNetwork = "pods", false
 	rep := d.SelfTest(ctx, SelfTestOptions{HostPort: 47999})
 	if st, detail := statusOf(rep, "selftest"); st != Fail || !strings.Contains(detail, "network pods") {
 		t.Fatalf("missing network: %s %s", st, detail)

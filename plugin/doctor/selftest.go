@@ -52,7 +52,7 @@ func (d *Doctor) SelfTest(ctx context.Context, o SelfTestOptions) (r Report) {
 	c := d.Config.HCN
 	mgr := hcn.NewManager(d.HNS, hcn.ManagerConfig{
 		Network:       hcn.NetworkSpec{Name: c.Network, Type: hcn.NetworkType(c.NetworkType), Subnet: c.Subnet, Gateway: c.Gateway, Adapter: c.Adapter},
-		CreateNetwork: c.CreateNetwork, Prefix: SelfTestPrefix, OutboundNAT: c.OutboundNAT, IPv6: c.DualStack,
+		CreateNetwork: c.CreateNetwork, Prefix: SelfTestPrefix, OutboundNAT: c.OutboundNAT, IPv6: c.DualStack, AllowCNINetwork: c.AllowCNINetwork,
 		DefaultRoute: hcn.RouteMode(c.DefaultRoute), RouteMetric: uint16(c.RouteMetric),
 	})
 	sctx, cancel = step()

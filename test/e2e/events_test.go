@@ -386,3 +386,54 @@ func TestNRISourceUsesCRIHostPorts(t *testing.T) {
 		t.Errorf("the pod's DNS servers %v: want only the CNI's", dns)
 	}
 }
+
+// Issue 24, 5: the default configuration maps a pod on a stock containerd
+// node: no Docker, so no nat network; the plugin creates it (NAT: HNS hands
+// out its addresses, so the endpoint's address is one no CNI's IPAM gives
+// away). Where HNS takes one NAT network only and another NAT network
+// exists, the plugin uses that one.
+func TestDefaultConfigMapsAPodOnAFreshNode(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		rules    hcnsim.Rules
+		existing string // a NAT network already on the node
+		want     string // the network the endpoint goes on
+	}{
+		{"no network", hcnsim.Rules{}, "", "nat"},
+		{"another NAT network, HNS takes a second", hcnsim.Rules{}, "winnat", "nat"},
+		{"another NAT network, HNS takes one only", hcnsim.Rules{SecondNATRefused: true}, "winnat", "winnat"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			env, ctx := newEnv(t, "[plugin]\nresync_interval = \"0s\"\n") // defaults for everything else
+			if err := env.SimClient.SetRules(ctx, tc.rules); err != nil {
+				t.Fatal(err)
+			}
+			if tc.existing != "" {
+				if _, err := env.SimClient.CreateNetwork(ctx, hcn.NetworkSpec{Name: tc.existing, Type: hcn.NetworkNAT}); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if err := env.StartPluginEvents(ctx); err != nil {
+				t.Fatal(err)
+			}
+			p := pod("fresh-node", "8690:80")
+			guid := runSandbox(t, ctx, env, p)
+			wantEndpoint(t, ctx, env, p.ID, guid, []hcn.PortMappingPolicy{tcp(8690, 80, "", 1)})
+			st, _, err := env.SimClient.State(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var netName string
+			for _, ep := range st.Endpoints {
+				for _, n := range st.Networks {
+					if n.ID == ep.NetworkID {
+						netName = n.Name
+					}
+				}
+			}
+			if netName != tc.want {
+				t.Fatalf("the endpoint is on network %q, want %q (networks %+v)", netName, tc.want, st.Networks)
+			}
+		})
+	}
+}

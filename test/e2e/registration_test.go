@@ -207,7 +207,8 @@ func TestCRIPodReachesThePluginThroughContainerdNRI(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(st.Endpoints) != 0 || len(st.Networks) != 0 {
+	// nothing for the pod; the plugin's own network is made ready at start-up
+	if len(st.Endpoints) != 0 || len(st.Networks) > 1 || (len(st.Networks) == 1 && st.Networks[0].Name != "nat") {
 		t.Errorf("a pod without a Windows namespace left HNS with %+v", st)
 	}
 }

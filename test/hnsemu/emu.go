@@ -33,6 +33,7 @@ const (
 	hrInvalidJSON     = 0x803B001B // HCN_E_INVALID_JSON
 	hrInvalidEndpoint = 0x803B000C // HCN_E_INVALID_ENDPOINT
 	hrHasReferences   = 0x803B002C // HCN_E_ENTITY_HAS_REFERENCES
+	hrObjectExists    = 0x80071392 // HRESULT_FROM_WIN32(ERROR_OBJECT_ALREADY_EXISTS)
 )
 
 type object struct{ kind, id string }
@@ -147,6 +148,8 @@ func fail(err error) (uint32, uint64, string, string) {
 		hr = hrHasReferences
 	case errors.Is(err, hcn.ErrInvalid):
 		hr = hrInvalidJSON
+	case errors.Is(err, hcn.ErrExists):
+		hr = hrObjectExists
 	}
 	return hr, 0, "", errorRecord(hr, err)
 }
