@@ -19,14 +19,27 @@ type WindowsService struct{ lim *Limiter }
 
 var _ Node = WindowsService{}
 
-// NewWindowsService checks that HNS speaks the v2 API, as long as ctx
-// allows, and returns the adapter; lim caps its HNS calls in flight (nil:
-// no cap).
+// NewWindowsService checks that HNS answers and speaks the v2 API, as long
+// as ctx allows, and returns the adapter; lim caps its HNS calls in flight
+// (nil: no cap). HNS not answering is ErrUnavailable (try again: at boot
+// it starts after services that depend on it); an HNS too old for the v2
+// API is final. It asks HNS's version itself (GetGlobals) rather than
+// hcsshim's V2ApiSupported, which caches its first answer, error included,
+// for the life of the process: asked while HNS was still starting, it
+// would say no for ever.
 func NewWindowsService(ctx context.Context, lim *Limiter) (Node, error) {
-	if _, err := callBounded(ctx, lim, "V2ApiSupported", func() (struct{}, error) {
-		return struct{}{}, hcsshim.V2ApiSupported()
-	}); err != nil {
-		return nil, fmt.Errorf("HNS v2 API not supported on this host (needs HNS 9.2+): %w: %w", ErrUnavailable, err)
+	v, err := callBounded(ctx, lim, "GetGlobals", func() (hcsshim.Version, error) {
+		g, err := hcsshim.GetGlobals()
+		if err != nil {
+			return hcsshim.Version{}, err
+		}
+		return g.Version, nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("HNS does not answer: %w: %w", ErrUnavailable, err)
+	}
+	if v.Major < 9 || (v.Major == 9 && v.Minor < 2) {
+		return nil, fmt.Errorf("HNS %d.%d has no v2 API (it needs HNS 9.2+, Windows Server 2019 or later): %w", v.Major, v.Minor, ErrInvalid)
 	}
 	return WindowsService{lim: lim}, nil
 }

@@ -68,8 +68,11 @@ func runCmd(args []string, stderr io.Writer) error {
 	if nri.Launched() {
 		return runLaunched(ctx, flags, logger, stderr)
 	}
-	app, err := build(ctx, cfg, flags, log, nil)
+	app, err := buildRetrying(ctx, cfg, flags, log) // HNS may be late at boot
 	if err != nil {
+		if ctx.Err() != nil {
+			return nil // stopped while waiting
+		}
 		if cfg.Log.File != "" { // stderr gets it from main, once
 			log.WithError(err).Error("nri-hcn-portmap cannot start")
 		}
@@ -266,7 +269,8 @@ func runService(cfg config.Config, flags *config.Flags, log *logrus.Entry) error
 }
 
 // buildRetrying builds the plugin, retrying while HNS does not answer yet
-// (it is trigger-started at boot), until ctx ends. Other errors are final.
+// (it is trigger-started at boot), until ctx ends: as a service and as a
+// HostProcess pod alike. Other errors are final.
 func buildRetrying(ctx context.Context, cfg config.Config, flags *config.Flags, log *logrus.Entry) (*app, error) {
 	retry := backoff.New(time.Second, 30*time.Second)
 	for {

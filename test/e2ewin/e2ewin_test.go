@@ -293,3 +293,21 @@ func TestExeDoctorAndCleanup(t *testing.T) {
 		t.Errorf("after cleanup HNS holds %+v", eps)
 	}
 }
+
+// Issue 24, 1: HNS is late at boot (trigger-started): its first answers to
+// the plugin are failures. hcsshim's V2ApiSupported caches its first answer,
+// error included, for the life of the process; a plugin that asked it never
+// saw HNS come up. The .exe (a fresh process) waits for HNS and then does
+// its job.
+func TestExeWaitsForHNSAtBoot(t *testing.T) {
+	r := newRig(t)
+	for range 2 { // HNS not up yet: RPC_S_SERVER_UNAVAILABLE, twice
+		if hr, _, res, err := hnsemu.Call(r.emu, "Emu.InjectHRESULT", "HNSCall", "0x800706BA"); err != nil || hr != 0 {
+			t.Fatalf("Emu.InjectHRESULT: %#x %s %v", hr, res, err)
+		}
+	}
+	r.start()
+	web := r.pod("late-hns", "18082:80")
+	ns := r.run(web)
+	r.wantEndpoint(web.ID, ns, toPort80(18082))
+}
