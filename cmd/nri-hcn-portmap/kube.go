@@ -3,7 +3,9 @@ package main
 import (
 	"cmp"
 	"fmt"
+	"net"
 	"os"
+	"path/filepath"
 
 	"github.com/sirupsen/logrus"
 	"k8s.io/client-go/rest"
@@ -27,7 +29,7 @@ func newKubeReporter(cfg config.Kubernetes, metrics kube.Metrics, log *logrus.En
 	if cfg.Kubeconfig != "" {
 		rc, err = clientcmd.BuildConfigFromFlags("", cfg.Kubeconfig)
 	} else {
-		rc, err = rest.InClusterConfig()
+		rc, err = inClusterConfig()
 	}
 	if err != nil {
 		return nil, fmt.Errorf("kubernetes.kubeconfig = %q: %w", cfg.Kubeconfig, err)
@@ -39,4 +41,29 @@ func newKubeReporter(cfg config.Kubernetes, metrics kube.Metrics, log *logrus.En
 	}
 	return kube.New(kube.Options{API: api, Node: node, QueueSize: cfg.QueueSize, Metrics: metrics,
 		Log: log.WithField("component", "kubernetes")}), nil
+}
+
+// inClusterConfig is client-go's in-cluster configuration, or, where a
+// HostProcess container lacks the bind filter (Windows Server 2019, older
+// containerd) and the service account's files are only under
+// $CONTAINER_SANDBOX_MOUNT_POINT, the same read from there, as Calico's and
+// flannel's HostProcess scripts read it. The token is read from its file
+// at each request (BearerTokenFile), so rotation works as in-cluster.
+func inClusterConfig() (*rest.Config, error) {
+	rc, err := rest.InClusterConfig()
+	root := os.Getenv("CONTAINER_SANDBOX_MOUNT_POINT")
+	if err == nil || root == "" {
+		return rc, err
+	}
+	host, port := os.Getenv("KUBERNETES_SERVICE_HOST"), os.Getenv("KUBERNETES_SERVICE_PORT")
+	if host == "" || port == "" {
+		return nil, err
+	}
+	dir := filepath.Join(root, "var", "run", "secrets", "kubernetes.io", "serviceaccount")
+	token := filepath.Join(dir, "token")
+	if _, terr := os.Stat(token); terr != nil {
+		return nil, fmt.Errorf("%w; nor under CONTAINER_SANDBOX_MOUNT_POINT: %w", err, terr)
+	}
+	return &rest.Config{Host: "https://" + net.JoinHostPort(host, port), BearerTokenFile: token,
+		TLSClientConfig: rest.TLSClientConfig{CAFile: filepath.Join(dir, "ca.crt")}}, nil
 }

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"io"
+	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -204,5 +205,61 @@ func TestConfigRouteModesAreHCNs(t *testing.T) {
 	if !slices.Equal(config.RouteModes(), modes) || config.DefaultRouteMetric != hcn.DefaultRouteMetric ||
 		config.RouteLowPriority != string(hcn.RouteLowPriority) {
 		t.Fatalf("config: %v metric %d; hcn: %v metric %d", config.RouteModes(), config.DefaultRouteMetric, modes, hcn.DefaultRouteMetric)
+	}
+}
+
+// Issue 24, 7: where the HostProcess bind filter is missing (Windows Server
+// 2019, older containerd) the service account's files are only under
+// $CONTAINER_SANDBOX_MOUNT_POINT, not at /var/run/secrets/...; client-go's
+// in-cluster configuration fails there, and the plugin reads them from the
+// mount point, as Calico's and flannel's HostProcess scripts do.
+func TestInClusterConfigUnderTheSandboxMountPoint(t *testing.T) {
+	root := t.TempDir()
+	dir := filepath.Join(root, "var", "run", "secrets", "kubernetes.io", "serviceaccount")
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range []string{"token", "ca.crt"} {
+		if err := os.WriteFile(filepath.Join(dir, f), []byte("x"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	t.Setenv("KUBERNETES_SERVICE_HOST", "10.96.0.1")
+	t.Setenv("KUBERNETES_SERVICE_PORT", "443")
+	t.Setenv("CONTAINER_SANDBOX_MOUNT_POINT", root)
+	rc, err := inClusterConfig()
+	if err != nil {
+		t.Fatalf("inClusterConfig: %v", err)
+	}
+	if rc.Host != "https://10.96.0.1:443" || rc.BearerTokenFile != filepath.Join(dir, "token") || rc.CAFile != filepath.Join(dir, "ca.crt") {
+		t.Fatalf("config: host %q, token %q, ca %q", rc.Host, rc.BearerTokenFile, rc.CAFile)
+	}
+	t.Setenv("CONTAINER_SANDBOX_MOUNT_POINT", "")
+	if _, err := inClusterConfig(); err == nil {
+		t.Fatal("no service account anywhere, yet a configuration")
+	}
+}
+
+// The reporter never stops the plugin from mapping ports: with
+// kubernetes.enabled and no way to reach the API server, the plugin starts,
+// says why it reports nothing, and maps ports.
+func TestBuildWithoutAnAPIServerStillStarts(t *testing.T) {
+	log := logrus.NewEntry(logrus.New())
+	log.Logger.SetOutput(io.Discard)
+	cfg := config.Default()
+	cfg.HCN.Backend, cfg.HCN.SimulatorAddress = config.BackendSimulated, "tcp://127.0.0.1:1"
+	cfg.Kubernetes.Enabled = true // no NODE_NAME, no service account here
+	a, err := build(context.Background(), cfg, nil, log, nil)
+	if err != nil || a == nil {
+		t.Fatalf("build = %v: a missing API server stopped the plugin", err)
+	}
+	defer a.core.Close()
+	if a.kube != nil {
+		t.Fatal("a reporter without an API server")
+	}
+	rec := httptest.NewRecorder()
+	a.metrics.Handler().ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))
+	if !strings.Contains(rec.Body.String(), "\nnri_hcn_portmap_kubernetes_reporter_up 0\n") {
+		t.Fatal("metrics do not say that the reporter is down")
 	}
 }

@@ -121,10 +121,15 @@ func build(ctx context.Context, cfg config.Config, flags *config.Flags, log *log
 	a.store = containerd.NewStore(cfg.Containerd.Address, cfg.Containerd.Namespace)
 	var reporter plugin.Reporter
 	if cfg.Kubernetes.Enabled {
+		// the reporter never stops the plugin from mapping ports
 		if a.kube, err = newKubeReporter(cfg.Kubernetes, a.metrics, log); err != nil {
-			return nil, err
+			log.WithError(err).Error("kubernetes.enabled, but the API server cannot be reached: pods' owners are not told " +
+				"(no events, no condition); ports are mapped all the same")
+			a.metrics.KubeReporter(false)
+		} else {
+			reporter = a.kube
+			a.metrics.KubeReporter(true)
 		}
-		reporter = a.kube
 	}
 	a.core = plugin.NewCore(mgr, a.store, plugin.Options{
 		Policy:         request.PolicyOptions{LocalRoutedVIP: cfg.HCN.LocalRoutedVIP, DualStack: cfg.HCN.DualStack},

@@ -27,6 +27,9 @@ type Metrics struct {
 	skipped    *prometheus.CounterVec
 	kube       *prometheus.CounterVec
 	kubeDrop   prometheus.Counter
+	kubeUp     prometheus.Gauge
+	// kubeUpRegistered: the gauge is there only with kubernetes.enabled
+	kubeUpRegistered bool
 }
 
 // New registers the metrics (the endpoint gauge comes with CountEndpoints).
@@ -65,6 +68,8 @@ func New() *Metrics {
 		[]string{"what", "result"})
 	m.kubeDrop = prometheus.NewCounter(prometheus.CounterOpts{Name: "nri_hcn_portmap_kubernetes_reports_dropped_total",
 		Help: "Reports dropped because the queue to the API server was full (the oldest goes)."})
+	m.kubeUp = prometheus.NewGauge(prometheus.GaugeOpts{Name: "nri_hcn_portmap_kubernetes_reporter_up",
+		Help: "With kubernetes.enabled: 1 when the reporter runs, 0 when it could not be built (no API server configuration); ports are mapped either way."})
 	for _, c := range []prometheus.Collector{m.kube, m.kubeDrop, m.skipped, m.nri, m.source, m.operations, m.denials, m.hcnCalls, m.hcnErrors, m.reconciles, m.repairs, m.reconnects, m.reloads} {
 		f(c)
 	}
@@ -128,6 +133,19 @@ func (m *Metrics) NRIRegistered(plugin, mode string, on bool) {
 
 // KubeReport counts a report to the API server.
 func (m *Metrics) KubeReport(what, result string) { m.kube.WithLabelValues(what, result).Inc() }
+
+// KubeReporter records whether the Kubernetes reporter runs.
+func (m *Metrics) KubeReporter(up bool) {
+	if !m.kubeUpRegistered {
+		m.reg.MustRegister(m.kubeUp)
+		m.kubeUpRegistered = true
+	}
+	v := 0.0
+	if up {
+		v = 1
+	}
+	m.kubeUp.Set(v)
+}
 
 // KubeDropped counts a report dropped from a full queue.
 func (m *Metrics) KubeDropped() { m.kubeDrop.Inc() }
