@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
 	"time"
 
 	"golang.org/x/sys/windows/svc/eventlog"
@@ -26,6 +27,7 @@ func Run(name string, run RunFunc, reload func()) error {
 type handler struct {
 	run    RunFunc
 	reload func()
+	every  time.Duration // between StopPending reports; ProgressEvery when 0
 }
 
 func (h *handler) Execute(_ []string, r <-chan svc.ChangeRequest, s chan<- svc.Status) (bool, uint32) {
@@ -33,8 +35,13 @@ func (h *handler) Execute(_ []string, r <-chan svc.ChangeRequest, s chan<- svc.S
 	// reports) instead of the few seconds a plain shutdown notice allows.
 	const accepts = svc.AcceptStop | svc.AcceptShutdown | svc.AcceptPreShutdown | svc.AcceptParamChange
 	requests := make(chan Request)
-	var current svc.Status
+	var (
+		mu      sync.Mutex // current is reported from Handle's goroutine and read by the request loop's
+		current svc.Status
+	)
 	report := func(st State) {
+		mu.Lock()
+		defer mu.Unlock()
 		switch st {
 		case StartPending:
 			current = svc.Status{State: svc.StartPending}
@@ -47,30 +54,47 @@ func (h *handler) Execute(_ []string, r <-chan svc.ChangeRequest, s chan<- svc.S
 			if current.State == svc.StopPending {
 				cp = current.CheckPoint + 1
 			}
-			current = svc.Status{State: svc.StopPending, CheckPoint: cp, WaitHint: uint32(3 * ProgressEvery / time.Millisecond)}
+			current = svc.Status{State: svc.StopPending, CheckPoint: cp, WaitHint: uint32(3 * max(h.every, ProgressEvery) / time.Millisecond)}
 		}
 		s <- current
 	}
 	go func() {
-		defer close(requests)
+		stopping := false
 		for c := range r {
+			if stopping {
+				// Handle takes no more requests, but x/sys/svc's handler
+				// blocks until each is taken: answer an interrogation with
+				// the state we are in, ignore the rest
+				if c.Cmd == svc.Interrogate {
+					mu.Lock()
+					st := current
+					mu.Unlock()
+					s <- st
+				}
+				continue
+			}
 			switch c.Cmd {
 			case svc.Interrogate:
 				requests <- Interrogate
 			case svc.Stop:
 				requests <- Stop
-				return
+				stopping = true
 			case svc.Shutdown, svc.PreShutdown:
 				requests <- Shutdown
-				return
+				stopping = true
 			case svc.ParamChange:
 				requests <- ParamChange
 			}
 		}
+		close(requests)
 	}()
 	// x/sys reports Stopped with this exit code when Execute returns: the
 	// only Stopped the SCM sees
-	code := Handle(requests, report, h.run, h.reload)
+	every := h.every
+	if every == 0 {
+		every = ProgressEvery
+	}
+	code := HandleWith(requests, report, h.run, h.reload, every)
 	return code != 0, code
 }
 
