@@ -217,7 +217,7 @@ func DefaultContainerdAddress() string {
 // Default returns the configuration used for every key the file omits.
 func Default() Config {
 	return Config{
-		Plugin: Plugin{Source: SourceAuto, ResyncInterval: Duration{time.Minute}, MappingSources: []string{MappingsAnnotations},
+		Plugin: Plugin{Source: SourceAuto, ResyncInterval: Duration{time.Minute}, MappingSources: []string{MappingsAnnotations, MappingsCRI},
 			FailurePolicy: FailOpen, Deadline: Duration{1500 * time.Millisecond},
 			MaxMappingsPerPod: 64, MaxAnnotationBytes: 16 << 10, ShutdownGrace: Duration{3 * time.Second},
 			HyperVRuntimeHandlers: []string{"runhcs-wcow-hypervisor"}},

@@ -128,8 +128,8 @@ func TestLoadKeepsDefaultsForOmittedKeys(t *testing.T) {
 		t.Errorf("Load = %+v, want defaults but network", cfg)
 	}
 	if cfg.Plugin.Source != "auto" || cfg.Plugin.ResyncInterval.Duration != time.Minute ||
-		!reflect.DeepEqual(cfg.Plugin.MappingSources, []string{"annotations"}) {
-		t.Errorf("plugin defaults = %+v, want auto, 1m, annotations only", cfg.Plugin)
+		!reflect.DeepEqual(cfg.Plugin.MappingSources, []string{"annotations", "cri"}) || !cfg.HCN.CreateNetwork {
+		t.Errorf("plugin defaults = %+v, want auto, 1m, annotations and hostPort, create_network", cfg.Plugin)
 	}
 	if !cfg.HCN.LocalRoutedVIP {
 		t.Error("local_routed_vip must default to true")

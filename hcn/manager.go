@@ -57,6 +57,7 @@ type Manager struct {
 	networkID string // cached ID of cfg.Network
 	gateway   string // its gateway: as HNS reports it, else as configured
 	kept      int    // what HNS does with routes: routesUnknown, routesKept or routesNotKept
+	netTypes  map[string]NetworkType // network ID -> type, of networks seen (NetworkType)
 }
 
 // NewManager returns a Manager over svc.
@@ -567,6 +568,31 @@ func (m *Manager) NamespaceExists(ctx context.Context, id GUID) (bool, error) {
 		return false, nil
 	}
 	return false, stepErr(StepLookupNS, id.String(), err)
+}
+
+// NetworkType is the type of the network with that ID, asked of HNS once
+// per network ("" when HNS does not know it).
+func (m *Manager) NetworkType(ctx context.Context, networkID string) (NetworkType, error) {
+	id := CanonicalGUID(networkID)
+	m.mu.Lock()
+	t, ok := m.netTypes[id]
+	m.mu.Unlock()
+	if ok {
+		return t, nil
+	}
+	all, err := m.svc.ListNetworks(ctx)
+	if err != nil {
+		return "", stepErr(StepEnsureNetwork, "list networks", err)
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.netTypes == nil {
+		m.netTypes = map[string]NetworkType{}
+	}
+	for _, n := range all {
+		m.netTypes[CanonicalGUID(n.ID)] = n.Type
+	}
+	return m.netTypes[id], nil
 }
 
 // Neighbours returns the endpoints attached to namespace ns other than the

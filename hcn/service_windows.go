@@ -6,6 +6,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"strings"
 	"syscall"
 
 	hcsshim "github.com/Microsoft/hcsshim/hcn"
@@ -154,10 +155,39 @@ func toEndpoint(e *hcsshim.HostComputeEndpoint) Endpoint {
 			}
 		case hcsshim.OutBoundNAT:
 			out.OutboundNAT = true
+		case "NAT": // a v1 NAT policy, where HNS shows it as its own kind
+			if p, ok := v1NATPolicy(p.Settings); ok {
+				out.NATPolicies = append(out.NATPolicies, p)
+			}
 		}
 	}
 	SortPolicies(out.PortMappings)
+	SortPolicies(out.NATPolicies)
 	return out
+}
+
+// v1NATPolicy reads a v1 NAT policy's settings (protocol as a name, "TCP",
+// or a number), leniently: how HNS shows one through the v2 API is not
+// known.
+func v1NATPolicy(raw json.RawMessage) (PortMappingPolicy, bool) {
+	var s struct {
+		InternalPort, ExternalPort uint16
+		Protocol                   json.RawMessage
+		VIP                        string
+	}
+	if json.Unmarshal(raw, &s) != nil || s.ExternalPort == 0 {
+		return PortMappingPolicy{}, false
+	}
+	p := PortMappingPolicy{InternalPort: s.InternalPort, ExternalPort: s.ExternalPort, VIP: s.VIP, Protocol: TCP}
+	var name string
+	var num uint32
+	switch {
+	case json.Unmarshal(s.Protocol, &num) == nil && num != 0:
+		p.Protocol = Protocol(num)
+	case json.Unmarshal(s.Protocol, &name) == nil && strings.EqualFold(name, "udp"):
+		p.Protocol = UDP
+	}
+	return p, true
 }
 
 // endpointPolicies returns the HNS policy list of an endpoint spec: one

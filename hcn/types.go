@@ -105,10 +105,12 @@ func sameSet[T comparable](a, b []T, sort func([]T)) bool {
 // NetworkType is an HNS network type the plugin can create.
 type NetworkType string
 
-// Network types accepted for network creation.
+// Network types: the plugin creates NAT (or, with consent, L2Bridge)
+// networks; CNIs' networks may be any of these.
 const (
 	NetworkNAT      NetworkType = "NAT"
 	NetworkL2Bridge NetworkType = "L2Bridge"
+	NetworkOverlay  NetworkType = "Overlay"
 )
 
 // NetworkSpec describes the HNS network endpoints are created on.
@@ -219,6 +221,10 @@ type EndpointSpec struct {
 	// DNSServers stays empty for the plugin's endpoints: the pod's DNS is
 	// the CNI's. Tests set it to build a CNI-like endpoint.
 	DNSServers []string `json:"DNSServers,omitempty"`
+	// NATPolicies are HNS v1 NAT policies (a CNI creating its endpoint
+	// through the v1 API, as win-bridge and sdnbridge do unless told to use
+	// v2): only tests' CNI-like endpoints have them; the plugin sends none.
+	NATPolicies []PortMappingPolicy `json:"NATPolicies,omitempty"`
 }
 
 // Endpoint is an existing HNS endpoint.
@@ -232,6 +238,11 @@ type Endpoint struct {
 	OutboundNAT  bool                `json:"OutboundNAT,omitempty"`
 	Routes       []Route             `json:"Routes,omitempty"`
 	DNSServers   []string            `json:"DNSServers,omitempty"`
+	// NATPolicies are v1 NAT policies as HNS reports them through the v2
+	// API where it does not show them as PortMapping policies (no flags: a
+	// v1 policy cannot ask for a local-routed VIP). Which of the two HNS
+	// does is not known (hcnsim.Rules.V1NATAsPortMapping); both are read.
+	NATPolicies []PortMappingPolicy `json:"NATPolicies,omitempty"`
 }
 
 // Namespace is an HNS (HCN) namespace: the network compartment of a pod.
@@ -240,14 +251,29 @@ type Namespace struct {
 	Endpoints []string `json:"Endpoints,omitempty"`
 }
 
-// ProvidedBy returns the first endpoint of eps whose port mappings already
-// give what p gives (protocol, host port, host IP and address family), nil
-// when none does.
-func ProvidedBy(p PortMappingPolicy, eps []Endpoint) *Endpoint {
+// Provider is how another endpoint maps a host port.
+type Provider struct {
+	Endpoint *Endpoint
+	Policy   PortMappingPolicy // the endpoint's own policy for the port
+	V1NAT    bool              // a v1 NAT policy, not a v2 PortMapping
+}
+
+// ProvidedBy says which endpoint of eps maps what p maps (protocol, host
+// port, host IP and address family), and with which policy; nil when none
+// does.
+func ProvidedBy(p PortMappingPolicy, eps []Endpoint) *Provider {
+	same := func(q PortMappingPolicy) bool {
+		return q.Protocol == p.Protocol && q.ExternalPort == p.ExternalPort && q.IsIPv6() == p.IsIPv6() && sameVIP(q.VIP, p.VIP)
+	}
 	for i := range eps {
 		for _, q := range eps[i].PortMappings {
-			if q.Protocol == p.Protocol && q.ExternalPort == p.ExternalPort && q.IsIPv6() == p.IsIPv6() && sameVIP(q.VIP, p.VIP) {
-				return &eps[i]
+			if same(q) {
+				return &Provider{Endpoint: &eps[i], Policy: q}
+			}
+		}
+		for _, q := range eps[i].NATPolicies {
+			if same(q) {
+				return &Provider{Endpoint: &eps[i], Policy: q, V1NAT: true}
 			}
 		}
 	}
@@ -267,4 +293,25 @@ func canonicalVIP(s string) string {
 		return ip.Unmap().String()
 	}
 	return strings.ToLower(s)
+}
+
+// Effective says whether a host port another endpoint (a CNI's) maps will
+// work, from the network it is on and the kind of its policy; why and fix,
+// when it will not. On an L2Bridge network a v1 NAT policy, or a v2
+// PortMapping without the local-routed VIP flag, creates no host route, so
+// the port never listens (Windows-Containers 360; the fix is the flag, which
+// only the v2 API has). Elsewhere the mapping is taken to work: on a NAT
+// network v1 NAT policies are what Docker uses.
+func (pv Provider) Effective(network NetworkType) (ok bool, why, fix string) {
+	if network != NetworkL2Bridge || (!pv.V1NAT && pv.Policy.Flags&NatFlagsLocalRoutedVip != 0) {
+		return true, "", ""
+	}
+	kind := "a v2 PortMapping policy without the LocalRoutedVip flag"
+	if pv.V1NAT {
+		kind = "an HNS v1 NAT policy"
+	}
+	return false, fmt.Sprintf("the CNI's endpoint %s maps %s with %s on an L2Bridge network, which creates no host route: the port never listens (Windows-Containers 360)",
+			pv.Endpoint.ID, pv.Policy, kind),
+		"configure the CNI for HNS v2 local-routed port mappings (win-bridge: \"apiVersion\": 2; sdnbridge: \"localRoutedPortMapping\": true), " +
+			"or drop the pod's hostPort and ask for the mapping with the hcn.nri.io/port-mappings annotation on a CNI that ignores portMappings"
 }

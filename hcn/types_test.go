@@ -43,7 +43,7 @@ func TestProvidedBy(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			got := ProvidedBy(tt.p, cni)
-			if (got == nil) != (tt.want == "") || (got != nil && got.ID != tt.want) {
+			if (got == nil) != (tt.want == "") || (got != nil && got.Endpoint.ID != tt.want) {
 				t.Fatalf("ProvidedBy(%s) = %+v, want %q", tt.p, got, tt.want)
 			}
 		})

@@ -5,7 +5,9 @@ import (
 	"fmt"
 	"maps"
 	"os"
+	"slices"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/nri-hcn-portmap/nri-hcn-portmap/hcn"
@@ -263,5 +265,126 @@ func TestStartWithHostPortsCostsTheSameOnAFullNode(t *testing.T) {
 	one, many := calls(1), calls(200)
 	if !maps.Equal(one, many) || many[hcnsim.OpListEndpoints] != 0 {
 		t.Fatalf("HNS calls for a start: %v with 1 other pod, %v with 200", one, many)
+	}
+}
+
+// reports records what the core tells pods' owners.
+type reports struct {
+	mu  sync.Mutex
+	got []PodReport
+}
+
+func (r *reports) Report(rep PodReport) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.got = append(r.got, rep)
+}
+
+func (r *reports) last() (PodReport, bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if len(r.got) == 0 {
+		return PodReport{}, false
+	}
+	return r.got[len(r.got)-1], true
+}
+
+// Issue 26: for each of a pod's hostPorts, who maps it: the CNI's endpoint
+// (skipped by the plugin, reported as the CNI's) or the plugin's. A CNI
+// mapping of a shape known not to work (a v1 NAT policy, or a v2
+// PortMapping without LocalRoutedVip, on an L2Bridge network: no host
+// route, Windows-Containers 360) is reported as a failure naming the CNI's
+// endpoint, the policy and the fix, and is not duplicated (HNS takes a port
+// once). How HNS shows a v1 NAT policy through the v2 API is not known:
+// both variants of the rule reach the same verdict.
+func TestWhoMapsEachHostPort(t *testing.T) {
+	type shape int
+	const (
+		v2Routed shape = iota // PortMapping with LocalRoutedVip
+		v2Plain               // PortMapping without it
+		v1NAT                 // a v1 NAT policy
+	)
+	for _, tc := range []struct {
+		name    string
+		network hcn.NetworkType
+		shape   shape
+		works   bool
+	}{
+		{"NAT network, v2 local-routed", hcn.NetworkNAT, v2Routed, true},
+		{"NAT network, v2 without the flag", hcn.NetworkNAT, v2Plain, true},
+		{"NAT network, v1 NAT", hcn.NetworkNAT, v1NAT, true},
+		{"L2Bridge, v2 local-routed", hcn.NetworkL2Bridge, v2Routed, true},
+		{"L2Bridge, v2 without the flag", hcn.NetworkL2Bridge, v2Plain, false},
+		{"L2Bridge, v1 NAT", hcn.NetworkL2Bridge, v1NAT, false},
+		{"Overlay, v2 without the flag", hcn.NetworkOverlay, v2Plain, true},
+	} {
+		for _, asPortMapping := range []bool{false, true} {
+			t.Run(fmt.Sprintf("%s/v1-nat-as-portmapping=%v", tc.name, asPortMapping), func(t *testing.T) {
+				rep := &reports{}
+				f := newFixture(t, func(o *Options) { o.Reporter = rep })
+				f.sim.SetRules(hcnsim.Rules{V1NATAsPortMapping: asPortMapping})
+				f.core.opt.Inputs = Inputs{Annotations: true, CRI: true}
+				p := f.sandbox("s", "")
+				p.Partial = true
+				f.store.sbs["s"].Metadata = criMeta("", criPorts(1, 2)) // hostPorts 9001, 9002
+				spec := hcn.NetworkSpec{Name: "cni", Type: tc.network, Subnet: "10.244.0.0/24", Gateway: "10.244.0.1"}
+				net, err := f.sim.CreateNetwork(ctx, spec)
+				if err != nil {
+					t.Fatal(err)
+				}
+				policy := hcn.PortMappingPolicy{Protocol: hcn.TCP, ExternalPort: 9001, InternalPort: 80}
+				cniSpec := hcn.EndpointSpec{Name: "cni_s", NetworkID: net.ID}
+				switch tc.shape {
+				case v2Routed:
+					policy.Flags = hcn.NatFlagsLocalRoutedVip
+					cniSpec.PortMappings = []hcn.PortMappingPolicy{policy}
+				case v2Plain:
+					cniSpec.PortMappings = []hcn.PortMappingPolicy{policy}
+				case v1NAT:
+					cniSpec.NATPolicies = []hcn.PortMappingPolicy{policy}
+				}
+				cni, err := f.sim.CreateEndpoint(ctx, cniSpec)
+				if err == nil {
+					err = f.sim.AddNamespaceEndpoint(ctx, f.store.sbs["s"].NetNS, cni.ID)
+				}
+				if err != nil {
+					t.Fatal(err)
+				}
+				if err := f.startRetrying(Pod{ID: "s", Partial: true}); err != nil {
+					t.Fatalf("start: %v", err)
+				}
+				eps := f.endpoints("s")
+				ours := []hcn.PortMappingPolicy{{Protocol: hcn.TCP, ExternalPort: 9002, InternalPort: 80, Flags: 1}}
+				if len(eps) != 1 || !hcn.SamePolicies(eps[0].PortMappings, ours) {
+					t.Fatalf("our endpoints %+v, want one mapping 9002 only (9001 is the CNI's)", eps)
+				}
+				got, ok := rep.last()
+				if !ok || got.Endpoint != eps[0].ID || len(got.CNI) != 1 || got.CNI[0].Endpoint != cni.ID || got.CNI[0].Works != tc.works {
+					t.Fatalf("report %+v, want 9002 ours and 9001 the CNI's (works %v)", got, tc.works)
+				}
+				if tc.works != got.Mapped || tc.works != (got.Reason == "") {
+					t.Fatalf("report mapped %v, reason %q; want mapped %v", got.Mapped, got.Reason, tc.works)
+				}
+				if !tc.works {
+					msg := got.Err.Error()
+					if got.Reason != ReasonCNIMapping || !strings.Contains(msg, cni.ID) || !strings.Contains(msg, "*:9001->80/tcp") ||
+						!strings.Contains(msg, "localRoutedPortMapping") {
+						t.Fatalf("report %s: %q; want it to name the CNI endpoint, the policy and the fix", got.Reason, msg)
+					}
+				}
+				// HNS holds 9001 once: the CNI's
+				n := 0
+				for _, ep := range f.sim.State().Endpoints {
+					for _, q := range slices.Concat(ep.PortMappings, ep.NATPolicies) {
+						if q.ExternalPort == 9001 {
+							n++
+						}
+					}
+				}
+				if n != 1 {
+					t.Fatalf("host port 9001 mapped %d times", n)
+				}
+			})
+		}
 	}
 }

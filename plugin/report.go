@@ -1,6 +1,9 @@
 package plugin
 
 import (
+	"fmt"
+	"strings"
+
 	"github.com/nri-hcn-portmap/nri-hcn-portmap/hcn"
 )
 
@@ -15,8 +18,12 @@ type Reporter interface {
 type PodReport struct {
 	Pod      Pod
 	Mapped   bool
-	Endpoint string // when mapped
-	Policies []hcn.PortMappingPolicy
+	Endpoint string                  // ours, when it maps some of the pod's host ports
+	Policies []hcn.PortMappingPolicy // what ours maps
+	// CNI: the pod's host ports another endpoint of its namespace (the
+	// CNI's) maps already; one that will not work makes the report a
+	// failure (ReasonCNIMapping).
+	CNI []CNIMapping
 	// Reason says why mapping failed (Reason* constants); Err is the same
 	// text the NRI path returns.
 	Reason string
@@ -30,22 +37,71 @@ const (
 	ReasonConflict = "HostPortConflict"
 	ReasonHyperV   = "HyperVIsolated"
 	ReasonHNS      = "HNSError"
+	// ReasonCNIMapping: a host port the CNI's endpoint maps in a way known
+	// not to work (the plugin cannot map it too: HNS takes a port once).
+	ReasonCNIMapping = "CNIPortMappingIneffective"
 )
+
+// CNIMapping is one of the pod's host ports that another endpoint of its
+// namespace, the CNI's, maps already.
+type CNIMapping struct {
+	Policy   hcn.PortMappingPolicy `json:"policy"`   // what the pod asks for
+	Endpoint string                `json:"endpoint"` // the CNI endpoint's ID
+	Name     string                `json:"name"`
+	V1NAT    bool                  `json:"v1NAT,omitempty"` // as an HNS v1 NAT policy
+	Works    bool                  `json:"works"`
+	Why      string                `json:"why,omitempty"` // when it will not work
+	Fix      string                `json:"fix,omitempty"`
+}
+
+// String says who maps the port.
+func (m CNIMapping) String() string {
+	s := m.Policy.String() + " by the CNI's endpoint " + m.Endpoint
+	if !m.Works {
+		s += " (will not work)"
+	}
+	return s
+}
+
+// ineffective returns the CNI mappings that will not work, as an error
+// naming each endpoint, policy and the fix.
+func ineffective(p Pod, cni []CNIMapping) error {
+	var why []string
+	fix := ""
+	for _, m := range cni {
+		if !m.Works {
+			why = append(why, m.Why)
+			fix = m.Fix
+		}
+	}
+	if len(why) == 0 {
+		return nil
+	}
+	return fmt.Errorf("pod %s: %s; fix: %s", p, strings.Join(why, "; "), fix)
+}
 
 type nopReporter struct{}
 
 func (nopReporter) Report(PodReport) {}
 
 // report tells the reporter how a start or repair of the pod's mappings
-// ended: mapped by endpoint ep with policies, or failed with err (when err
-// is the owners' business).
-func (c *Core) report(p Pod, ep *hcn.Endpoint, policies []hcn.PortMappingPolicy, err error) {
+// ended: mapped by endpoint ep with policies and by the CNI's endpoints
+// (cni), or failed with err (when err is the owners' business). A CNI
+// mapping that will not work is reported as a failure that names it.
+func (c *Core) report(p Pod, ep *hcn.Endpoint, policies []hcn.PortMappingPolicy, cni []CNIMapping, err error) {
 	if p.Name == "" {
 		return
 	}
 	if err == nil {
+		rep := PodReport{Pod: p, Mapped: true, Policies: policies, CNI: cni}
 		if ep != nil {
-			c.opt.Reporter.Report(PodReport{Pod: p, Mapped: true, Endpoint: ep.ID, Policies: policies})
+			rep.Endpoint = ep.ID
+		}
+		if bad := ineffective(p, cni); bad != nil {
+			rep.Mapped, rep.Reason, rep.Err = false, ReasonCNIMapping, bad
+		}
+		if ep != nil || len(cni) > 0 {
+			c.opt.Reporter.Report(rep)
 		}
 		return
 	}

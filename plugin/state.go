@@ -28,6 +28,7 @@ type record struct {
 	eps       []hcn.Endpoint // our endpoints as HNS holds them, when epsKnown
 	epsKnown  bool
 	ports     []hcn.PortMappingPolicy // the host ports it holds in the index
+	cni       []CNIMapping            // its host ports the CNI's endpoint maps
 	name      string                  // namespace/name, for the next pod's conflict message
 	confirmed uint64                  // syncs that found it live with its endpoint in place
 	waitFor   *holderWait             // a conflict waiting for its holder's own sync
@@ -46,7 +47,7 @@ type holderWait struct {
 // knows that HNS must be asked (once the state trusts its cache, a
 // sandbox without a record has no endpoint).
 func (r *record) holds(loaded bool) bool {
-	return len(r.ports) > 0 || len(r.eps) > 0 || (loaded && !r.epsKnown)
+	return len(r.ports) > 0 || len(r.eps) > 0 || len(r.cni) > 0 || (loaded && !r.epsKnown)
 }
 
 // state is the controller's one store: every sandbox's record, the index of
@@ -157,7 +158,7 @@ func (s *state) forget(id string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if r := s.recs[id]; r != nil {
-		r.removed = true
+		r.removed, r.cni = true, nil
 		s.dropIfIdle(id, r)
 	}
 }
@@ -186,6 +187,17 @@ func (s *state) setEndpoints(id string, eps []hcn.Endpoint, known bool) {
 	}
 	s.seq++
 	r.commit = s.seq
+}
+
+// setCNI records what the CNI maps of the sandbox's host ports; changed
+// says whether that differs from what was recorded.
+func (s *state) setCNI(id string, cni []CNIMapping) (changed bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	r := s.get(id)
+	changed = !slices.Equal(r.cni, cni)
+	r.cni = slices.Clone(cni)
+	return changed
 }
 
 // tombstone marks the sandbox stopped (the sync found it so).

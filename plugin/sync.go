@@ -44,7 +44,7 @@ func (c *Core) sync(ctx context.Context, id string, in syncInput) (Change, error
 	if decided {
 		ms, err := c.mappings(p)
 		if err != nil {
-			c.report(p, nil, nil, err)
+			c.report(p, nil, nil, nil, err)
 			return NoChange, err
 		}
 		if eps, known := c.st.endpoints(id); len(ms) == 0 && known && len(eps) == 0 {
@@ -74,13 +74,15 @@ func (c *Core) sync(ctx context.Context, id string, in syncInput) (Change, error
 	switch state {
 	case stoppedForGood: // containerd says so: CRI never starts a sandbox again
 		c.st.tombstone(id)
+		c.st.setCNI(id, nil)
 		return c.teardown(ctx, id, p)
 	case notRunning: // HCN says so (no namespace): judged again next time
+		c.st.setCNI(id, nil)
 		return c.teardown(ctx, id, p)
 	}
 	req, err := c.request(p, sb, annotated, decided) // 5
 	if err != nil {
-		c.report(req.pod, nil, nil, err)
+		c.report(req.pod, nil, nil, nil, err)
 		return NoChange, err
 	}
 	p = req.pod
@@ -104,18 +106,24 @@ func (c *Core) sync(ctx context.Context, id string, in syncInput) (Change, error
 		log.WithField("isolation", why).Warn("Hyper-V isolated pod: host ports refused")
 		err := errPod(p, fmt.Errorf("%w (%s): its utility VM takes the namespace's endpoints only when it starts, "+
 			"so an endpoint added now would never reach it; map host ports of Hyper-V pods with the CNI's portMappings", ErrHyperV, why))
-		c.report(p, nil, nil, err)
+		c.report(p, nil, nil, nil, err)
 		return NoChange, err
 	}
 	policies := request.BuildPolicies(req.mappings, c.opt.Policy)
+	var cni []CNIMapping
 	if c.opt.Inputs.CRI {
 		// the CNI may map the pod's hostPorts itself (win-bridge honours
 		// portMappings): HNS would refuse the same mapping twice
-		if policies, err = c.notProvided(ctx, log, id, sb.NetNS, policies); err != nil {
+		if policies, cni, err = c.notProvided(ctx, id, sb.NetNS, policies); err != nil {
 			return NoChange, errPod(p, err)
 		}
-		if len(policies) == 0 {
-			return c.teardown(ctx, id, p)
+		if len(policies) == 0 { // the CNI maps them all
+			ch, err := c.teardown(ctx, id, p)
+			if err == nil && c.st.setCNI(id, cni) {
+				log.WithField("cni", fmt.Sprint(cni)).Info("host ports all mapped by the CNI's endpoint in the pod's namespace")
+			}
+			c.report(p, nil, nil, cni, err)
+			return ch, err
 		}
 	}
 	undo, err := c.st.reserve(id, p.holderName(), policies) // 7
@@ -129,21 +137,22 @@ func (c *Core) sync(ctx context.Context, id string, in syncInput) (Change, error
 		}
 		c.describeHolder(ctx, err)
 		err = errPod(p, err)
-		c.report(p, nil, nil, err)
+		c.report(p, nil, nil, nil, err)
 		return NoChange, err
 	}
-	return c.converge(ctx, id, p, sb, policies, undo) // 8
+	return c.converge(ctx, id, p, sb, policies, cni, undo) // 8
 }
 
 // converge makes HNS hold the sandbox's endpoint with policies.
-func (c *Core) converge(ctx context.Context, id string, p Pod, sb *SandboxInfo, policies []hcn.PortMappingPolicy, undo func()) (Change, error) {
+func (c *Core) converge(ctx context.Context, id string, p Pod, sb *SandboxInfo, policies []hcn.PortMappingPolicy, cni []CNIMapping,
+	undo func()) (Change, error) {
 	existing, known := c.st.endpoints(id)
 	if !known {
 		var err error
 		if existing, err = c.mgr.Lookup(ctx, id); err != nil {
 			undo()
 			err = errPod(p, err)
-			c.report(p, nil, nil, err)
+			c.report(p, nil, nil, nil, err)
 			return NoChange, err
 		}
 	}
@@ -155,18 +164,27 @@ func (c *Core) converge(ctx context.Context, id string, p Pod, sb *SandboxInfo, 
 		if hcn.NamespaceGone(err) { // the sandbox stopped meanwhile; the manager rolled back
 			return NoChange, err
 		}
-		c.report(p, nil, nil, err)
+		c.report(p, nil, nil, nil, err)
 		return NoChange, err
 	}
 	c.st.setEndpoints(id, []hcn.Endpoint{*ep}, true)
 	c.st.confirm(id)
-	c.report(p, ep, policies, nil)
-	log := c.PodLog(p).WithFields(logrus.Fields{"endpoint": ep.ID, "netns": sb.NetNS})
+	cniChanged := c.st.setCNI(id, cni)
+	c.report(p, ep, policies, cni, nil)
+	// who maps each of the pod's host ports, said once: ours, the CNI's
+	log := c.PodLog(p).WithFields(logrus.Fields{"endpoint": ep.ID, "netns": sb.NetNS, "mappings": policyList(policies)})
+	if len(cni) > 0 {
+		log = log.WithField("cni", fmt.Sprint(cni))
+	}
 	if outcome == hcn.Unchanged {
-		log.Debug("endpoint already in place")
+		if cniChanged {
+			log.Info("endpoint in place; what the CNI maps changed")
+		} else {
+			log.Debug("endpoint already in place")
+		}
 		return Kept, nil
 	}
-	log.WithFields(logrus.Fields{"mappings": policyList(policies), "outcome": outcome.String()}).Info("endpoint attached")
+	log.WithField("outcome", outcome.String()).Info("endpoint attached")
 	return Built, nil
 }
 
@@ -177,6 +195,7 @@ func (c *Core) syncStopped(ctx context.Context, id string, p Pod, in syncInput) 
 	if err != nil {
 		return ch, err
 	}
+	c.st.setCNI(id, nil)
 	removed, sandbox := in.removed, c.st.isSandbox(id)
 	// A listing of containerd lacked it, or a start came after the stop of
 	// a container never seen as a sandbox: containerd is asked (the one
@@ -259,23 +278,32 @@ func (c *Core) live(ctx context.Context, sb *SandboxInfo, started bool) (livenes
 	return running, nil
 }
 
-// notProvided drops the policies another endpoint of the pod's namespace
-// already provides, and logs each.
-func (c *Core) notProvided(ctx context.Context, log *logrus.Entry, id string, ns hcn.GUID, policies []hcn.PortMappingPolicy) ([]hcn.PortMappingPolicy, error) {
+// notProvided splits the pod's policies into those no other endpoint of
+// its namespace maps (ours to make) and those another one, the CNI's,
+// maps already (HNS takes a host port once), each with whether it will
+// work on the CNI's network.
+func (c *Core) notProvided(ctx context.Context, id string, ns hcn.GUID, policies []hcn.PortMappingPolicy) ([]hcn.PortMappingPolicy, []CNIMapping, error) {
 	others, err := c.mgr.Neighbours(ctx, ns, id)
 	if err != nil || len(others) == 0 {
-		return policies, err
+		return policies, nil, err
 	}
-	var out []hcn.PortMappingPolicy
+	var ours []hcn.PortMappingPolicy
+	var cni []CNIMapping
 	for _, p := range policies {
-		if ep := hcn.ProvidedBy(p, others); ep != nil {
-			log.WithFields(logrus.Fields{"mapping": p.String(), "provided_by": ep.Name, "provider_endpoint": ep.ID}).
-				Info("host port already mapped by another endpoint of the pod's namespace; skipped")
+		pv := hcn.ProvidedBy(p, others)
+		if pv == nil {
+			ours = append(ours, p)
 			continue
 		}
-		out = append(out, p)
+		netType, err := c.mgr.NetworkType(ctx, pv.Endpoint.NetworkID)
+		if err != nil {
+			return nil, nil, err
+		}
+		works, why, fix := pv.Effective(netType)
+		cni = append(cni, CNIMapping{Policy: p, Endpoint: pv.Endpoint.ID, Name: pv.Endpoint.Name, V1NAT: pv.V1NAT,
+			Works: works, Why: why, Fix: fix})
 	}
-	return out, nil
+	return ours, cni, nil
 }
 
 // ErrHyperV: the pod is Hyper-V isolated; host ports cannot be added to it.

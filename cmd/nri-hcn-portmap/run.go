@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"runtime"
 	"runtime/debug"
 	"strings"
 	"sync"
@@ -68,7 +69,12 @@ func runCmd(args []string, stderr io.Writer) error {
 	if nri.Launched() {
 		return runLaunched(ctx, flags, logger, stderr)
 	}
-	app, err := buildRetrying(ctx, cfg, flags, log) // HNS may be late at boot
+	var app *app
+	if runtime.GOOS == "windows" {
+		app, err = buildRetrying(ctx, cfg, flags, log) // HNS may be late at boot
+	} else {
+		app, err = build(ctx, cfg, flags, log, nil) // no HNS will come: say so at once
+	}
 	if err != nil {
 		if ctx.Err() != nil {
 			return nil // stopped while waiting

@@ -128,6 +128,11 @@ type Rules struct {
 	// SecondNATRefused: HNS refuses a NAT network while another exists
 	// (docker/for-win 1384), instead of creating it.
 	SecondNATRefused bool `json:"secondNATRefused,omitempty"`
+	// V1NATAsPortMapping: a v1 NAT policy (a CNI's endpoint made through
+	// the v1 API) reads back through the v2 API as a PortMapping policy
+	// without flags, instead of as a policy of its own kind (NATPolicies).
+	// Not seen on a host either way.
+	V1NATAsPortMapping bool `json:"v1NATAsPortMapping,omitempty"`
 }
 
 // AllRules returns every combination of the first three rules' variants,
@@ -157,6 +162,9 @@ func (r Rules) String() string {
 	}
 	if r.SecondNATRefused {
 		s += ",second-nat-refused"
+	}
+	if r.V1NATAsPortMapping {
+		s += ",v1-nat-as-portmapping"
 	}
 	return s
 }
@@ -444,6 +452,23 @@ func cloneEP(ep *hcn.Endpoint) hcn.Endpoint {
 	c.PortMappings = slices.Clone(ep.PortMappings)
 	c.Routes = slices.Clone(ep.Routes)
 	c.DNSServers = slices.Clone(ep.DNSServers)
+	c.NATPolicies = slices.Clone(ep.NATPolicies)
+	return c
+}
+
+// readBack is an endpoint as HNS answers for it through the v2 API: v1 NAT
+// policies as their own kind, or, with Rules.V1NATAsPortMapping, as
+// PortMapping policies without flags. The caller holds mu.
+func (s *Sim) readBack(ep *hcn.Endpoint) hcn.Endpoint {
+	c := cloneEP(ep)
+	if s.rules.V1NATAsPortMapping && len(c.NATPolicies) > 0 {
+		for _, p := range c.NATPolicies {
+			p.Flags = 0
+			c.PortMappings = append(c.PortMappings, p)
+		}
+		hcn.SortPolicies(c.PortMappings)
+		c.NATPolicies = nil
+	}
 	return c
 }
 
@@ -559,7 +584,7 @@ func (s *Sim) createNetwork(spec hcn.NetworkSpec) (*hcn.Network, error) {
 	if spec.Name == "" {
 		return nil, fmt.Errorf("network without a name: %w", hcn.ErrInvalid)
 	}
-	if spec.Type != hcn.NetworkNAT && spec.Type != hcn.NetworkL2Bridge {
+	if spec.Type != hcn.NetworkNAT && spec.Type != hcn.NetworkL2Bridge && spec.Type != hcn.NetworkOverlay {
 		return nil, fmt.Errorf("network %q: type %q (HCN_E_INVALID_NETWORK_TYPE): %w", spec.Name, spec.Type, hcn.ErrInvalid)
 	}
 	if spec.Type == hcn.NetworkNAT && s.rules.SecondNATRefused {
@@ -614,17 +639,18 @@ func (s *Sim) createEndpoint(spec hcn.EndpointSpec) (*hcn.Endpoint, error) {
 		return nil, fmt.Errorf("network %s: %w", spec.NetworkID, hcn.ErrNotFound)
 	}
 	spec.NetworkID = hcn.CanonicalGUID(spec.NetworkID)
-	for i, p := range spec.PortMappings {
+	mappings := slices.Concat(spec.PortMappings, spec.NATPolicies) // HNS takes a host port once, whatever the policy's kind
+	for i, p := range mappings {
 		if err := validPolicy(p); err != nil {
 			return nil, fmt.Errorf("endpoint %q: policy %s: %w", spec.Name, p, err)
 		}
-		for _, q := range spec.PortMappings[:i] {
+		for _, q := range mappings[:i] {
 			if conflicts(p, q) {
 				return nil, fmt.Errorf("endpoint %q: policies %s and %s overlap (HCN_E_PORT_ALREADY_EXISTS): %w", spec.Name, p, q, hcn.ErrPortInUse)
 			}
 		}
 		for _, other := range s.endpoints {
-			for _, q := range other.PortMappings {
+			for _, q := range slices.Concat(other.PortMappings, other.NATPolicies) {
 				if conflicts(p, q) {
 					return nil, fmt.Errorf("endpoint %q: policy %s collides with %s of endpoint %s (HCN_E_PORT_ALREADY_EXISTS): %w",
 						spec.Name, p, q, other.ID, hcn.ErrPortInUse)
@@ -641,7 +667,7 @@ func (s *Sim) createEndpoint(spec hcn.EndpointSpec) (*hcn.Endpoint, error) {
 	}
 	ep := &hcn.Endpoint{ID: newGUID(), Name: spec.Name, NetworkID: n.ID,
 		PortMappings: slices.Clone(spec.PortMappings), OutboundNAT: spec.OutboundNAT,
-		Routes: slices.Clone(spec.Routes), DNSServers: slices.Clone(spec.DNSServers)}
+		Routes: slices.Clone(spec.Routes), DNSServers: slices.Clone(spec.DNSServers), NATPolicies: slices.Clone(spec.NATPolicies)}
 	if s.rules.DropRoutes {
 		ep.Routes = nil // not stored, not applied: HNS's implicit route it is
 	}
@@ -657,7 +683,7 @@ func (s *Sim) createEndpoint(spec hcn.EndpointSpec) (*hcn.Endpoint, error) {
 		ep.IPAddress = ip.String()
 	}
 	s.endpoints[ep.ID] = ep
-	c := cloneEP(ep)
+	c := s.readBack(ep)
 	return &c, nil
 }
 
@@ -750,7 +776,7 @@ func (s *Sim) list(ctx context.Context, op string, match func(*hcn.Endpoint) boo
 			s.mu.Unlock()
 			return nil, fmt.Errorf("%s: opening endpoint %s (ERROR_NOT_FOUND; deleted during the listing): %w", op, id, hcn.ErrNotFound)
 		}
-		out = append(out, cloneEP(ep))
+		out = append(out, s.readBack(ep))
 		s.mu.Unlock()
 	}
 	return out, nil

@@ -164,7 +164,7 @@ func (r *Reporter) Run(ctx context.Context) {
 // state is what a report says, to skip saying it twice.
 func state(rep plugin.PodReport) string {
 	if rep.Mapped {
-		return "mapped " + rep.Endpoint + " " + fmt.Sprint(rep.Policies)
+		return "mapped " + rep.Endpoint + " " + fmt.Sprint(rep.Policies) + " " + fmt.Sprint(rep.CNI)
 	}
 	return "failed " + rep.Reason + " " + rep.Err.Error()
 }
@@ -201,6 +201,9 @@ func (r *Reporter) send(ctx context.Context, it *item) error {
 	if !rep.Mapped {
 		status, reason, msg = corev1.ConditionFalse, rep.Reason, rep.Err.Error()
 		typ, eventReason, note = corev1.EventTypeWarning, ReasonFailed, rep.Reason+": "+msg
+		if who := mappedNote(rep); who != "" { // what does work, and who maps it
+			note += " (" + who + ")"
+		}
 	}
 	if !it.eventSent {
 		if err := r.opt.API.CreateEvent(cctx, r.event(pod, typ, eventReason, note)); err != nil {
@@ -257,12 +260,33 @@ func truncate(s string, n int) string {
 	return s
 }
 
+// mappedNote says who maps each of the pod's host ports: the plugin's HNS
+// endpoint, the CNI's.
 func mappedNote(rep plugin.PodReport) string {
-	ms := make([]string, 0, len(rep.Policies))
-	for _, p := range rep.Policies {
-		ms = append(ms, p.String())
+	var parts []string
+	if rep.Endpoint != "" {
+		ms := make([]string, 0, len(rep.Policies))
+		for _, p := range rep.Policies {
+			ms = append(ms, p.String())
+		}
+		parts = append(parts, fmt.Sprintf("host ports mapped by HNS endpoint %s: %s", rep.Endpoint, strings.Join(ms, ", ")))
 	}
-	return fmt.Sprintf("host ports mapped by HNS endpoint %s: %s", rep.Endpoint, strings.Join(ms, ", "))
+	byCNI := map[string][]string{}
+	var order []string
+	for _, m := range rep.CNI {
+		if _, ok := byCNI[m.Endpoint]; !ok {
+			order = append(order, m.Endpoint)
+		}
+		s := m.Policy.String()
+		if !m.Works {
+			s += " (will not work)"
+		}
+		byCNI[m.Endpoint] = append(byCNI[m.Endpoint], s)
+	}
+	for _, ep := range order {
+		parts = append(parts, fmt.Sprintf("mapped by the CNI's endpoint %s: %s", ep, strings.Join(byCNI[ep], ", ")))
+	}
+	return strings.Join(parts, "; ")
 }
 
 // patchCondition sets the pod's condition with a strategic merge patch of

@@ -307,7 +307,17 @@ func idList(ids []string) string {
 	return string(b)
 }
 
-func endpointOut(ep hcn.Endpoint) endpointJSON {
+// v1NAT is how the emulator shows a v1 NAT policy through the v2 API when
+// HNS does not show it as a PortMapping (hcnsim.Rules.V1NATAsPortMapping):
+// a policy of type NAT with the v1 policy's fields. Not seen on a host.
+type v1NAT struct {
+	InternalPort uint16 `json:",omitempty"`
+	ExternalPort uint16 `json:",omitempty"`
+	Protocol     string `json:",omitempty"` // "TCP" or "UDP", as v1 policies carry it
+	VIP          string `json:",omitempty"`
+}
+
+func endpointOut(ep hcn.Endpoint, rules hcnsim.Rules) endpointJSON {
 	// as some HNS versions do: an unattached endpoint's namespace is the
 	// zero GUID, and GUIDs come in lower case with braces (the adapter must
 	// take any spelling)
@@ -320,6 +330,15 @@ func endpointOut(ep hcn.Endpoint) endpointJSON {
 		raw, _ := json.Marshal(portMappingSettings{Protocol: uint32(p.Protocol), InternalPort: p.InternalPort,
 			ExternalPort: p.ExternalPort, VIP: p.VIP, Flags: uint32(p.Flags)})
 		out.Policies = append(out.Policies, policy{Type: "PortMapping", Settings: raw})
+	}
+	for _, p := range ep.NATPolicies {
+		if rules.V1NATAsPortMapping {
+			raw, _ := json.Marshal(portMappingSettings{Protocol: uint32(p.Protocol), InternalPort: p.InternalPort, ExternalPort: p.ExternalPort, VIP: p.VIP})
+			out.Policies = append(out.Policies, policy{Type: "PortMapping", Settings: raw})
+			continue
+		}
+		raw, _ := json.Marshal(v1NAT{InternalPort: p.InternalPort, ExternalPort: p.ExternalPort, Protocol: strings.ToUpper(p.Protocol.String()), VIP: p.VIP})
+		out.Policies = append(out.Policies, policy{Type: "NAT", Settings: raw})
 	}
 	if ep.OutboundNAT {
 		out.Policies = append(out.Policies, policy{Type: "OutBoundNAT", Settings: json.RawMessage(`{}`)})
@@ -458,7 +477,7 @@ func (e *Emulator) dispatch(fn string, a []string) (uint32, uint64, string, stri
 		}
 		for _, ep := range st().Endpoints {
 			if ep.ID == id {
-				b, _ := json.Marshal(endpointOut(ep))
+				b, _ := json.Marshal(endpointOut(ep, e.sim.Rules()))
 				return ok(string(b))
 			}
 		}
