@@ -24,9 +24,10 @@ build:
 build-windows:
 	GOOS=windows GOARCH=amd64 $(GO) build -ldflags "$(LDFLAGS)" -o bin/nri-hcn-portmap.exe ./cmd/nri-hcn-portmap
 
-# vet: both OSes, and go.mod lists exactly what the product uses (the
-# benchmarks are their own module, test/bench, with their own go.mod).
+# vet: gofmt, both OSes, and go.mod lists exactly what the product uses
+# (the benchmarks are their own module, test/bench, with their own go.mod).
 vet:
+	@unformatted="$$(gofmt -l .)"; if [ -n "$$unformatted" ]; then echo "gofmt needed: $$unformatted"; exit 1; fi
 	$(GO) mod tidy -diff
 	$(GO) vet ./...
 	GOOS=windows GOARCH=amd64 $(GO) build ./...

@@ -155,14 +155,14 @@ type HCN struct {
 	CreateNetwork    bool   `toml:"create_network"`
 	// AllowCNINetwork lets endpoints go on a network other than NAT, whose
 	// addresses a CNI's IPAM may hand out (see hcn.ManagerConfig).
-	AllowCNINetwork bool `toml:"allow_cni_network"`
-	NetworkType      string `toml:"network_type"`
-	Subnet           string `toml:"subnet"`
-	Gateway          string `toml:"gateway"`
-	Adapter          string `toml:"adapter"`
-	LocalRoutedVIP   bool   `toml:"local_routed_vip"`
-	DualStack        bool   `toml:"dual_stack"`
-	OutboundNAT      bool   `toml:"outbound_nat"`
+	AllowCNINetwork bool   `toml:"allow_cni_network"`
+	NetworkType     string `toml:"network_type"`
+	Subnet          string `toml:"subnet"`
+	Gateway         string `toml:"gateway"`
+	Adapter         string `toml:"adapter"`
+	LocalRoutedVIP  bool   `toml:"local_routed_vip"`
+	DualStack       bool   `toml:"dual_stack"`
+	OutboundNAT     bool   `toml:"outbound_nat"`
 	// DefaultRoute is the default route of the plugin's endpoints:
 	// low-priority, none or hns (RouteModes); RouteMetric the
 	// metric of the low-priority one.

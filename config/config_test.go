@@ -184,7 +184,11 @@ func TestValidate(t *testing.T) {
 		{"bad subnet", func(c *Config) { c.HCN.Subnet = "10.0.0.0/33" }, `hcn.subnet = "10.0.0.0/33"`},
 		{"gateway outside subnet", func(c *Config) { c.HCN.Subnet = "10.0.0.0/24"; c.HCN.Gateway = "10.0.1.1" }, `hcn.gateway = "10.0.1.1": is not inside hcn.subnet 10.0.0.0/24`},
 		{"bad gateway", func(c *Config) { c.HCN.Gateway = "gw" }, `hcn.gateway = "gw"`},
-		{"l2bridge create needs subnet", func(c *Config) { c.HCN.CreateNetwork = true; c.HCN.NetworkType = "L2Bridge"; c.HCN.AllowCNINetwork = true }, `hcn.subnet = ""`},
+		{"l2bridge create needs subnet", func(c *Config) {
+			c.HCN.CreateNetwork = true
+			c.HCN.NetworkType = "L2Bridge"
+			c.HCN.AllowCNINetwork = true
+		}, `hcn.subnet = ""`},
 		{"a network other than NAT needs consent", func(c *Config) { c.HCN.NetworkType = "L2Bridge"; c.HCN.Subnet = "10.1.0.0/24" },
 			`hcn.network_type = "L2Bridge": endpoints on a network other than NAT get an address`},
 		{"empty network", func(c *Config) { c.HCN.Network = "" }, `hcn.network = ""`},

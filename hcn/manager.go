@@ -54,9 +54,9 @@ type Manager struct {
 
 	netMu     sync.Mutex // one network lookup-or-create at a time: HNS allows duplicate names
 	mu        sync.Mutex
-	networkID string // cached ID of cfg.Network
-	gateway   string // its gateway: as HNS reports it, else as configured
-	kept      int    // what HNS does with routes: routesUnknown, routesKept or routesNotKept
+	networkID string                 // cached ID of cfg.Network
+	gateway   string                 // its gateway: as HNS reports it, else as configured
+	kept      int                    // what HNS does with routes: routesUnknown, routesKept or routesNotKept
 	netTypes  map[string]NetworkType // network ID -> type, of networks seen (NetworkType)
 }
 

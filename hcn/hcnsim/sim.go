@@ -25,17 +25,17 @@ import (
 
 // Operation names, one per hcn.Service method; faults are keyed by them.
 const (
-	OpGetNetworkByName        = "GetNetworkByName"
-	OpCreateNetwork           = "CreateNetwork"
-	OpListNetworks            = "ListNetworks"
-	OpCreateEndpoint          = "CreateEndpoint"
-	OpListEndpointsByName     = "ListEndpointsByName"
-	OpListEndpoints           = "ListEndpoints"
-	OpListEndpointsOfNetwork  = "ListEndpointsOfNetwork"
-	OpGetEndpoint             = "GetEndpoint"
+	OpGetNetworkByName       = "GetNetworkByName"
+	OpCreateNetwork          = "CreateNetwork"
+	OpListNetworks           = "ListNetworks"
+	OpCreateEndpoint         = "CreateEndpoint"
+	OpListEndpointsByName    = "ListEndpointsByName"
+	OpListEndpoints          = "ListEndpoints"
+	OpListEndpointsOfNetwork = "ListEndpointsOfNetwork"
+	OpGetEndpoint            = "GetEndpoint"
 	// OpenedEndpoint counts, in Calls, the endpoints listings opened (one
 	// HNS call each through hcsshim); it is not an operation of its own.
-	OpenedEndpoint = "(endpoint opened by a listing)"
+	OpenedEndpoint            = "(endpoint opened by a listing)"
 	OpDeleteEndpoint          = "DeleteEndpoint"
 	OpAddNamespaceEndpoint    = "AddNamespaceEndpoint"
 	OpRemoveNamespaceEndpoint = "RemoveNamespaceEndpoint"
