@@ -18,9 +18,18 @@ type Observer interface {
 	Skipped(reason string)
 }
 
-// SkipNoNetNS: the sandbox has no Windows network namespace (a Linux or
-// HostProcess sandbox): there is nothing to attach an endpoint to.
-const SkipNoNetNS = "no-windows-namespace"
+// Reasons a pod's host port is left alone (Observer.Skipped).
+const (
+	// SkipNoNetNS: the sandbox has no Windows network namespace (a Linux
+	// or HostProcess sandbox): there is nothing to attach an endpoint to.
+	SkipNoNetNS = "no-windows-namespace"
+	// SkipMappedByCNI: the CNI's endpoint in the pod's namespace maps the
+	// host port already.
+	SkipMappedByCNI = "mapped-by-cni"
+	// SkipCNIIneffective: the CNI's endpoint maps it in a way known not to
+	// work (reported to the pod's owners).
+	SkipCNIIneffective = "cni-mapping-ineffective"
+)
 
 // Operation results.
 const (

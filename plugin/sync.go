@@ -120,6 +120,7 @@ func (c *Core) sync(ctx context.Context, id string, in syncInput) (Change, error
 		if len(policies) == 0 { // the CNI maps them all
 			ch, err := c.teardown(ctx, id, p)
 			if err == nil && c.st.setCNI(id, cni) {
+				c.countCNI(cni)
 				log.WithField("cni", fmt.Sprint(cni)).Info("host ports all mapped by the CNI's endpoint in the pod's namespace")
 			}
 			c.report(p, nil, nil, cni, err)
@@ -170,6 +171,9 @@ func (c *Core) converge(ctx context.Context, id string, p Pod, sb *SandboxInfo, 
 	c.st.setEndpoints(id, []hcn.Endpoint{*ep}, true)
 	c.st.confirm(id)
 	cniChanged := c.st.setCNI(id, cni)
+	if cniChanged {
+		c.countCNI(cni)
+	}
 	c.report(p, ep, policies, cni, nil)
 	// who maps each of the pod's host ports, said once: ours, the CNI's
 	log := c.PodLog(p).WithFields(logrus.Fields{"endpoint": ep.ID, "netns": sb.NetNS, "mappings": policyList(policies)})
@@ -304,6 +308,17 @@ func (c *Core) notProvided(ctx context.Context, id string, ns hcn.GUID, policies
 			Works: works, Why: why, Fix: fix})
 	}
 	return ours, cni, nil
+}
+
+// countCNI counts the host ports the CNI maps (once per change).
+func (c *Core) countCNI(cni []CNIMapping) {
+	for _, m := range cni {
+		if m.Works {
+			c.opt.Observer.Skipped(SkipMappedByCNI)
+		} else {
+			c.opt.Observer.Skipped(SkipCNIIneffective)
+		}
+	}
 }
 
 // ErrHyperV: the pod is Hyper-V isolated; host ports cannot be added to it.

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"strings"
 	"sync"
 
 	"github.com/sirupsen/logrus"
@@ -270,4 +271,34 @@ func (c *Core) takeListing(ctx context.Context) ([]string, error) {
 		}
 	}
 	return c.st.applyListing(start, bySandbox), nil
+}
+
+// SandboxMappings is who maps the host ports of one sandbox, as the
+// controller knows it: its own endpoint's, and the CNI's.
+type SandboxMappings struct {
+	Sandbox  string                  `json:"sandbox"`
+	Pod      string                  `json:"pod,omitempty"`      // namespace/name
+	Endpoint string                  `json:"endpoint,omitempty"` // ours
+	Ours     []hcn.PortMappingPolicy `json:"ours,omitempty"`
+	CNI      []CNIMapping            `json:"cni,omitempty"`
+}
+
+// Mappings is who maps each host port of every sandbox the controller
+// holds something for (GET /mappings, read by `status`).
+func (c *Core) Mappings() []SandboxMappings {
+	c.st.mu.Lock()
+	defer c.st.mu.Unlock()
+	var out []SandboxMappings
+	for id, r := range c.st.recs {
+		if len(r.eps) == 0 && len(r.cni) == 0 {
+			continue
+		}
+		m := SandboxMappings{Sandbox: id, Pod: r.name, Ours: slices.Clone(r.ports), CNI: slices.Clone(r.cni)}
+		if len(r.eps) > 0 {
+			m.Endpoint = r.eps[0].ID
+		}
+		out = append(out, m)
+	}
+	slices.SortFunc(out, func(a, b SandboxMappings) int { return strings.Compare(a.Sandbox, b.Sandbox) })
+	return out
 }

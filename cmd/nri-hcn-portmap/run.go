@@ -170,10 +170,11 @@ func build(ctx context.Context, cfg config.Config, flags *config.Flags, log *log
 			{Name: "containerd", Check: a.store.Ping},
 			{Name: "hcn", Check: mgr.Health},
 		},
-		Live:    []admin.HealthCheck{{Name: "event sources", Check: a.srcs.Running}},
-		Metrics: a.metrics.Handler(),
-		Reload:  a.reload,
-		Log:     log,
+		Live:     []admin.HealthCheck{{Name: "event sources", Check: a.srcs.Running}},
+		Metrics:  a.metrics.Handler(),
+		Mappings: func() any { return a.core.Mappings() },
+		Reload:   a.reload,
+		Log:      log,
 	}
 	return a, nil
 }

@@ -2,9 +2,12 @@ package main
 
 import (
 	"context"
+	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
+	"net/http"
 	"time"
 
 	"github.com/nri-hcn-portmap/nri-hcn-portmap/plugin"
@@ -39,5 +42,35 @@ func statusCmd(args []string, stdout, stderr io.Writer) error {
 		sbs = nil
 	}
 	pcancel()
-	return status.Write(stdout, status.Entries(ctx, mgr, sbs, eps), format)
+	entries := status.Entries(ctx, mgr, sbs, eps)
+	if views, err := runningMappings(ctx, cfg.Admin.Listen); err != nil {
+		fmt.Fprintf(stderr, "nri-hcn-portmap: note: the running plugin does not answer at %s (%v); what the CNI maps is not shown\n", cfg.Admin.Listen, err)
+	} else {
+		entries = status.WithCNI(entries, views)
+	}
+	return status.Write(stdout, entries, format)
+}
+
+// runningMappings asks the running plugin (its admin address) who maps each
+// host port of each pod.
+func runningMappings(ctx context.Context, admin string) ([]plugin.SandboxMappings, error) {
+	if admin == "" {
+		return nil, errors.New("admin.listen is empty")
+	}
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+admin+"/mappings", nil)
+	if err != nil {
+		return nil, err
+	}
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return nil, err
+	}
+	defer res.Body.Close()
+	if res.StatusCode != http.StatusOK {
+		return nil, fmt.Errorf("GET /mappings: %s", res.Status)
+	}
+	var views []plugin.SandboxMappings
+	return views, json.NewDecoder(res.Body).Decode(&views)
 }

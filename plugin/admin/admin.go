@@ -32,9 +32,12 @@ type Admin struct {
 	// missing or whose containerd restarts is not-ready, not restarted.
 	Live    []HealthCheck
 	Metrics http.Handler
-	Reload  ReloadFunc
-	Log     *logrus.Entry
-	Timeout time.Duration // per check; 2 s when zero
+	// Mappings, when set, is GET /mappings: who maps each host port of
+	// each pod, as the plugin knows it (for `status`).
+	Mappings func() any
+	Reload   ReloadFunc
+	Log      *logrus.Entry
+	Timeout  time.Duration // per check; 2 s when zero
 }
 
 // HealthReport is the body of /healthz.
@@ -105,6 +108,9 @@ func (a *Admin) Handler() http.Handler {
 	})
 	if a.Metrics != nil {
 		mux.Handle("GET /metrics", a.Metrics)
+	}
+	if a.Mappings != nil {
+		mux.HandleFunc("GET /mappings", func(w http.ResponseWriter, _ *http.Request) { writeJSON(w, http.StatusOK, a.Mappings()) })
 	}
 	mux.HandleFunc("POST /reload", func(w http.ResponseWriter, _ *http.Request) {
 		if a.Reload == nil {

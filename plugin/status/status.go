@@ -1,6 +1,7 @@
 // Package status builds the table `nri-hcn-portmap status` prints: every
 // endpoint the plugin manages, with its pod's name from containerd and its
-// state (attached, detached, orphaned).
+// state (attached, detached, orphaned), and, from the running plugin, who
+// maps each of a pod's host ports (the plugin, or the CNI's endpoint).
 package status
 
 import (
@@ -29,7 +30,34 @@ type Entry struct {
 	NetNS     hcn.GUID                `json:"netns"`
 	IPAddress string                  `json:"ip,omitempty"`
 	State     string                  `json:"state"`
-	Mappings  []hcn.PortMappingPolicy `json:"mappings"`
+	Mappings  []hcn.PortMappingPolicy `json:"mappings"` // what our endpoint maps
+	// CNI: the pod's host ports the CNI's endpoint maps (from the running
+	// plugin; none when it does not answer).
+	CNI []plugin.CNIMapping `json:"cni,omitempty"`
+}
+
+// WithCNI adds to entries what the running plugin says the CNI maps of
+// each sandbox's host ports; a sandbox whose ports the CNI maps all gets
+// an entry of its own (state "cni", no endpoint of ours).
+func WithCNI(entries []Entry, views []plugin.SandboxMappings) []Entry {
+	at := map[string]int{}
+	for i, e := range entries {
+		at[e.Sandbox] = i
+	}
+	for _, v := range views {
+		if len(v.CNI) == 0 {
+			continue
+		}
+		if i, ok := at[v.Sandbox]; ok {
+			entries[i].CNI = v.CNI
+			continue
+		}
+		ns, name, _ := strings.Cut(v.Pod, "/")
+		entries = append(entries, Entry{Pod: name, Namespace: ns, Sandbox: v.Sandbox, Endpoint: "-", State: "cni",
+			Mappings: []hcn.PortMappingPolicy{}, CNI: v.CNI})
+	}
+	sortEntries(entries)
+	return entries
 }
 
 // Entries turns our endpoints into status entries. With a store, the
@@ -63,11 +91,16 @@ func Entries(ctx context.Context, mgr *hcn.Manager, store plugin.SandboxStore, e
 		}
 		out = append(out, e)
 	}
-	// by namespace and pod, then sandbox: the same order every run
+	sortEntries(out)
+	return out
+}
+
+// sortEntries orders by namespace and pod, then sandbox: the same order
+// every run.
+func sortEntries(out []Entry) {
 	slices.SortFunc(out, func(a, b Entry) int {
 		return cmp.Or(cmp.Compare(a.Namespace, b.Namespace), cmp.Compare(a.Pod, b.Pod), cmp.Compare(a.Sandbox, b.Sandbox), cmp.Compare(a.Endpoint, b.Endpoint))
 	})
-	return out
 }
 
 // Write writes entries as a table or as JSON ("table" or "json").
@@ -79,11 +112,18 @@ func Write(w io.Writer, entries []Entry, format string) error {
 		return enc.Encode(entries)
 	case "table", "":
 		tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-		fmt.Fprintln(tw, "NAMESPACE\tPOD\tSANDBOX\tENDPOINT\tIP\tSTATE\tMAPPINGS (host -> container)")
+		fmt.Fprintln(tw, "NAMESPACE\tPOD\tSANDBOX\tENDPOINT\tIP\tSTATE\tMAPPINGS (host -> container, by whom)")
 		for _, e := range entries {
-			ms := make([]string, 0, len(e.Mappings))
+			ms := make([]string, 0, len(e.Mappings)+len(e.CNI))
 			for _, p := range e.Mappings {
 				ms = append(ms, p.String())
+			}
+			for _, m := range e.CNI {
+				by := " (cni " + short(m.Endpoint, 8)
+				if !m.Works {
+					by += ", will not work"
+				}
+				ms = append(ms, m.Policy.String()+by+")")
 			}
 			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", orDash(e.Namespace), orDash(e.Pod), short(e.Sandbox, 13), e.Endpoint,
 				orDash(e.IPAddress), e.State, strings.Join(ms, ", "))

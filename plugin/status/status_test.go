@@ -50,3 +50,30 @@ func TestEntriesSortedWithNamesAndOrphans(t *testing.T) {
 		}
 	}
 }
+
+// Issue 26: status says who maps each host port: the plugin's endpoint, or
+// the CNI's (and when a CNI mapping will not work); a pod whose host ports
+// the CNI maps all has a row without an endpoint of ours.
+func TestStatusSaysWhoMapsEachPort(t *testing.T) {
+	ours := hcn.PortMappingPolicy{Protocol: hcn.TCP, ExternalPort: 9002, InternalPort: 80, Flags: 1}
+	cniPolicy := hcn.PortMappingPolicy{Protocol: hcn.TCP, ExternalPort: 9001, InternalPort: 80}
+	entries := []Entry{{Pod: "web", Namespace: "shop", Sandbox: "sb1", Endpoint: "EP1", State: "attached", Mappings: []hcn.PortMappingPolicy{ours}}}
+	entries = WithCNI(entries, []plugin.SandboxMappings{
+		{Sandbox: "sb1", Pod: "shop/web", Endpoint: "EP1", Ours: []hcn.PortMappingPolicy{ours},
+			CNI: []plugin.CNIMapping{{Policy: cniPolicy, Endpoint: "CNI00001-0000", Works: true}}},
+		{Sandbox: "sb2", Pod: "shop/api", CNI: []plugin.CNIMapping{{Policy: cniPolicy, Endpoint: "CNI00002-0000", Works: false}}},
+	})
+	var b strings.Builder
+	if err := Write(&b, entries, "table"); err != nil {
+		t.Fatal(err)
+	}
+	out := b.String()
+	for _, want := range []string{"*:9002->80/tcp, *:9001->80/tcp (cni CNI00001)", "api", "cni", "*:9001->80/tcp (cni CNI00002, will not work)"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("status table lacks %q:\n%s", want, out)
+		}
+	}
+	if len(entries) != 2 || entries[0].Pod != "api" || entries[0].Endpoint != "-" || entries[0].State != "cni" {
+		t.Errorf("entries %+v", entries)
+	}
+}

@@ -62,7 +62,7 @@ func New() *Metrics {
 		Help: "1 while registered with the NRI runtime, by the name the runtime knows the plugin by (<index>-<name>) and mode (launched by the runtime, or external)."},
 		[]string{"plugin", "mode"})
 	m.skipped = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "nri_hcn_portmap_skipped_total",
-		Help: "Pods with mappings left alone, by reason (no-windows-namespace: a Linux or HostProcess sandbox)."}, []string{"reason"})
+		Help: "Pods or host ports left alone, by reason (no-windows-namespace: a Linux or HostProcess sandbox; mapped-by-cni: the CNI's endpoint maps the host port; cni-mapping-ineffective: it maps it in a way known not to work)."}, []string{"reason"})
 	m.kube = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "nri_hcn_portmap_kubernetes_reports_total",
 		Help: "Reports to the API server: what (event, condition) and result (sent, failed, skipped: another node's or another pod of that name)."},
 		[]string{"what", "result"})

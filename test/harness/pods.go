@@ -189,6 +189,14 @@ func (e *Env) AddPodSilently(ctx context.Context, p Pod) (hcn.GUID, error) {
 	return guid, nil
 }
 
+// AddRuntimePod lists a pod as running in what the runtime side reports
+// (Synchronize), for a sandbox created already.
+func (e *Env) AddRuntimePod(p Pod) {
+	e.mu.Lock()
+	e.pods[p.ID] = p.NRIPod()
+	e.mu.Unlock()
+}
+
 // DeleteSandbox deletes the sandbox container from containerd.
 func (e *Env) DeleteSandbox(ctx context.Context, id string) error {
 	return e.Ctr.ContainerService().Delete(namespaces.WithNamespace(ctx, K8s), id)
