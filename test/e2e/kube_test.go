@@ -13,6 +13,7 @@ import (
 	eventsv1 "k8s.io/api/events/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 	"sigs.k8s.io/yaml"
 
 	"github.com/nri-hcn-portmap/nri-hcn-portmap/hcn"
@@ -114,6 +115,12 @@ func podEvents(ctx context.Context, k *harness.Kube, p harness.Pod) ([]eventsv1.
 // (status, reason).
 func wantReported(t *testing.T, ctx context.Context, k *harness.Kube, p harness.Pod, typ, reason, note string, status corev1.ConditionStatus, condReason string) {
 	t.Helper()
+	wantSaid(t, ctx, k, p, typ, reason, []string{note}, status, condReason)
+}
+
+// wantSaid is wantReported with a note that contains each of notes.
+func wantSaid(t *testing.T, ctx context.Context, k *harness.Kube, p harness.Pod, typ, reason string, notes []string, status corev1.ConditionStatus, condReason string) {
+	t.Helper()
 	err := harness.Eventually(ctx, 20*time.Second, func() error {
 		evs, err := podEvents(ctx, k, p)
 		if err != nil {
@@ -121,13 +128,17 @@ func wantReported(t *testing.T, ctx context.Context, k *harness.Kube, p harness.
 		}
 		found := false
 		for _, e := range evs {
-			if e.Type == typ && e.Reason == reason && strings.Contains(e.Note, note) && e.ReportingController == "nri-hcn-portmap" &&
+			says := true
+			for _, n := range notes {
+				says = says && strings.Contains(e.Note, n)
+			}
+			if e.Type == typ && e.Reason == reason && says && e.ReportingController == "nri-hcn-portmap" &&
 				e.Action == "MapHostPorts" {
 				found = true
 			}
 		}
 		if !found {
-			return fmt.Errorf("no %s %s event ~%q on pod %s/%s among %+v", typ, reason, note, p.Namespace, p.Name, evs)
+			return fmt.Errorf("no %s %s event ~%q on pod %s/%s among %+v", typ, reason, notes, p.Namespace, p.Name, evs)
 		}
 		pod, err := k.Admin.CoreV1().Pods(p.Namespace).Get(ctx, p.Name, metav1.GetOptions{})
 		if err != nil {
@@ -232,4 +243,68 @@ func TestKubernetesNeverInTheWay(t *testing.T) {
 		t.Fatal(err)
 	}
 	wantReported(t, ctx, k, during, "Normal", "PortsMapped", "*:18710->80/tcp", corev1.ConditionTrue, "PortsMapped")
+}
+
+// TestKubernetesSaysWhoMapsEachPort (issue 26): with hostPort on (the
+// default), the pod's event says which host ports the CNI's endpoint maps
+// and which ours does; a CNI mapping known not to work (a v1 NAT policy on
+// L2Bridge) is a Warning, with the condition's reason, naming the CNI's
+// endpoint, the policy and the fix, and is not duplicated by us.
+func TestKubernetesSaysWhoMapsEachPort(t *testing.T) {
+	env, k, ctx := kubeEnv(t)
+	bridge, err := env.SimClient.CreateNetwork(ctx, hcn.NetworkSpec{Name: "cbr0", Type: hcn.NetworkL2Bridge, Subnet: "10.248.0.0/24", Gateway: "10.248.0.1"})
+	must(t, err)
+	for _, tc := range []struct {
+		name   string
+		v1NAT  bool // the CNI maps the first port with a v1 NAT policy, not a local-routed v2 PortMapping
+		ports  [2]uint16
+		typ    string
+		reason string
+		cond   corev1.ConditionStatus
+		why    string                          // the condition's reason
+		want   func(cni, ours string) []string // what the event's note says
+	}{
+		{"the CNI maps one, we map the other", false, [2]uint16{18720, 18721}, "Normal", "PortsMapped", corev1.ConditionTrue, "PortsMapped",
+			func(cni, ours string) []string {
+				return []string{"host ports mapped by HNS endpoint " + ours + ": *:18721->81/tcp",
+					"mapped by the CNI's endpoint " + cni + ": *:18720->80/tcp"}
+			}},
+		{"the CNI's mapping will not work", true, [2]uint16{18722, 18723}, "Warning", "PortMappingFailed", corev1.ConditionFalse, "CNIPortMappingIneffective",
+			func(cni, ours string) []string {
+				return []string{"CNIPortMappingIneffective: pod default/kube-who-1", cni, "18722", "localRoutedPortMapping",
+					"host ports mapped by HNS endpoint " + ours + ": *:18723->81/tcp",
+					"mapped by the CNI's endpoint " + cni + ": *:18722->80/tcp (will not work)"}
+			}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			name := "kube-who-0"
+			if tc.v1NAT {
+				name = "kube-who-1"
+			}
+			p := pod(name, "")
+			p.HostPorts = []*runtimeapi.PortMapping{hostPort(runtimeapi.Protocol_TCP, 80, int32(tc.ports[0]), ""),
+				hostPort(runtimeapi.Protocol_TCP, 81, int32(tc.ports[1]), "")}
+			if _, err := k.CreatePod(ctx, &p, kubeNode, true); err != nil {
+				t.Fatal(err)
+			}
+			guid, err := env.CreateSandbox(ctx, p)
+			must(t, err)
+			spec := hcn.EndpointSpec{Name: "cbr0_" + p.ID, NetworkID: bridge.ID}
+			theirs := hcn.PortMappingPolicy{Protocol: hcn.TCP, ExternalPort: tc.ports[0], InternalPort: 80}
+			if tc.v1NAT {
+				spec.NATPolicies = []hcn.PortMappingPolicy{theirs}
+			} else {
+				theirs.Flags = hcn.NatFlagsLocalRoutedVip
+				spec.PortMappings = []hcn.PortMappingPolicy{theirs}
+			}
+			cni, err := env.SimClient.CreateEndpoint(ctx, spec)
+			if err == nil {
+				err = env.SimClient.AddNamespaceEndpoint(ctx, guid, cni.ID)
+			}
+			must(t, err)
+			startPod(t, ctx, env, "containerd", p)
+			ours := wantEndpoint(t, ctx, env, p.ID, guid, []hcn.PortMappingPolicy{tcp(tc.ports[1], 81, "", 1)})
+			wantSaid(t, ctx, k, p, tc.typ, tc.reason, tc.want(cni.ID, ours.Endpoint), tc.cond, tc.why)
+		})
+	}
 }
