@@ -161,3 +161,27 @@ func BenchmarkEventChurn(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkStartOnAFullNode (issue 26): RunPodSandbox of a pod whose
+// mapping comes from hostPort, on a node of 250 and of 1,000 running pods
+// (each with its CNI's endpoint too), HNS at 10 ms a call: the start and
+// its HNS calls must not grow with the pod count. Run with -benchtime 1x.
+func BenchmarkStartOnAFullNode(b *testing.B) {
+	for _, n := range []int{250, 1000} {
+		b.Run(fmt.Sprintf("pods=%d", n), func(b *testing.B) {
+			for b.Loop() {
+				b.StopTimer()
+				env, ctx := newEnv(b)
+				res, err := StartOnAFullNode(ctx, env, n, 30, 10*time.Millisecond)
+				b.StartTimer()
+				if err != nil {
+					b.Fatal(err)
+				}
+				b.ReportMetric(0, "ns/op")
+				b.ReportMetric(float64(res.Start.P50.Microseconds()), "p50-µs")
+				b.ReportMetric(float64(res.Start.P99.Microseconds()), "p99-µs")
+				b.ReportMetric(res.Calls, "hns-calls/start")
+			}
+		})
+	}
+}

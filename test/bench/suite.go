@@ -1,7 +1,9 @@
 // Package bench measures what the plugin costs a node, each figure side by
-// side with its baseline in the same run: RunPodSandbox through the real NRI
-// runtime side against a do-nothing plugin, Synchronize at 100 to 5,000
-// pods, pod churn with a slow HNS, and the plugin's memory. `make bench`
+// side with its baseline in the same run: the event path and RunPodSandbox
+// through the real NRI runtime side against the I/O floor and a do-nothing
+// plugin, a start with hostPort on a node of 250 and 1,000 pods,
+// Synchronize at 100 to 5,000 pods, pod churn with a slow HNS, and the
+// plugin's memory. `make bench`
 // runs the whole suite (cmd report); the Benchmark functions expose the
 // same measurements to `go test -bench`.
 package bench
@@ -20,6 +22,9 @@ import (
 	"sync"
 	"time"
 
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+
+	"github.com/nri-hcn-portmap/nri-hcn-portmap/hcn"
 	"github.com/nri-hcn-portmap/nri-hcn-portmap/plugin/request"
 	"github.com/nri-hcn-portmap/nri-hcn-portmap/test/harness"
 )
@@ -114,22 +119,24 @@ type SyncResult struct {
 	RSS      Memory        // of the plugin process at completion
 }
 
-// Synchronize creates n running pods while no plugin runs, starts the
-// plugin and measures its Synchronize answer and the background completion.
-func Synchronize(ctx context.Context, env *harness.Env, n, firstPort int, pluginArgs ...string) (SyncResult, error) {
-	res := SyncResult{Pods: n}
+// addPods creates n running pods (prefix, host ports from firstPort) while
+// no plugin runs, 8 at a time, and returns their namespaces.
+func addPods(ctx context.Context, env *harness.Env, prefix string, n, firstPort int) ([]hcn.GUID, error) {
+	guids := make([]hcn.GUID, n)
 	var wg sync.WaitGroup
 	errs := make(chan error, 8)
 	jobs := make(chan int)
 	for range 8 {
 		wg.Go(func() {
 			for i := range jobs {
-				if _, err := env.AddPodSilently(ctx, Pod(fmt.Sprintf("sync%d", n), i, firstPort+i)); err != nil {
+				guid, err := env.AddPodSilently(ctx, Pod(prefix, i, firstPort+i))
+				if err != nil {
 					select {
 					case errs <- err:
 					default:
 					}
 				}
+				guids[i] = guid
 			}
 		})
 	}
@@ -140,22 +147,26 @@ func Synchronize(ctx context.Context, env *harness.Env, n, firstPort int, plugin
 	wg.Wait()
 	select {
 	case err := <-errs:
-		return res, err
+		return nil, err
 	default:
 	}
-	start := time.Now()
+	return guids, nil
+}
+
+// startPlugin starts the plugin on env's node of n running pods and waits
+// until every pod has its endpoint.
+func startPlugin(ctx context.Context, env *harness.Env, n int, pluginArgs ...string) error {
 	if err := env.StartPlugin(ctx, pluginArgs...); err != nil {
-		return res, err
+		return err
 	}
-	res.Answer = env.LastSync()
-	err := harness.Eventually(ctx, 2*time.Minute, func() error {
+	return harness.Eventually(ctx, 2*time.Minute, func() error {
 		st, _, err := env.SimClient.State(ctx)
 		if err != nil {
 			return err
 		}
 		got := 0
 		for _, ep := range st.Endpoints {
-			if ep.Namespace != "" {
+			if ep.Namespace != "" && strings.HasPrefix(ep.Name, hcn.DefaultEndpointPrefix) {
 				got++
 			}
 		}
@@ -164,12 +175,123 @@ func Synchronize(ctx context.Context, env *harness.Env, n, firstPort int, plugin
 		}
 		return nil
 	})
+}
+
+// Synchronize creates n running pods while no plugin runs, starts the
+// plugin and measures its Synchronize answer and the background completion.
+func Synchronize(ctx context.Context, env *harness.Env, n, firstPort int, pluginArgs ...string) (SyncResult, error) {
+	res := SyncResult{Pods: n}
+	if _, err := addPods(ctx, env, fmt.Sprintf("sync%d", n), n, firstPort); err != nil {
+		return res, err
+	}
+	start := time.Now()
+	err := startPlugin(ctx, env, n, pluginArgs...)
+	res.Answer = env.LastSync()
 	res.Complete = time.Since(start)
 	if err != nil {
 		return res, err
 	}
 	res.RSS, err = ReadMemory(env.Plugin.PID())
 	return res, err
+}
+
+// FullNodeResult is one measurement of a start on a full node.
+type FullNodeResult struct {
+	Pods       int           // running pods on the node
+	Endpoints  int           // HNS endpoints on the node: theirs and their CNI's
+	HNSLatency time.Duration // of every HNS call during the starts
+	Start      Percentiles   // RunPodSandbox round trips
+	Calls      float64       // HNS calls per start
+}
+
+// cniNetwork is the network of the CNI's endpoints in StartOnAFullNode.
+var cniNetwork = hcn.NetworkSpec{Name: "cbr0", Type: hcn.NetworkL2Bridge, Subnet: "10.244.0.0/16", Gateway: "10.244.0.1"}
+
+// addCNIEndpoint makes the pod's CNI endpoint in its namespace, as
+// win-bridge's ADD does, with no port mapping.
+func addCNIEndpoint(ctx context.Context, env *harness.Env, network, name string, guid hcn.GUID) (string, error) {
+	ep, err := env.SimClient.CreateEndpoint(ctx, hcn.EndpointSpec{Name: "cbr0_" + name, NetworkID: network})
+	if err != nil {
+		return "", err
+	}
+	return ep.ID, env.SimClient.AddNamespaceEndpoint(ctx, guid, ep.ID)
+}
+
+// StartOnAFullNode (issue 26): a node of n running pods, each with the
+// plugin's endpoint and its CNI's in its namespace (2n endpoints), the
+// plugin mapping hostPort (the default sources); then, with every HNS call
+// taking latency, times starts RunPodSandbox of pods whose mapping comes
+// from hostPort, each with its CNI endpoint made beforehand (the CNI's ADD,
+// untimed). A start asks HNS about the pod's namespace only, so the figure
+// must not grow with n.
+func StartOnAFullNode(ctx context.Context, env *harness.Env, n, starts int, latency time.Duration) (FullNodeResult, error) {
+	res := FullNodeResult{Pods: n, Endpoints: 2 * n, HNSLatency: latency}
+	guids, err := addPods(ctx, env, fmt.Sprintf("full%d", n), n, 25000)
+	if err != nil {
+		return res, err
+	}
+	network, err := env.SimClient.CreateNetwork(ctx, cniNetwork)
+	if err != nil {
+		return res, err
+	}
+	for i, guid := range guids {
+		if _, err := addCNIEndpoint(ctx, env, network.ID, fmt.Sprint("full-", i), guid); err != nil {
+			return res, err
+		}
+	}
+	if err := startPlugin(ctx, env, n); err != nil {
+		return res, err
+	}
+	if err := env.SimClient.SetLatency(ctx, latency); err != nil {
+		return res, err
+	}
+	defer func() { _ = env.SimClient.SetLatency(context.WithoutCancel(ctx), 0) }()
+	times := make([]time.Duration, 0, starts)
+	calls := 0
+	for i := range starts {
+		p := Pod(fmt.Sprintf("hostport%d", n), i, 0)
+		p.HostPorts = []*runtimeapi.PortMapping{{Protocol: runtimeapi.Protocol_TCP, ContainerPort: 80, HostPort: int32(35000 + i)}}
+		guid, err := env.CreateSandbox(ctx, p)
+		if err != nil {
+			return res, err
+		}
+		cni, err := addCNIEndpoint(ctx, env, network.ID, p.ID, guid)
+		if err != nil {
+			return res, err
+		}
+		_, before, err := env.SimClient.State(ctx)
+		if err != nil {
+			return res, err
+		}
+		start := time.Now()
+		err = env.NRI.RunPodSandbox(ctx, harness.RunRequest(p))
+		times = append(times, time.Since(start))
+		if err != nil {
+			return res, fmt.Errorf("RunPodSandbox %s: %w", p.Name, err)
+		}
+		_, after, err := env.SimClient.State(ctx)
+		if err != nil {
+			return res, err
+		}
+		for op, k := range after {
+			calls += k - before[op]
+		}
+		if err := env.SimClient.RemoveNamespaceEndpoint(ctx, guid, cni); err != nil {
+			return res, err
+		}
+		if err := env.SimClient.DeleteEndpoint(ctx, cni); err != nil {
+			return res, err
+		}
+		if err := env.StopPod(ctx, p, guid); err != nil {
+			return res, err
+		}
+		if err := env.RemovePod(ctx, p); err != nil {
+			return res, err
+		}
+	}
+	res.Start = Summarize(times)
+	res.Calls = float64(calls) / float64(starts)
+	return res, nil
 }
 
 // ChurnResult is one churn measurement.
