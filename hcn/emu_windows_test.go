@@ -516,3 +516,62 @@ func TestRemovalGetsToTheDelete(t *testing.T) {
 		})
 	}
 }
+
+// Issue 26: a CNI's endpoint with an HNS v1 NAT policy on an L2Bridge
+// network (win-bridge apiVersion 1; Windows-Containers 360), read through
+// unmodified hcsshim, is seen as the provider of its host port and judged
+// not to work, whether HNS shows a v1 NAT policy through the v2 API as a
+// PortMapping or as its own type (not verified on a host: both variants of
+// hcnsim.Rules.V1NATAsPortMapping). A local-routed v2 PortMapping next to it
+// is judged to work.
+func TestV1NATPolicyOnL2BridgeUnderBothReadings(t *testing.T) {
+	defer emu(t, "Emu.SetRules", "{}")
+	for _, asPortMapping := range []bool{false, true} {
+		t.Run(fmt.Sprintf("V1NATAsPortMapping=%v", asPortMapping), func(t *testing.T) {
+			raw, _ := json.Marshal(hcnsim.Rules{V1NATAsPortMapping: asPortMapping})
+			emu(t, "Emu.SetRules", string(raw))
+			svc, err := hcn.NewWindowsService(emuBG, hcn.NewLimiter(4))
+			if err != nil {
+				t.Fatal(err)
+			}
+			bridge, err := svc.CreateNetwork(emuBG, hcn.NetworkSpec{Name: fmt.Sprintf("cbr0-%d", time.Now().UnixNano()), Type: hcn.NetworkL2Bridge,
+				Subnet: "10.244.7.0/24", Gateway: "10.244.7.1", Adapter: "Ethernet 2"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			spec, _ := json.Marshal(hcn.EndpointSpec{Name: fmt.Sprintf("cbr0_v1nat_%v", asPortMapping), NetworkID: bridge.ID,
+				NATPolicies:  []hcn.PortMappingPolicy{{Protocol: hcn.TCP, ExternalPort: 18093, InternalPort: 80}},
+				PortMappings: []hcn.PortMappingPolicy{{Protocol: hcn.TCP, ExternalPort: 18094, InternalPort: 81, Flags: hcn.NatFlagsLocalRoutedVip}}})
+			cni := emu(t, "Emu.CreateEndpoint", string(spec))
+			ns := createNamespace(t)
+			if err := svc.AddNamespaceEndpoint(emuBG, ns, cni); err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() {
+				_ = svc.RemoveNamespaceEndpoint(emuBG, ns, cni)
+				_ = svc.DeleteEndpoint(emuBG, cni)
+			})
+			mgr := hcn.NewManager(svc, hcn.ManagerConfig{Prefix: "hcnpm-v1nat-"})
+			got, err := mgr.Neighbours(emuBG, ns, "sandbox")
+			if err != nil {
+				t.Fatal(err)
+			}
+			typ, err := mgr.NetworkType(emuBG, bridge.ID)
+			if err != nil || typ != hcn.NetworkL2Bridge {
+				t.Fatalf("NetworkType = %q, %v; want L2Bridge", typ, err)
+			}
+			for _, tc := range []struct {
+				port  uint16
+				works bool
+			}{{18093, false}, {18094, true}} {
+				pv := hcn.ProvidedBy(hcn.PortMappingPolicy{Protocol: hcn.TCP, ExternalPort: tc.port, InternalPort: 80}, got)
+				if pv == nil {
+					t.Fatalf("port %d: the CNI's mapping is not seen in %+v", tc.port, got)
+				}
+				if ok, why, fix := pv.Effective(typ); ok != tc.works || (!ok && (!strings.Contains(why, cni) || fix == "")) {
+					t.Errorf("port %d: Effective = %v %q %q, want %v naming %s", tc.port, ok, why, fix, tc.works, cni)
+				}
+			}
+		})
+	}
+}

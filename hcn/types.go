@@ -300,7 +300,8 @@ func canonicalVIP(s string) string {
 // when it will not. On an L2Bridge network a v1 NAT policy, or a v2
 // PortMapping without the local-routed VIP flag, creates no host route, so
 // the port never listens (Windows-Containers 360; the fix is the flag, which
-// only the v2 API has). Elsewhere the mapping is taken to work: on a NAT
+// only the v2 API has: Azure CNI and sdnbridge with localRoutedPortMapping
+// set it, win-bridge never does). Elsewhere the mapping is taken to work: on a NAT
 // network v1 NAT policies are what Docker uses.
 func (pv Provider) Effective(network NetworkType) (ok bool, why, fix string) {
 	if network != NetworkL2Bridge || (!pv.V1NAT && pv.Policy.Flags&NatFlagsLocalRoutedVip != 0) {
@@ -312,6 +313,7 @@ func (pv Provider) Effective(network NetworkType) (ok bool, why, fix string) {
 	}
 	return false, fmt.Sprintf("the CNI's endpoint %s maps %s with %s on an L2Bridge network, which creates no host route: the port never listens (Windows-Containers 360)",
 			pv.Endpoint.ID, pv.Policy, kind),
-		"configure the CNI for HNS v2 local-routed port mappings (win-bridge: \"apiVersion\": 2; sdnbridge: \"localRoutedPortMapping\": true), " +
-			"or drop the pod's hostPort and ask for the mapping with the hcn.nri.io/port-mappings annotation on a CNI that ignores portMappings"
+		"have the CNI map with the local-routed flag (sdnbridge: \"optionalFlags\": {\"localRoutedPortMapping\": true}), " +
+			"or, for a CNI that cannot (win-bridge sets no flag in either apiVersion), remove \"portMappings\" from its \"capabilities\" " +
+			"so that this plugin maps the pod's hostPorts itself"
 }

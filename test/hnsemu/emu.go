@@ -601,6 +601,16 @@ func (e *Emulator) dispatch(fn string, a []string) (uint32, uint64, string, stri
 			return fail(err)
 		}
 		return ok(ep.ID)
+	case "Emu.CreateEndpoint": // endpoint spec JSON: an endpoint a CNI made, e.g. through HNS v1 with NAT policies
+		var spec hcn.EndpointSpec
+		if err := json.Unmarshal([]byte(arg(0)), &spec); err != nil {
+			return fail(fmt.Errorf("endpoint spec: %v: %w", err, hcn.ErrInvalid))
+		}
+		ep, err := e.sim.CreateEndpoint(ctx, spec)
+		if err != nil {
+			return fail(err)
+		}
+		return ok(ep.ID)
 	case "Emu.SetRules": // hcnsim.Rules JSON: the variants of the unverified HNS rules
 		var r hcnsim.Rules
 		if err := json.Unmarshal([]byte(arg(0)), &r); err != nil {
