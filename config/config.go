@@ -79,8 +79,28 @@ type Config struct {
 
 // Admin is where operators reach /healthz, /metrics and /reload.
 type Admin struct {
-	// Listen address; loopback by default, empty disables the endpoints.
+	// Listen address of every admin endpoint (/healthz, /livez, /metrics,
+	// /mappings, POST /reload): a loopback address, since POST /reload
+	// changes what the plugin does; empty disables the endpoints.
 	Listen string `toml:"listen"`
+	// MetricsListen, when set, serves GET /metrics alone on this address,
+	// which may be any (e.g. ":9467", for Prometheus to scrape the node).
+	MetricsListen string `toml:"metrics_listen"`
+}
+
+// IsLoopback says whether addr (host:port) can be reached only from the
+// node itself: a loopback IP or "localhost". An empty host (":9466")
+// means every address, so it is not.
+func IsLoopback(addr string) bool {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return false
+	}
+	if strings.EqualFold(host, "localhost") {
+		return true
+	}
+	ip, err := netip.ParseAddr(host)
+	return err == nil && ip.IsLoopback()
 }
 
 // Plugin is what drives the plugin and what it acts on.
@@ -498,6 +518,16 @@ func (c *Config) validate(source string, origin map[string]string, goos string) 
 	if c.Admin.Listen != "" {
 		if _, port, err := net.SplitHostPort(c.Admin.Listen); err != nil || port == "" {
 			bad("admin.listen", c.Admin.Listen, "must be host:port, e.g. 127.0.0.1:9466 (empty disables)")
+		} else if !IsLoopback(c.Admin.Listen) {
+			bad("admin.listen", c.Admin.Listen, "must be a loopback address (127.0.0.1, ::1, localhost): it serves POST /reload; "+
+				"serve metrics beyond the node with admin.metrics_listen")
+		}
+	}
+	if c.Admin.MetricsListen != "" {
+		if _, port, err := net.SplitHostPort(c.Admin.MetricsListen); err != nil || port == "" {
+			bad("admin.metrics_listen", c.Admin.MetricsListen, "must be host:port, e.g. :9467 (empty: metrics only on admin.listen)")
+		} else if c.Admin.MetricsListen == c.Admin.Listen {
+			bad("admin.metrics_listen", c.Admin.MetricsListen, "is admin.listen: give metrics their own port, or leave it empty")
 		}
 	}
 	if len(errs) > 0 {

@@ -81,6 +81,7 @@ queue_size = 64
 
 [admin]
 listen = "127.0.0.1:9999"
+metrics_listen = ":9467"
 
 [log]
 level = "debug"
@@ -108,7 +109,7 @@ max_files = 2
 			NetworkType: "L2Bridge", Subnet: "10.244.0.0/24", Gateway: "10.244.0.1", Adapter: "Ethernet",
 			DualStack: true, OutboundNAT: true, DefaultRoute: "none", RouteMetric: 9000, CallTimeout: Duration{3 * time.Second}, MaxConcurrentCalls: 2, RetryMax: Duration{2 * time.Second}},
 		Kubernetes: Kubernetes{Enabled: true, Kubeconfig: `C:\ProgramData\nri-hcn-portmap\kubeconfig`, NodeName: "win-node-1", QueueSize: 64},
-		Admin:      Admin{Listen: "127.0.0.1:9999"},
+		Admin:      Admin{Listen: "127.0.0.1:9999", MetricsListen: ":9467"},
 		Log:        Log{Level: "debug", Format: "json", File: `C:\ProgramData\nri-hcn-portmap\log.txt`, MaxSizeMB: 20, MaxFiles: 2},
 	}
 	if !reflect.DeepEqual(cfg, want) {
@@ -233,6 +234,13 @@ func TestValidate(t *testing.T) {
 		{"too many mappings allowed", func(c *Config) { c.Plugin.MaxMappingsPerPod = 1025 }, `plugin.max_mappings_per_pod = "1025": must be 1 to 1024`},
 		{"mappings cap at its bound", func(c *Config) { c.Plugin.MaxMappingsPerPod = 1024 }, ""},
 		{"annotation bytes too small", func(c *Config) { c.Plugin.MaxAnnotationBytes = 63 }, `plugin.max_annotation_bytes = "63": must be 64 to 262144`},
+		{"admin on every address", func(c *Config) { c.Admin.Listen = ":9466" }, `admin.listen = ":9466": must be a loopback address`},
+		{"admin on the node's address", func(c *Config) { c.Admin.Listen = "10.0.0.4:9466" }, `admin.listen = "10.0.0.4:9466": must be a loopback address`},
+		{"admin on IPv6 loopback", func(c *Config) { c.Admin.Listen = "[::1]:9466" }, ""},
+		{"admin on localhost", func(c *Config) { c.Admin.Listen = "localhost:9466" }, ""},
+		{"metrics on every address", func(c *Config) { c.Admin.MetricsListen = ":9467" }, ""},
+		{"metrics without a port", func(c *Config) { c.Admin.MetricsListen = "0.0.0.0" }, `admin.metrics_listen = "0.0.0.0": must be host:port`},
+		{"metrics on the admin address", func(c *Config) { c.Admin.MetricsListen = c.Admin.Listen }, `admin.metrics_listen = "127.0.0.1:9466": is admin.listen`},
 		{"annotation bytes too large", func(c *Config) { c.Plugin.MaxAnnotationBytes = 262145 }, `plugin.max_annotation_bytes = "262145"`},
 	}
 	for _, tt := range tests {
@@ -348,6 +356,39 @@ func TestResolveData(t *testing.T) {
 			}
 			if err != nil || !tc.check(cfg) {
 				t.Fatalf("ResolveData = %+v, %v", cfg, err)
+			}
+		})
+	}
+}
+
+// containers/nri-plugins' spelling of the NRI flags is accepted too, and an
+// error names the flag as written.
+func TestNRIFlagAliases(t *testing.T) {
+	for _, tt := range []struct {
+		args       []string
+		name, idx  string
+		wantErrSub string
+	}{
+		{[]string{"--nri-plugin-name", "portmap", "--nri-plugin-index", "42"}, "portmap", "42", ""},
+		{[]string{"--plugin-name", "portmap", "--plugin-index", "43"}, "portmap", "43", ""},
+		{[]string{"--nri-plugin-index", "7"}, "", "", `flag --nri-plugin-index: nri.plugin_index = "7"`},
+	} {
+		t.Run(strings.Join(tt.args, " "), func(t *testing.T) {
+			fs := flag.NewFlagSet("t", flag.ContinueOnError)
+			fs.SetOutput(io.Discard)
+			f := RegisterFlagsFor(fs, "nri.plugin_name", "nri.plugin_index")
+			if err := fs.Parse(tt.args); err != nil {
+				t.Fatal(err)
+			}
+			cfg, err := f.Resolve()
+			if tt.wantErrSub != "" {
+				if err == nil || !strings.Contains(err.Error(), tt.wantErrSub) {
+					t.Fatalf("Resolve: %v, want %q", err, tt.wantErrSub)
+				}
+				return
+			}
+			if err != nil || cfg.NRI.PluginName != tt.name || cfg.NRI.PluginIndex != tt.idx {
+				t.Fatalf("Resolve = %+v, %v; want name %q index %q", cfg.NRI, err, tt.name, tt.idx)
 			}
 		})
 	}

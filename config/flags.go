@@ -19,21 +19,24 @@ type Flags struct {
 type flagKey struct {
 	flag, key, usage string
 	field            func(*Config) *string
+	aliases          []string // other spellings of the flag
 }
 
 // flagKeys maps each override flag to the config key it sets.
 var flagKeys = []flagKey{
-	{"source", "plugin.source", "pod event source: nri, containerd or auto", func(c *Config) *string { return &c.Plugin.Source }},
-	{"nri-socket", "nri.socket", "NRI socket to connect to", func(c *Config) *string { return &c.NRI.Socket }},
-	{"plugin-name", "nri.plugin_name", "NRI plugin name", func(c *Config) *string { return &c.NRI.PluginName }},
-	{"plugin-index", "nri.plugin_index", "NRI plugin index (two digits)", func(c *Config) *string { return &c.NRI.PluginIndex }},
-	{"containerd-address", "containerd.address", "containerd address (named pipe or socket)", func(c *Config) *string { return &c.Containerd.Address }},
-	{"log-level", "log.level", "log level: trace, debug, info, warn, error", func(c *Config) *string { return &c.Log.Level }},
-	{"log-format", "log.format", "log format: text or json", func(c *Config) *string { return &c.Log.Format }},
-	{"hcn-backend", "hcn.backend", "HCN backend: windows or simulated", func(c *Config) *string { return &c.HCN.Backend }},
-	{"hcn-simulator", "hcn.simulator_address", "address of the HNS simulator (simulated backend)", func(c *Config) *string { return &c.HCN.SimulatorAddress }},
-	{"admin-listen", "admin.listen", "address for /healthz, /metrics and /reload (empty disables)", func(c *Config) *string { return &c.Admin.Listen }},
-	{"log-file", "log.file", "write the log to this file, rotated, instead of stderr", func(c *Config) *string { return &c.Log.File }},
+	{"source", "plugin.source", "pod event source: nri, containerd or auto", func(c *Config) *string { return &c.Plugin.Source }, nil},
+	{"nri-socket", "nri.socket", "NRI socket to connect to", func(c *Config) *string { return &c.NRI.Socket }, nil},
+	// --nri-plugin-name and --nri-plugin-index: containers/nri-plugins' spelling
+	{"plugin-name", "nri.plugin_name", "NRI plugin name", func(c *Config) *string { return &c.NRI.PluginName }, []string{"nri-plugin-name"}},
+	{"plugin-index", "nri.plugin_index", "NRI plugin index (two digits)", func(c *Config) *string { return &c.NRI.PluginIndex }, []string{"nri-plugin-index"}},
+	{"containerd-address", "containerd.address", "containerd address (named pipe or socket)", func(c *Config) *string { return &c.Containerd.Address }, nil},
+	{"log-level", "log.level", "log level: trace, debug, info, warn, error", func(c *Config) *string { return &c.Log.Level }, nil},
+	{"log-format", "log.format", "log format: text or json", func(c *Config) *string { return &c.Log.Format }, nil},
+	{"hcn-backend", "hcn.backend", "HCN backend: windows or simulated", func(c *Config) *string { return &c.HCN.Backend }, nil},
+	{"hcn-simulator", "hcn.simulator_address", "address of the HNS simulator (simulated backend)", func(c *Config) *string { return &c.HCN.SimulatorAddress }, nil},
+	{"admin-listen", "admin.listen", "address for /healthz, /metrics and /reload (empty disables)", func(c *Config) *string { return &c.Admin.Listen }, nil},
+	{"metrics-listen", "admin.metrics_listen", "address serving GET /metrics alone, e.g. :9467 (empty: none)", func(c *Config) *string { return &c.Admin.MetricsListen }, nil},
+	{"log-file", "log.file", "write the log to this file, rotated, instead of stderr", func(c *Config) *string { return &c.Log.File }, nil},
 }
 
 // RegisterFlags adds --config and every override flag to fs.
@@ -49,7 +52,11 @@ func RegisterFlagsFor(fs *flag.FlagSet, keys ...string) *Flags {
 		if len(keys) > 0 && !slices.Contains(keys, k.key) {
 			continue
 		}
-		f.values[k.flag] = fs.String(k.flag, "", k.usage+" (overrides "+k.key+")")
+		v := fs.String(k.flag, "", k.usage+" (overrides "+k.key+")")
+		f.values[k.flag] = v
+		for _, a := range k.aliases {
+			fs.StringVar(v, a, "", "the same as --"+k.flag)
+		}
 	}
 	return f
 }
@@ -99,9 +106,9 @@ func (f *Flags) resolve(source string, data []byte, readErr error) (Config, erro
 	}
 	f.fs.Visit(func(fl *flag.Flag) {
 		for _, k := range flagKeys {
-			if k.flag == fl.Name {
+			if k.flag == fl.Name || slices.Contains(k.aliases, fl.Name) {
 				*k.field(&cfg) = *f.values[k.flag]
-				origin[k.key] = fmt.Sprintf("flag --%s", k.flag)
+				origin[k.key] = fmt.Sprintf("flag --%s", fl.Name)
 			}
 		}
 	})

@@ -21,14 +21,16 @@ Usage:
   nri-hcn-portmap [run] [flags]        run the plugin (default; under the Windows SCM, as a service)
   nri-hcn-portmap status [flags] [-o table|json]
                                        the endpoints the plugin manages, from HCN and containerd
-  nri-hcn-portmap health [flags]       ask the running plugin's /healthz (exit 1 when unhealthy)
+  nri-hcn-portmap health [--live] [flags]
+                                       ask the running plugin's /healthz, or /livez with --live
+                                       (exit 1 when unhealthy)
   nri-hcn-portmap reload [flags]       make the running plugin re-read its configuration
   nri-hcn-portmap cleanup [flags]      detach and delete every endpoint the plugin created
   nri-hcn-portmap doctor [--selftest] [flags] [-o table|json]
                                        check the node (HNS, network, containerd, event source,
                                        NRI socket, admin address, Hyper-V pods); --selftest builds,
                                        reads back and removes a throwaway endpoint; exit 1 if unfit
-  nri-hcn-portmap service install --config PATH | service uninstall
+  nri-hcn-portmap service install [--config PATH] [--depends-on containerd] | service uninstall
                                        register or remove the Windows service
 %s  nri-hcn-portmap version
 

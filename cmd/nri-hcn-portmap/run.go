@@ -39,6 +39,9 @@ func runCmd(args []string, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
+	if pprofAddr != "" && !config.IsLoopback(pprofAddr) {
+		return fmt.Errorf("flag --pprof = %q: must be a loopback address (127.0.0.1, ::1, localhost): profiles are for the node's operator alone", pprofAddr)
+	}
 	isService, err := service.IsService()
 	if err != nil {
 		return err
@@ -115,7 +118,7 @@ type app struct {
 // admin endpoints. launched is the NRI source of a plugin the runtime
 // launched (its only event source), nil otherwise.
 func build(ctx context.Context, cfg config.Config, flags *config.Flags, log *logrus.Entry, launched *nri.Source) (*app, error) {
-	a := &app{cfg: cfg, flags: flags, resolve: flags.Resolve, log: log, metrics: telemetry.New()}
+	a := &app{cfg: cfg, flags: flags, resolve: flags.Resolve, log: log, metrics: telemetry.New(version)}
 	mgr, err := newManager(ctx, cfg.HCN, a.metrics.HCNCall, log)
 	if err != nil {
 		return nil, err
@@ -201,10 +204,17 @@ func (a *app) run(ctx context.Context) error {
 			}
 		}()
 	}
+	if a.cfg.Admin.MetricsListen != "" {
+		go func() {
+			if err := a.admin.ServeMetrics(ctx, a.cfg.Admin.MetricsListen); err != nil {
+				a.log.WithError(err).Error("metrics endpoint unavailable")
+			}
+		}()
+	}
 	a.log.WithFields(logrus.Fields{"version": version, "backend": a.cfg.HCN.Backend, "network": a.cfg.HCN.Network,
 		"containerd": a.cfg.Containerd.Address, "nri_socket": a.cfg.NRI.Socket, "source": a.cfg.Plugin.Source,
 		"mapping_sources": fmt.Sprint(a.cfg.Plugin.MappingSources), "failure_policy": a.cfg.Plugin.FailurePolicy,
-		"deadline": a.cfg.Plugin.Deadline.String(), "admin": a.cfg.Admin.Listen}).Info("nri-hcn-portmap starting")
+		"deadline": a.cfg.Plugin.Deadline.String(), "admin": a.cfg.Admin.Listen, "metrics": a.cfg.Admin.MetricsListen}).Info("nri-hcn-portmap starting")
 	err := a.srcs.Run(ctx)
 	a.log.Info("nri-hcn-portmap stopping: finishing in-flight work")
 	return err

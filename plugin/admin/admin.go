@@ -1,12 +1,16 @@
 // Package admin serves the plugin's operator endpoints: /healthz (a set of
-// named checks run in parallel), /metrics and POST /reload.
+// named checks run in parallel), /livez, /metrics, /mappings and POST
+// /reload on a loopback address, and /metrics alone on a second address
+// for Prometheus.
 package admin
 
 import (
 	"context"
 	"encoding/json"
 	"errors"
+	"net"
 	"net/http"
+	"net/netip"
 	"sort"
 	"sync"
 	"time"
@@ -112,7 +116,11 @@ func (a *Admin) Handler() http.Handler {
 	if a.Mappings != nil {
 		mux.HandleFunc("GET /mappings", func(w http.ResponseWriter, _ *http.Request) { writeJSON(w, http.StatusOK, a.Mappings()) })
 	}
-	mux.HandleFunc("POST /reload", func(w http.ResponseWriter, _ *http.Request) {
+	mux.HandleFunc("POST /reload", func(w http.ResponseWriter, r *http.Request) {
+		if !FromLoopback(r) { // whatever address the listener has: only the node changes what the plugin does
+			writeJSON(w, http.StatusForbidden, map[string]string{"result": "refused", "error": "POST /reload is answered only from the node itself (loopback)"})
+			return
+		}
 		if a.Reload == nil {
 			writeJSON(w, http.StatusNotImplemented, map[string]string{"result": "unsupported"})
 			return
@@ -127,6 +135,26 @@ func (a *Admin) Handler() http.Handler {
 	return mux
 }
 
+// MetricsHandler serves GET /metrics and nothing else: what may listen
+// beyond loopback (admin.metrics_listen).
+func (a *Admin) MetricsHandler() http.Handler {
+	mux := http.NewServeMux()
+	if a.Metrics != nil {
+		mux.Handle("GET /metrics", a.Metrics)
+	}
+	return mux
+}
+
+// FromLoopback says whether r came from the node itself.
+func FromLoopback(r *http.Request) bool {
+	host, _, err := net.SplitHostPort(r.RemoteAddr)
+	if err != nil {
+		return false
+	}
+	ip, err := netip.ParseAddr(host)
+	return err == nil && ip.Unmap().IsLoopback()
+}
+
 func writeJSON(w http.ResponseWriter, code int, v any) {
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(code)
@@ -137,14 +165,23 @@ func writeJSON(w http.ResponseWriter, code int, v any) {
 
 // Serve serves the admin endpoints on addr until ctx ends.
 func (a *Admin) Serve(ctx context.Context, addr string) error {
-	srv := &http.Server{Addr: addr, Handler: a.Handler(), ReadHeaderTimeout: 5 * time.Second}
+	return a.serve(ctx, addr, a.Handler(), "serving /healthz, /livez, /metrics, /mappings and /reload")
+}
+
+// ServeMetrics serves GET /metrics alone on addr until ctx ends.
+func (a *Admin) ServeMetrics(ctx context.Context, addr string) error {
+	return a.serve(ctx, addr, a.MetricsHandler(), "serving /metrics")
+}
+
+func (a *Admin) serve(ctx context.Context, addr string, h http.Handler, what string) error {
+	srv := &http.Server{Addr: addr, Handler: h, ReadHeaderTimeout: 5 * time.Second}
 	go func() {
 		<-ctx.Done()
 		sctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 		defer cancel()
 		_ = srv.Shutdown(sctx)
 	}()
-	a.Log.WithField("address", addr).Info("serving /healthz, /metrics and /reload")
+	a.Log.WithField("address", addr).Info(what)
 	if err := srv.ListenAndServe(); err != nil && !errors.Is(err, http.ErrServerClosed) {
 		return err
 	}

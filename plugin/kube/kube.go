@@ -33,7 +33,7 @@ const ConditionType corev1.PodConditionType = "hcn.nri.io/port-mappings-ready"
 const (
 	ReasonMapped = "PortsMapped"
 	ReasonFailed = "PortMappingFailed"
-	Controller   = "nri-hcn-portmap"
+	Controller   = "hcn.nri.io/nri-hcn-portmap"
 	Action       = "MapHostPorts"
 )
 
@@ -238,7 +238,7 @@ func (r *Reporter) event(pod *corev1.Pod, typ, reason, note string) *eventsv1.Ev
 		ObjectMeta:          metav1.ObjectMeta{Name: fmt.Sprintf("%s.%x", pod.Name, now.UnixNano()), Namespace: pod.Namespace},
 		EventTime:           metav1.NewMicroTime(now),
 		ReportingController: Controller,
-		ReportingInstance:   Controller + "-" + r.opt.Node,
+		ReportingInstance:   "nri-hcn-portmap-" + r.opt.Node,
 		Action:              Action,
 		Reason:              reason,
 		Regarding: corev1.ObjectReference{Kind: "Pod", APIVersion: "v1", Namespace: pod.Namespace, Name: pod.Name,

@@ -4,6 +4,7 @@ package telemetry
 
 import (
 	"net/http"
+	"runtime"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -32,12 +33,17 @@ type Metrics struct {
 	kubeUpRegistered bool
 }
 
-// New registers the metrics (the endpoint gauge comes with CountEndpoints).
-func New() *Metrics {
+// New registers the metrics (the endpoint gauge comes with CountEndpoints);
+// version is the build's, for nri_hcn_portmap_build_info.
+func New(version string) *Metrics {
 	m := &Metrics{reg: prometheus.NewRegistry()}
 	f := func(c prometheus.Collector) { m.reg.MustRegister(c) }
 	f(collectors.NewGoCollector())
 	f(collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	build := prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "nri_hcn_portmap_build_info",
+		Help: "Always 1: the plugin's version and the Go version it was built with."}, []string{"version", "goversion"})
+	build.WithLabelValues(version, runtime.Version()).Set(1)
+	f(build)
 	m.operations = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "nri_hcn_portmap_operations_total",
 		Help: "Pod operations by kind (start, stop, event-start, event-stop) and result (ok, error, invalid, hyperv, denied, conflict, deadline)."},
 		[]string{"kind", "result"})

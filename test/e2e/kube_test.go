@@ -132,7 +132,7 @@ func wantSaid(t *testing.T, ctx context.Context, k *harness.Kube, p harness.Pod,
 			for _, n := range notes {
 				says = says && strings.Contains(e.Note, n)
 			}
-			if e.Type == typ && e.Reason == reason && says && e.ReportingController == "nri-hcn-portmap" &&
+			if e.Type == typ && e.Reason == reason && says && e.ReportingController == "hcn.nri.io/nri-hcn-portmap" && e.ReportingInstance == "nri-hcn-portmap-"+kubeNode &&
 				e.Action == "MapHostPorts" {
 				found = true
 			}
