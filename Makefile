@@ -49,7 +49,7 @@ KUBE_VERSION ?= 1.30.0
 manifests: $(HELM)
 	$(HELM) template nri-hcn-portmap deploy/helm/nri-hcn-portmap --namespace nri-hcn-portmap \
 		--kube-version $(KUBE_VERSION) > deploy/kustomize/base/nri-hcn-portmap.yaml
-	$(HELM) template nri-hcn-portmap-cleanup deploy/helm/nri-hcn-portmap --namespace nri-hcn-portmap \
+	$(HELM) template nri-hcn-portmap deploy/helm/nri-hcn-portmap --namespace nri-hcn-portmap \
 		--kube-version $(KUBE_VERSION) --set daemonset.enabled=false --set cleanup.enabled=true \
 		> deploy/kustomize/cleanup/nri-hcn-portmap-cleanup.yaml
 
@@ -66,8 +66,13 @@ $(CONTAINERD_SHIM):
 # source by the wrapper modules in hack/kube (about 7 minutes the first time
 # on 2 cores; cached in GOBIN).
 kube: $(KUBE_APISERVER) $(ETCD)
+# with its version stamped as a release build's (helm checks a chart's
+# kubeVersion against it)
+KUBE_VERSION_LDFLAGS := -X k8s.io/component-base/version.gitVersion=v1.37.2 \
+	-X k8s.io/component-base/version.gitMajor=1 -X k8s.io/component-base/version.gitMinor=37 \
+	-X k8s.io/component-base/version.gitTreeState=clean
 $(KUBE_APISERVER):
-	cd hack/kube/apiserver && $(GO) build -o $@ k8s.io/kubernetes/cmd/kube-apiserver
+	cd hack/kube/apiserver && $(GO) build -ldflags "$(KUBE_VERSION_LDFLAGS)" -o $@ k8s.io/kubernetes/cmd/kube-apiserver
 $(ETCD):
 	cd hack/kube/etcd && $(GO) build -o $@ go.etcd.io/etcd/server/v3
 

@@ -3,16 +3,34 @@ package main
 import (
 	"context"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
+	"net/http"
 	"time"
 )
 
-// cleanupCmd removes every endpoint the plugin created (for uninstall).
+// errPluginRunning: cleanup found the plugin still running on this node.
+var errPluginRunning = errors.New("the plugin still runs")
+
+// cleanupCmd removes every endpoint the plugin created (for uninstall). It
+// refuses while the plugin answers at admin.listen (a running plugin would
+// rebuild what it removes, for every running pod), unless --force.
 func cleanupCmd(args []string, stdout, stderr io.Writer) error {
-	cfg, _, err := parse("cleanup", args, stderr, nil)
+	var force bool
+	cfg, _, err := parse("cleanup", args, stderr, func(fs *flag.FlagSet) {
+		fs.BoolVar(&force, "force", false, "remove the endpoints even while the plugin answers at admin.listen")
+	})
 	if err != nil {
 		return err
+	}
+	if !force && cfg.Admin.Listen != "" {
+		client := &http.Client{Timeout: 2 * time.Second}
+		if res, err := client.Get("http://" + cfg.Admin.Listen + "/livez"); err == nil {
+			res.Body.Close()
+			return fmt.Errorf("cleanup: %w (it answers at %s): stop it first, or it rebuilds the endpoints of running pods (--force removes them anyway)",
+				errPluginRunning, cfg.Admin.Listen)
+		}
 	}
 	mgr, err := newManager(context.Background(), cfg.HCN, nil, nil)
 	if err != nil {

@@ -25,7 +25,9 @@ Usage:
                                        ask the running plugin's /healthz, or /livez with --live
                                        (exit 1 when unhealthy)
   nri-hcn-portmap reload [flags]       make the running plugin re-read its configuration
-  nri-hcn-portmap cleanup [flags]      detach and delete every endpoint the plugin created
+  nri-hcn-portmap cleanup [--force] [flags]
+                                       detach and delete every endpoint the plugin created
+                                       (refused while the plugin answers, unless --force)
   nri-hcn-portmap doctor [--selftest] [flags] [-o table|json]
                                        check the node (HNS, network, containerd, event source,
                                        NRI socket, admin address, Hyper-V pods); --selftest builds,

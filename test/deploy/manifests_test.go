@@ -19,6 +19,8 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
 	"sigs.k8s.io/yaml"
 
 	"github.com/nri-hcn-portmap/nri-hcn-portmap/config"
@@ -79,6 +81,27 @@ type objects struct {
 	serviceAccounts []corev1.ServiceAccount
 	clusterRoles    []rbacv1.ClusterRole
 	bindings        []rbacv1.ClusterRoleBinding
+	services        []corev1.Service
+	monitors        []monitor // PodMonitor and ServiceMonitor (Prometheus Operator)
+}
+
+// monitor is the part of a Prometheus Operator PodMonitor or
+// ServiceMonitor the chart sets (decoded strictly: a misspelt field fails).
+type monitor struct {
+	APIVersion string            `json:"apiVersion"`
+	Kind       string            `json:"kind"`
+	Metadata   metav1.ObjectMeta `json:"metadata"`
+	Spec       struct {
+		Selector            metav1.LabelSelector `json:"selector"`
+		PodMetricsEndpoints []monitorEndpoint    `json:"podMetricsEndpoints,omitempty"`
+		Endpoints           []monitorEndpoint    `json:"endpoints,omitempty"`
+	} `json:"spec"`
+}
+
+type monitorEndpoint struct {
+	Port     string `json:"port"`
+	Path     string `json:"path"`
+	Interval string `json:"interval"`
 }
 
 func decodeAll(t *testing.T, stream []byte) objects {
@@ -120,6 +143,14 @@ func decodeAll(t *testing.T, stream []byte) objects {
 			var b rbacv1.ClusterRoleBinding
 			strict(&b)
 			o.bindings = append(o.bindings, b)
+		case "Service":
+			var svc corev1.Service
+			strict(&svc)
+			o.services = append(o.services, svc)
+		case "PodMonitor", "ServiceMonitor":
+			var m monitor
+			strict(&m)
+			o.monitors = append(o.monitors, m)
 		default:
 			t.Fatalf("unexpected kind %s", head.Kind)
 		}
@@ -134,7 +165,7 @@ func TestKustomizeManifestsAreRenderedFromTheChart(t *testing.T) {
 		set           []string
 	}{
 		{"base/nri-hcn-portmap.yaml", "nri-hcn-portmap", nil},
-		{"cleanup/nri-hcn-portmap-cleanup.yaml", "nri-hcn-portmap-cleanup", []string{"daemonset.enabled=false", "cleanup.enabled=true"}},
+		{"cleanup/nri-hcn-portmap-cleanup.yaml", "nri-hcn-portmap", []string{"daemonset.enabled=false", "cleanup.enabled=true"}},
 	} {
 		got, err := os.ReadFile(filepath.Join(kustomize, tt.file))
 		if err != nil {
@@ -168,39 +199,149 @@ func TestKustomizeManifestsAreRenderedFromTheChart(t *testing.T) {
 	}
 }
 
+// TestChartDefaults: what `helm install` with no values gives: no
+// namespace object (the operator's, created with the Pod Security label),
+// the Windows defaults, admin on loopback, metrics on every address of the
+// node at 9467 with scrape annotations, and the standard labels with the
+// release in the selector.
 func TestChartDefaults(t *testing.T) {
 	o := decodeAll(t, render(t, "nri-hcn-portmap"))
-	if len(o.namespaces) != 1 || o.namespaces[0].Name != "nri-hcn-portmap" ||
-		o.namespaces[0].Labels["pod-security.kubernetes.io/enforce"] != "privileged" {
-		t.Errorf("namespaces %+v: HostProcess pods need the privileged level", o.namespaces)
+	if len(o.namespaces) != 0 {
+		t.Errorf("the chart renders namespaces %v: the release namespace is the operator's (helm/helm 6794)", o.namespaces)
 	}
 	cfg := configOf(t, o)
 	if cfg.HCN.Backend != config.BackendWindows || cfg.Containerd.Address != `\\.\pipe\containerd-containerd` || cfg.HCN.Network != "nat" {
 		t.Errorf("backend %q, containerd %q, network %q: want the Windows defaults", cfg.HCN.Backend, cfg.Containerd.Address, cfg.HCN.Network)
 	}
-	if cfg.Log.File != "" || !strings.HasPrefix(cfg.Admin.Listen, "127.0.0.1:") {
-		t.Errorf("log.file %q, admin.listen %q: logs to stdout, admin on loopback", cfg.Log.File, cfg.Admin.Listen)
+	if cfg.Log.File != "" || !strings.HasPrefix(cfg.Admin.Listen, "127.0.0.1:") || cfg.Admin.MetricsListen != ":9467" {
+		t.Errorf("log.file %q, admin.listen %q, admin.metrics_listen %q: logs to stdout, admin on loopback, metrics on :9467",
+			cfg.Log.File, cfg.Admin.Listen, cfg.Admin.MetricsListen)
+	}
+	if !slices.Equal(cfg.Plugin.MappingSources, []string{"annotations", "cri"}) {
+		t.Errorf("mapping sources %v: hostPort is on by default", cfg.Plugin.MappingSources)
 	}
 	if len(o.daemonSets) != 1 {
 		t.Fatalf("%d DaemonSets, want the plugin's", len(o.daemonSets))
 	}
-	checkPluginDaemonSet(t, o.daemonSets[0], "nri-hcn-portmap:"+appVersion)
+	ds := o.daemonSets[0]
+	checkPluginDaemonSet(t, ds, "nri-hcn-portmap:"+appVersion)
+	checkStandardLabels(t, "nri-hcn-portmap", ds.Labels, ds.Spec.Selector.MatchLabels)
+	ann := ds.Spec.Template.Annotations
+	if ann["prometheus.io/scrape"] != "true" || ann["prometheus.io/port"] != "9467" || ann["prometheus.io/path"] != "/metrics" {
+		t.Errorf("pod annotations %v: want Prometheus' scrape annotations for port 9467", ann)
+	}
+	c := ds.Spec.Template.Spec.Containers[0]
+	if len(c.Ports) != 1 || c.Ports[0].Name != "metrics" || c.Ports[0].ContainerPort != 9467 {
+		t.Errorf("container ports %+v: want metrics 9467", c.Ports)
+	}
+	for _, obj := range []metav1.ObjectMeta{o.configMaps[0].ObjectMeta, o.serviceAccounts[0].ObjectMeta, o.clusterRoles[0].ObjectMeta, o.bindings[0].ObjectMeta} {
+		checkStandardLabels(t, "nri-hcn-portmap", obj.Labels, nil)
+	}
+	if len(o.services)+len(o.monitors) != 0 {
+		t.Errorf("a Service or monitor by default: %v %v", o.services, o.monitors)
+	}
+}
+
+// checkStandardLabels: Helm's and Kubernetes' recommended labels, and the
+// release in the selector (two releases must not select each other's pods).
+func checkStandardLabels(t *testing.T, release string, got, selector map[string]string) {
+	t.Helper()
+	for k, v := range map[string]string{"app.kubernetes.io/name": "nri-hcn-portmap", "app.kubernetes.io/instance": release,
+		"app.kubernetes.io/version": appVersion, "app.kubernetes.io/managed-by": "Helm", "helm.sh/chart": "nri-hcn-portmap-" + appVersion} {
+		if got[k] != v {
+			t.Errorf("label %s = %q, want %q (in %v)", k, got[k], v, got)
+		}
+	}
+	if selector != nil && (selector["app.kubernetes.io/instance"] != release || selector["app.kubernetes.io/name"] != "nri-hcn-portmap") {
+		t.Errorf("selector %v: want name and instance", selector)
+	}
 }
 
 func TestChartValues(t *testing.T) {
 	o := decodeAll(t, render(t, "nri-hcn-portmap", "image.repository=registry.example/nri-hcn-portmap", "image.tag=v9.9.9",
 		"config.network=l2bridge-net", "config.logLevel=debug", "config.admission.namespaces={ingress,kube-system}",
-		"config.admission.hostPortRanges={80,443,30000-32767}", "namespace.create=false"))
-	if len(o.namespaces) != 0 {
-		t.Error("namespace.create=false still renders a namespace")
-	}
+		"config.admission.hostPortRanges={80,443,30000-32767}", "metrics.enabled=false"))
 	cfg := configOf(t, o)
 	if cfg.HCN.Network != "l2bridge-net" || cfg.Log.Level != "debug" ||
 		!slices.Equal(cfg.Admission.Namespaces, []string{"ingress", "kube-system"}) ||
 		!slices.Equal(cfg.Admission.HostPortRanges, []string{"80", "443", "30000-32767"}) {
 		t.Errorf("config %+v does not carry the values", cfg)
 	}
+	if cfg.Admin.MetricsListen != "" || len(o.daemonSets[0].Spec.Template.Spec.Containers[0].Ports) != 0 ||
+		o.daemonSets[0].Spec.Template.Annotations["prometheus.io/scrape"] != "" {
+		t.Errorf("metrics.enabled=false still listens or annotates: %q %+v", cfg.Admin.MetricsListen, o.daemonSets[0].Spec.Template)
+	}
 	checkPluginDaemonSet(t, o.daemonSets[0], "registry.example/nri-hcn-portmap:v9.9.9")
+	// another release name: its own object names and selector
+	other := decodeAll(t, render(t, "canary"))
+	if ds := other.daemonSets[0]; ds.Name != "canary-nri-hcn-portmap" || ds.Spec.Template.Spec.Volumes[0].ConfigMap.Name != other.configMaps[0].Name ||
+		other.clusterRoles[0].Name != "canary-nri-hcn-portmap" || ds.Spec.Template.Spec.ServiceAccountName != other.serviceAccounts[0].Name {
+		t.Errorf("release canary: DaemonSet %s, ConfigMap %s, ClusterRole %s: want canary-nri-hcn-portmap throughout",
+			ds.Name, other.configMaps[0].Name, other.clusterRoles[0].Name)
+	}
+	checkStandardLabels(t, "canary", other.daemonSets[0].Labels, other.daemonSets[0].Spec.Selector.MatchLabels)
+}
+
+// TestChartMonitors: the optional PodMonitor selects the plugin's pods and
+// their metrics port; the optional ServiceMonitor, a headless Service that
+// selects them.
+func TestChartMonitors(t *testing.T) {
+	o := decodeAll(t, render(t, "nri-hcn-portmap", "metrics.podMonitor.enabled=true", "metrics.serviceMonitor.enabled=true",
+		"metrics.podMonitor.labels.release=prometheus"))
+	if len(o.monitors) != 2 || len(o.services) != 1 {
+		t.Fatalf("%d monitors, %d services: want a PodMonitor, a ServiceMonitor and its Service", len(o.monitors), len(o.services))
+	}
+	pods := labels.Set(o.daemonSets[0].Spec.Template.Labels)
+	svc := o.services[0]
+	if svc.Spec.ClusterIP != "None" || !labels.SelectorFromSet(svc.Spec.Selector).Matches(pods) ||
+		len(svc.Spec.Ports) != 1 || svc.Spec.Ports[0].TargetPort.StrVal != "metrics" {
+		t.Errorf("Service %+v: want headless, selecting the plugin's pods, port metrics", svc.Spec)
+	}
+	for _, m := range o.monitors {
+		sel, err := metav1.LabelSelectorAsSelector(&m.Spec.Selector)
+		if err != nil {
+			t.Fatal(err)
+		}
+		eps, target := m.Spec.PodMetricsEndpoints, pods
+		if m.Kind == "ServiceMonitor" {
+			eps, target = m.Spec.Endpoints, labels.Set(svc.Labels)
+		}
+		if m.APIVersion != "monitoring.coreos.com/v1" || !sel.Matches(target) || len(eps) != 1 || eps[0].Port != "metrics" || eps[0].Path != "/metrics" {
+			t.Errorf("%s %+v does not select the plugin's metrics", m.Kind, m)
+		}
+		if m.Kind == "PodMonitor" && m.Metadata.Labels["release"] != "prometheus" {
+			t.Errorf("PodMonitor labels %v: want the extra label", m.Metadata.Labels)
+		}
+	}
+}
+
+// TestChartSchema: values.schema.json makes a wrong type or an unknown key
+// fail helm template and helm lint, naming the value; the chart lints clean.
+func TestChartSchema(t *testing.T) {
+	for _, tt := range []struct{ set, want string }{
+		{"metrics.port=abc", "at '/metrics/port': got string, want integer"},
+		{"config.createNetwork=yes", "at '/config/createNetwork': got string, want boolean"},
+		{"image.pullPolicy=Sometimes", "at '/image/pullPolicy'"},
+		{"config.logLevel=verbose", "at '/config/logLevel'"},
+		{"metric.port=9467", "additional properties 'metric' not allowed"},
+		{"config.mappingSources={annotations,hostport}", "at '/config/mappingSources/1'"},
+	} {
+		t.Run(tt.set, func(t *testing.T) {
+			for _, cmd := range [][]string{
+				{"template", "x", chart, "--kube-version", kubeVersion, "--set", tt.set},
+				{"lint", chart, "--set", tt.set},
+			} {
+				out, err := exec.Command(helmBin(t), cmd...).CombinedOutput()
+				if err == nil || !strings.Contains(string(out), tt.want) {
+					t.Errorf("helm %v: %v\n%s\nwant a failure saying %q", cmd, err, out, tt.want)
+				}
+			}
+		})
+	}
+	out, err := exec.Command(helmBin(t), "lint", chart).CombinedOutput()
+	if err != nil || strings.Contains(string(out), "[WARNING]") || strings.Contains(string(out), "[ERROR]") {
+		t.Errorf("helm lint: %v\n%s", err, out)
+	}
 }
 
 // TestChartRBAC: the DaemonSet reports to the API server under its own
@@ -246,7 +387,7 @@ func TestChartRBAC(t *testing.T) {
 }
 
 func TestChartCleanup(t *testing.T) {
-	o := decodeAll(t, render(t, "nri-hcn-portmap-cleanup", "daemonset.enabled=false", "cleanup.enabled=true"))
+	o := decodeAll(t, render(t, "nri-hcn-portmap", "daemonset.enabled=false", "cleanup.enabled=true"))
 	if len(o.daemonSets) != 1 || o.daemonSets[0].Name != "nri-hcn-portmap-cleanup" {
 		t.Fatalf("DaemonSets %d: want the cleanup one only", len(o.daemonSets))
 	}

@@ -35,6 +35,10 @@ func applyRBAC(t *testing.T, ctx context.Context, k *harness.Kube) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// the operator's namespace, as the README creates it
+	_, err = k.Admin.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "nri-hcn-portmap",
+		Labels: map[string]string{"pod-security.kubernetes.io/enforce": "privileged"}}}, metav1.CreateOptions{})
+	must(t, err)
 	for _, doc := range strings.Split(string(b), "\n---\n") {
 		var head struct{ Kind string }
 		if err := yaml.Unmarshal([]byte(doc), &head); err != nil {

@@ -255,8 +255,17 @@ func TestCleanupRemovesEveryEndpoint(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	// while the plugin runs, cleanup refuses (the plugin would rebuild the
+	// endpoints of running pods) and removes nothing
+	out, stderr, err := env.Command(ctx, "cleanup")
+	if err == nil || !strings.Contains(stderr, "the plugin still runs (it answers at "+env.AdminAddr+")") {
+		t.Fatalf("cleanup with the plugin running: %q %q %v, want it refused", out, stderr, err)
+	}
+	if st, _, err := env.SimClient.State(ctx); err != nil || len(st.Endpoints) != 3 {
+		t.Fatalf("a refused cleanup changed HCN: %+v %v", st.Endpoints, err)
+	}
 	env.Plugin.Stop()
-	out, _, err := env.Command(context.WithoutCancel(ctx), "cleanup")
+	out, _, err = env.Command(context.WithoutCancel(ctx), "cleanup")
 	if err != nil || !strings.Contains(out, "3 of 3 endpoints removed") {
 		t.Fatalf("cleanup: %q, %v", out, err)
 	}

@@ -48,8 +48,19 @@ func findKubeBin(env, name string) (string, error) {
 	return "", fmt.Errorf("%s not found: run make kube (or set %s)", name, env)
 }
 
-// StartKube starts etcd and kube-apiserver in e.Dir and waits for /readyz.
+// StartKube starts etcd and kube-apiserver in e.Dir and waits for /readyz;
+// e.Close stops them.
 func (e *Env) StartKube(ctx context.Context) (*Kube, error) {
+	k, err := StartKube(ctx, filepath.Join(e.Dir, "kube"))
+	if k != nil {
+		e.kube = k
+	}
+	return k, err
+}
+
+// StartKube starts etcd and kube-apiserver with their files in dir and
+// waits for /readyz; the caller stops them (Stop).
+func StartKube(ctx context.Context, dir string) (*Kube, error) {
 	apiBin, err := findKubeBin("KUBE_APISERVER_BIN", "kube-apiserver-v1.37.2")
 	if err != nil {
 		return nil, err
@@ -58,7 +69,7 @@ func (e *Env) StartKube(ctx context.Context) (*Kube, error) {
 	if err != nil {
 		return nil, err
 	}
-	k := &Kube{dir: filepath.Join(e.Dir, "kube")}
+	k := &Kube{dir: dir}
 	if err := os.MkdirAll(k.dir, 0o700); err != nil {
 		return nil, err
 	}
@@ -72,11 +83,16 @@ func (e *Env) StartKube(ctx context.Context) (*Kube, error) {
 	if err := k.writeSecrets(); err != nil {
 		return nil, err
 	}
-	e.kube = k
 	if err := k.start(ctx, etcdBin, apiBin); err != nil {
-		return nil, err
+		return k, err
 	}
 	return k, nil
+}
+
+// AdminKubeconfig writes a kubeconfig with the admin token (system:masters)
+// and returns its path: for helm, as an operator's cluster-admin.
+func (k *Kube) AdminKubeconfig() (string, error) {
+	return k.writeKubeconfig("admin", adminToken)
 }
 
 func (k *Kube) writeSecrets() error {
@@ -118,6 +134,9 @@ func (k *Kube) start(ctx context.Context, etcdBin, apiBin string) error {
 		"--service-account-signing-key-file", filepath.Join(k.dir, "sa.key"),
 		"--service-account-issuer", "https://kubernetes.default.svc", "--api-audiences", "https://kubernetes.default.svc",
 		"--authorization-mode", "RBAC", "--service-cluster-ip-range", "10.96.0.0/16",
+		// as kubeadm and the managed clusters run it: HostProcess pods (the
+		// chart's) are privileged
+		"--allow-privileged=true",
 		// no controller-manager runs: nobody would create the default
 		// service accounts the admission plugin wants for pods
 		"--disable-admission-plugins", "ServiceAccount")
@@ -182,6 +201,10 @@ func (k *Kube) ServiceAccountKubeconfig(ctx context.Context, namespace, name str
 	if err != nil {
 		return "", fmt.Errorf("token for %s/%s: %w", namespace, name, err)
 	}
+	return k.writeKubeconfig(name, tr.Status.Token)
+}
+
+func (k *Kube) writeKubeconfig(name, token string) (string, error) {
 	path := filepath.Join(k.dir, name+".kubeconfig")
 	cfg := fmt.Sprintf(`apiVersion: v1
 kind: Config
@@ -200,7 +223,7 @@ contexts:
     cluster: test
     user: %s
 current-context: test
-`, k.URL, name, tr.Status.Token, name)
+`, k.URL, name, token, name)
 	return path, os.WriteFile(path, []byte(cfg), 0o600)
 }
 

@@ -111,12 +111,12 @@ func (e *Env) PluginArgs(cmd string) []string {
 	switch {
 	case cmd == "health" || cmd == "reload": // they only find the running plugin
 		return append(args, "--admin-listen", e.AdminAddr)
-	case e.windows && cmd == "cleanup": // HNS (the emulator) only
-		return args
+	case e.windows && cmd == "cleanup": // HNS (the emulator), and where a running plugin would answer
+		return append(args, "--admin-listen", e.AdminAddr)
 	case e.windows: // HNS is the default backend; containerd over TCP
 		return append(args, "--containerd-address", e.CtrTCP, "--admin-listen", e.AdminAddr)
-	case cmd == "cleanup": // HCN only
-		return append(args, "--hcn-backend", "simulated", "--hcn-simulator", e.SimAddress)
+	case cmd == "cleanup": // HCN, and where a running plugin would answer
+		return append(args, "--hcn-backend", "simulated", "--hcn-simulator", e.SimAddress, "--admin-listen", e.AdminAddr)
 	}
 	return append(args, "--nri-socket", e.NRISocket, "--containerd-address", e.CtrAddress,
 		"--hcn-backend", "simulated", "--hcn-simulator", e.SimAddress, "--admin-listen", e.AdminAddr)

@@ -1,6 +1,33 @@
+{{- define "nri-hcn-portmap.name" -}}
+{{- default .Chart.Name .Values.nameOverride | trunc 63 | trimSuffix "-" }}
+{{- end }}
+
+{{- /* The release's object names: the release name when it contains the
+chart's name (the default install, `helm install nri-hcn-portmap`), else
+release-chart; fullnameOverride sets it. */ -}}
+{{- define "nri-hcn-portmap.fullname" -}}
+{{- if .Values.fullnameOverride }}
+{{- .Values.fullnameOverride | trunc 63 | trimSuffix "-" }}
+{{- else }}
+{{- $name := default .Chart.Name .Values.nameOverride }}
+{{- if contains $name .Release.Name }}
+{{- .Release.Name | trunc 63 | trimSuffix "-" }}
+{{- else }}
+{{- printf "%s-%s" .Release.Name $name | trunc 63 | trimSuffix "-" }}
+{{- end }}
+{{- end }}
+{{- end }}
+
+{{- define "nri-hcn-portmap.selectorLabels" -}}
+app.kubernetes.io/name: {{ include "nri-hcn-portmap.name" . }}
+app.kubernetes.io/instance: {{ .Release.Name }}
+{{- end }}
+
 {{- define "nri-hcn-portmap.labels" -}}
-app.kubernetes.io/name: nri-hcn-portmap
+helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" | trunc 63 | trimSuffix "-" }}
+{{ include "nri-hcn-portmap.selectorLabels" . }}
 app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
+app.kubernetes.io/managed-by: {{ .Release.Service }}
 {{- end }}
 
 {{- define "nri-hcn-portmap.image" -}}
@@ -28,7 +55,7 @@ automountServiceAccountToken: false
 volumes:
   - name: config
     configMap:
-      name: nri-hcn-portmap
+      name: {{ include "nri-hcn-portmap.fullname" . }}
       items:
         - key: config.toml
           path: config.toml
