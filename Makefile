@@ -14,7 +14,7 @@ export CONTAINERD_BIN := $(CONTAINERD)
 VERSION            ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 LDFLAGS            := -X main.version=$(VERSION)
 
-.PHONY: all build build-windows vet test unit e2e demo containerd helm manifests clean fuzz bench test-windows e2e-windows kube
+.PHONY: all build build-windows vet test unit e2e demo containerd helm manifests clean fuzz bench test-windows e2e-windows kube compat
 
 all: build build-windows
 
@@ -107,6 +107,19 @@ fuzz:
 	$(FUZZ) -fuzz '^FuzzParsePortMappings$$' ./plugin/request/
 	$(FUZZ) -fuzz '^FuzzDecodeCRIMetadata$$' ./plugin/request/
 	$(FUZZ) -fuzz '^FuzzDecode$$' ./config/
+
+# The end-to-end suite against each containerd line the README names, each
+# built from its module source into COMPAT_DIR (2.5 to 7.5 minutes each the
+# first time on 2 cores). The harness writes the config version each reads.
+COMPAT_VERSIONS ?= v1.7.35 v2.0.14 v2.1.9 v2.2.9 v2.3.7 v2.4.2
+COMPAT_DIR      ?= $(GOBIN)/containerd-compat
+compat: helm kube
+	@for v in $(COMPAT_VERSIONS); do \
+		bash hack/containerd-build.sh $$v $(COMPAT_DIR) || exit 1; \
+		echo "== containerd $$v"; \
+		CONTAINERD_BIN=$(COMPAT_DIR)/containerd-$$v/containerd \
+			$(GO) test -race -count=1 -timeout $(E2E_TIMEOUT) ./test/e2e/ || exit 1; \
+	done
 
 # Benchmarks (needs root and containerd, like the e2e tests): writes
 # test/bench/results/BENCHMARKS.md and bench.png.

@@ -49,6 +49,7 @@ type Env struct {
 	ConfigPath                             string
 
 	ctrBin      string
+	ctrVersion  string   // what it reports, e.g. v2.4.2
 	pluginPre   []string // arguments before the command (the .exe under wine)
 	windows     bool
 	mu          sync.Mutex
