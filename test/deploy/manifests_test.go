@@ -272,6 +272,11 @@ func TestChartValues(t *testing.T) {
 		t.Errorf("metrics.enabled=false still listens or annotates: %q %+v", cfg.Admin.MetricsListen, o.daemonSets[0].Spec.Template)
 	}
 	checkPluginDaemonSet(t, o.daemonSets[0], "registry.example/nri-hcn-portmap:v9.9.9")
+	// a changed configuration rolls the pods: the plugin reads it at start
+	sum := func(o objects) string { return o.daemonSets[0].Spec.Template.Annotations["checksum/config"] }
+	if def := decodeAll(t, render(t, "nri-hcn-portmap")); sum(def) == "" || sum(def) == sum(o) {
+		t.Errorf("checksum/config %q with the defaults, %q with other config: want it set and changed", sum(def), sum(o))
+	}
 	// another release name: its own object names and selector
 	other := decodeAll(t, render(t, "canary"))
 	if ds := other.daemonSets[0]; ds.Name != "canary-nri-hcn-portmap" || ds.Spec.Template.Spec.Volumes[0].ConfigMap.Name != other.configMaps[0].Name ||
