@@ -268,6 +268,63 @@ func TestStartWithHostPortsCostsTheSameOnAFullNode(t *testing.T) {
 	}
 }
 
+// Issue 26, cost: with hostPort on (the default), a pod whose CRI record
+// has no hostPorts gives its CNI nothing to map, so its start asks HNS
+// nothing about the namespace: the create and the attach, as with the
+// annotation alone. A pod with hostPorts asks the namespace (and opens its
+// other endpoints).
+func TestOnlyAPodWithHostPortsAsksWhatTheCNIMaps(t *testing.T) {
+	for _, tt := range []struct {
+		name, annotation, ports string
+		want                    map[string]int
+	}{
+		{"annotation only", "9010:80", `{"container_port":81}`, // a containerPort without hostPort
+			map[string]int{hcnsim.OpCreateEndpoint: 1, hcnsim.OpAddNamespaceEndpoint: 1}},
+		{"hostPort", "", `{"container_port":80,"host_port":9011}`,
+			map[string]int{hcnsim.OpGetNamespace: 1, hcnsim.OpGetEndpoint: 1, hcnsim.OpenedEndpoint: 1, hcnsim.OpCreateEndpoint: 1, hcnsim.OpAddNamespaceEndpoint: 1}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			f := newFixture(t)
+			f.core.opt.Inputs = Inputs{Annotations: true, CRI: true}
+			if err := f.core.LoadPorts(ctx); err != nil {
+				t.Fatal(err)
+			}
+			warm := f.sandbox("warm", "")
+			f.store.sbs["warm"].Metadata = criMeta("9001:80", "")
+			if err := f.core.StartPod(ctx, warm); err != nil { // the network
+				t.Fatal(err)
+			}
+			p := f.sandbox("p", tt.annotation)
+			f.store.sbs["p"].Metadata = criMeta(tt.annotation, tt.ports)
+			// the CNI's endpoint in the pod's namespace, mapping nothing
+			cni, err := f.sim.CreateNetwork(ctx, hcn.NetworkSpec{Name: "cbr0", Type: hcn.NetworkL2Bridge, Subnet: "10.244.0.0/16"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			ep, err := f.sim.CreateEndpoint(ctx, hcn.EndpointSpec{Name: "cni-p", NetworkID: cni.ID})
+			if err == nil {
+				err = f.sim.AddNamespaceEndpoint(ctx, f.store.sbs["p"].NetNS, ep.ID)
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			before := f.sim.Calls()
+			if err := f.core.StartPod(ctx, p); err != nil || len(f.endpoints("p")) != 1 {
+				t.Fatalf("StartPod: %v, %+v", err, f.endpoints("p"))
+			}
+			got := map[string]int{}
+			for op, n := range f.sim.Calls() {
+				if d := n - before[op]; d > 0 {
+					got[op] = d
+				}
+			}
+			if !maps.Equal(got, tt.want) {
+				t.Fatalf("HNS calls for the start: %v, want %v", got, tt.want)
+			}
+		})
+	}
+}
+
 // reports records what the core tells pods' owners.
 type reports struct {
 	mu  sync.Mutex

@@ -28,6 +28,9 @@ type podRequest struct {
 	pod      Pod // completed from containerd's CRI record when partial
 	known    bool
 	mappings []request.PortMapping
+	// hostPorts: the pod's CRI record has Kubernetes hostPorts, the only
+	// mappings a CNI is given (portMappings) and so can map itself
+	hostPorts bool
 }
 
 // request works out what the sandbox asks for from the pod the trigger
@@ -63,6 +66,7 @@ func (c *Core) request(p Pod, sb *SandboxInfo, annotated []request.PortMapping, 
 	if c.opt.Inputs.CRI && meta != nil {
 		cri, err := meta.HostPorts(c.opt.Limits)
 		if err == nil {
+			r.hostPorts = len(cri) > 0
 			r.mappings, err = request.MergeMappings(annotated, cri, c.opt.Limits)
 		}
 		if err != nil {

@@ -27,7 +27,8 @@ import (
 //     namespace tell; a sandbox that no longer runs is stopped (1);
 //  5. the request: the mappings from its sources, limits, admission;
 //  6. nothing asked for, no Windows namespace, Hyper-V isolation, or all
-//     of it mapped by the CNI already: no endpoint of ours;
+//     of it mapped by the CNI already (asked only of a pod with hostPorts,
+//     the only mappings a CNI is given): no endpoint of ours;
 //  7. the host ports: a pod holding one makes this sync wait for that
 //     pod's own sync, once, which tells whether it still runs;
 //  8. the endpoint: kept, replaced, created and attached (hcn.Manager).
@@ -111,9 +112,11 @@ func (c *Core) sync(ctx context.Context, id string, in syncInput) (Change, error
 	}
 	policies := request.BuildPolicies(req.mappings, c.opt.Policy)
 	var cni []CNIMapping
-	if c.opt.Inputs.CRI {
-		// the CNI may map the pod's hostPorts itself (win-bridge honours
-		// portMappings): HNS would refuse the same mapping twice
+	if req.hostPorts {
+		// the CNI may map the pod's hostPorts itself (it is given them as
+		// portMappings; win-bridge honours them): HNS would refuse the same
+		// mapping twice. A pod without hostPorts gives the CNI nothing to
+		// map, and HNS is not asked.
 		if policies, cni, err = c.notProvided(ctx, id, sb.NetNS, policies); err != nil {
 			return NoChange, errPod(p, err)
 		}
