@@ -10,6 +10,7 @@ require (
 	github.com/nri-hcn-portmap/nri-hcn-portmap v0.0.0
 	github.com/sirupsen/logrus v1.10.2
 	gonum.org/v1/plot v0.17.0
+	k8s.io/cri-api v0.37.0
 )
 
 require (
@@ -98,7 +99,6 @@ require (
 	k8s.io/api v0.37.0 // indirect
 	k8s.io/apimachinery v0.37.0 // indirect
 	k8s.io/client-go v0.37.0 // indirect
-	k8s.io/cri-api v0.37.0 // indirect
 	k8s.io/klog/v2 v2.140.0 // indirect
 	k8s.io/kube-openapi v0.0.0-20260721132016-d427ff9ee9ad // indirect
 	k8s.io/utils v0.0.0-20260626114624-be93311217bd // indirect
