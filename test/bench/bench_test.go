@@ -61,6 +61,42 @@ func BenchmarkRunPodSandbox(b *testing.B) {
 	}
 }
 
+// BenchmarkRunPodSandboxOnAFullNode: RunPodSandbox on a node of 5,000 pods
+// with their endpoints (made by the plugin's Synchronize), for the plugin
+// and for the I/O floor on the same kind of node: the ratio tells what the
+// plugin adds from what a full containerd and HNS cost.
+func BenchmarkRunPodSandboxOnAFullNode(b *testing.B) {
+	for _, which := range []string{"floor", "plugin"} {
+		b.Run(which, func(b *testing.B) {
+			env, ctx := newEnv(b)
+			if _, err := Synchronize(ctx, env, 5000, 25000); err != nil {
+				b.Fatal(err)
+			}
+			if which == "floor" {
+				env.Plugin.Stop() // its endpoints stay
+				if err := StartBaseline(ctx, env, b.TempDir(), true); err != nil {
+					b.Fatal(err)
+				}
+			}
+			var total []time.Duration
+			b.ResetTimer()
+			for b.Loop() {
+				b.StopTimer()
+				d, err := RunPodLatency(ctx, env, fmt.Sprintf("full%d", len(total)), 1, 35000+len(total))
+				b.StartTimer()
+				if err != nil {
+					b.Fatal(err)
+				}
+				total = append(total, d...)
+			}
+			p := Summarize(total)
+			b.ReportMetric(0, "ns/op")
+			b.ReportMetric(float64(p.P50.Microseconds()), "p50-µs")
+			b.ReportMetric(float64(p.P99.Microseconds()), "p99-µs")
+		})
+	}
+}
+
 // BenchmarkSynchronize: the plugin's answer to Synchronize at several pod
 // counts (the reconcile completes in the background). Run it with
 // -benchtime 1x: each iteration builds a fresh node.
