@@ -42,21 +42,7 @@ func BenchmarkRunPodSandbox(b *testing.B) {
 			} else if err := StartBaseline(ctx, env, b.TempDir(), which == "floor"); err != nil {
 				b.Fatal(err)
 			}
-			var total []time.Duration
-			b.ResetTimer()
-			for b.Loop() {
-				b.StopTimer()
-				d, err := RunPodLatency(ctx, env, fmt.Sprintf("rp%d", len(total)), 1, 20000+len(total))
-				b.StartTimer()
-				if err != nil {
-					b.Fatal(err)
-				}
-				total = append(total, d...)
-			}
-			p := Summarize(total)
-			b.ReportMetric(0, "ns/op") // the loop time includes untimed setup; the percentiles are the figures
-			b.ReportMetric(float64(p.P50.Microseconds()), "p50-µs")
-			b.ReportMetric(float64(p.P99.Microseconds()), "p99-µs")
+			runPods(b, ctx, env, "rp", 20000)
 		})
 	}
 }
@@ -69,32 +55,38 @@ func BenchmarkRunPodSandboxOnAFullNode(b *testing.B) {
 	for _, which := range []string{"floor", "plugin"} {
 		b.Run(which, func(b *testing.B) {
 			env, ctx := newEnv(b)
-			if _, err := Synchronize(ctx, env, 5000, 25000); err != nil {
+			var err error
+			if which == "floor" {
+				err = FillForTheFloor(ctx, env, b.TempDir(), 5000)
+			} else {
+				_, err = Synchronize(ctx, env, 5000, 25000)
+			}
+			if err != nil {
 				b.Fatal(err)
 			}
-			if which == "floor" {
-				env.Plugin.Stop() // its endpoints stay
-				if err := StartBaseline(ctx, env, b.TempDir(), true); err != nil {
-					b.Fatal(err)
-				}
-			}
-			var total []time.Duration
-			b.ResetTimer()
-			for b.Loop() {
-				b.StopTimer()
-				d, err := RunPodLatency(ctx, env, fmt.Sprintf("full%d", len(total)), 1, 35000+len(total))
-				b.StartTimer()
-				if err != nil {
-					b.Fatal(err)
-				}
-				total = append(total, d...)
-			}
-			p := Summarize(total)
-			b.ReportMetric(0, "ns/op")
-			b.ReportMetric(float64(p.P50.Microseconds()), "p50-µs")
-			b.ReportMetric(float64(p.P99.Microseconds()), "p99-µs")
+			runPods(b, ctx, env, "full", 35000)
 		})
 	}
+}
+
+// runPods times one RunPodSandbox round trip per iteration (pods prefix,
+// host ports from firstPort) and reports the percentiles.
+func runPods(b *testing.B, ctx context.Context, env *harness.Env, prefix string, firstPort int) {
+	var total []time.Duration
+	b.ResetTimer()
+	for b.Loop() {
+		b.StopTimer()
+		d, err := RunPodLatency(ctx, env, fmt.Sprintf("%s%d", prefix, len(total)), 1, firstPort+len(total))
+		b.StartTimer()
+		if err != nil {
+			b.Fatal(err)
+		}
+		total = append(total, d...)
+	}
+	p := Summarize(total)
+	b.ReportMetric(0, "ns/op") // the loop time includes untimed setup; the percentiles are the figures
+	b.ReportMetric(float64(p.P50.Microseconds()), "p50-µs")
+	b.ReportMetric(float64(p.P99.Microseconds()), "p99-µs")
 }
 
 // BenchmarkSynchronize: the plugin's answer to Synchronize at several pod

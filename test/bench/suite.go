@@ -55,6 +55,18 @@ func StartBaseline(ctx context.Context, env *harness.Env, dir string, floor bool
 	return env.StartNRIPlugin(ctx, "nop", bin, args...)
 }
 
+// FillForTheFloor makes env a node of n running pods with their endpoints
+// (built by the plugin's Synchronize, host ports from 25000), then replaces
+// the plugin by the I/O floor: the floor measured on a node as full as the
+// plugin's.
+func FillForTheFloor(ctx context.Context, env *harness.Env, dir string, n int) error {
+	if _, err := Synchronize(ctx, env, n, 25000); err != nil {
+		return err
+	}
+	env.Plugin.Stop() // its endpoints stay on the node
+	return StartBaseline(ctx, env, dir, true)
+}
+
 // Pod returns a benchmark pod with a mapping on hostPort.
 func Pod(prefix string, i int, hostPort int) harness.Pod {
 	h := sha256.Sum256([]byte(prefix + strconv.Itoa(i)))

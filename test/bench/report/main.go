@@ -562,11 +562,7 @@ func atScale(ctx context.Context, env *harness.Env, newEnv func() (*harness.Env,
 		return plugin, floor, err
 	}
 	defer fenv.Close()
-	if _, err := bench.Synchronize(ctx, fenv, n, 25000); err != nil {
-		return plugin, floor, err
-	}
-	fenv.Plugin.Stop() // its endpoints stay on the node
-	if err := bench.StartBaseline(ctx, fenv, dir, true); err != nil {
+	if err := bench.FillForTheFloor(ctx, fenv, dir, n); err != nil {
 		return plugin, floor, err
 	}
 	var p, f []time.Duration
