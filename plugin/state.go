@@ -3,6 +3,7 @@ package plugin
 import (
 	"maps"
 	"slices"
+	"strings"
 	"sync"
 
 	"github.com/nri-hcn-portmap/nri-hcn-portmap/hcn"
@@ -292,16 +293,6 @@ func (s *state) setPorts(id string, r *record, name string, policies []hcn.PortM
 	}
 }
 
-// holderName is the name the index knows the holder by.
-func (s *state) holderName(id string) string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if r := s.recs[id]; r != nil {
-		return r.name
-	}
-	return ""
-}
-
 // startListing marks an HNS listing under way and returns the sequence
 // number it starts at.
 func (s *state) startListing() uint64 {
@@ -366,6 +357,26 @@ func (s *state) abortListing() {
 	s.endListing()
 }
 
+// mappings is who maps each host port of every sandbox holding something:
+// its own endpoint's, and the CNI's.
+func (s *state) mappings() []SandboxMappings {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var out []SandboxMappings
+	for id, r := range s.recs {
+		if len(r.eps) == 0 && len(r.cni) == 0 {
+			continue
+		}
+		m := SandboxMappings{Sandbox: id, Pod: r.name, Ours: slices.Clone(r.ports), CNI: slices.Clone(r.cni)}
+		if len(r.eps) > 0 {
+			m.Endpoint = r.eps[0].ID
+		}
+		out = append(out, m)
+	}
+	slices.SortFunc(out, func(a, b SandboxMappings) int { return strings.Compare(a.Sandbox, b.Sandbox) })
+	return out
+}
+
 // ids returns every sandbox the state knows.
 func (s *state) ids() []string {
 	s.mu.Lock()
@@ -386,7 +397,7 @@ func (s *state) endpointCount() int {
 	return n
 }
 
-// counts is what the state holds, for tests and status.
+// counts is what the state holds, for tests.
 type counts struct{ records, holding, tombstones int }
 
 func (s *state) counts() counts {

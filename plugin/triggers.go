@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"maps"
 	"slices"
-	"strings"
 	"sync"
 
 	"github.com/sirupsen/logrus"
@@ -285,20 +284,4 @@ type SandboxMappings struct {
 
 // Mappings is who maps each host port of every sandbox the controller
 // holds something for (GET /mappings, read by `status`).
-func (c *Core) Mappings() []SandboxMappings {
-	c.st.mu.Lock()
-	defer c.st.mu.Unlock()
-	var out []SandboxMappings
-	for id, r := range c.st.recs {
-		if len(r.eps) == 0 && len(r.cni) == 0 {
-			continue
-		}
-		m := SandboxMappings{Sandbox: id, Pod: r.name, Ours: slices.Clone(r.ports), CNI: slices.Clone(r.cni)}
-		if len(r.eps) > 0 {
-			m.Endpoint = r.eps[0].ID
-		}
-		out = append(out, m)
-	}
-	slices.SortFunc(out, func(a, b SandboxMappings) int { return strings.Compare(a.Sandbox, b.Sandbox) })
-	return out
-}
+func (c *Core) Mappings() []SandboxMappings { return c.st.mappings() }
