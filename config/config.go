@@ -100,7 +100,7 @@ func IsLoopback(addr string) bool {
 		return true
 	}
 	ip, err := netip.ParseAddr(host)
-	return err == nil && ip.IsLoopback()
+	return err == nil && ip.Unmap().IsLoopback()
 }
 
 // Plugin is what drives the plugin and what it acts on.

@@ -8,13 +8,12 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"net"
 	"net/http"
-	"net/netip"
 	"sort"
 	"sync"
 	"time"
 
+	"github.com/nri-hcn-portmap/nri-hcn-portmap/config"
 	"github.com/sirupsen/logrus"
 )
 
@@ -146,14 +145,7 @@ func (a *Admin) MetricsHandler() http.Handler {
 }
 
 // FromLoopback says whether r came from the node itself.
-func FromLoopback(r *http.Request) bool {
-	host, _, err := net.SplitHostPort(r.RemoteAddr)
-	if err != nil {
-		return false
-	}
-	ip, err := netip.ParseAddr(host)
-	return err == nil && ip.Unmap().IsLoopback()
-}
+func FromLoopback(r *http.Request) bool { return config.IsLoopback(r.RemoteAddr) }
 
 func writeJSON(w http.ResponseWriter, code int, v any) {
 	w.Header().Set("Content-Type", "application/json")
