@@ -237,16 +237,19 @@ func TestHandlerRejectsBadJSON(t *testing.T) {
 func TestSerializedRunsOneCallAtATime(t *testing.T) {
 	s := New()
 	s.SetSerialized(true)
-	s.SetOpLatency(OpListEndpoints, 50*time.Millisecond)
-	order := make(chan string, 2)
-	go func() { _, _ = s.ListEndpoints(context.Background()); order <- "slow" }()
-	for s.Calls()[OpListEndpoints] == 0 {
+	s.SetOpLatency(OpListEndpoints, time.Second)
+	slowDone := make(chan struct{})
+	go func() { _, _ = s.ListEndpoints(context.Background()); close(slowDone) }()
+	for s.Calls()[OpListEndpoints] == 0 { // counted once it holds HNS
 		time.Sleep(time.Millisecond)
 	}
 	_, _ = s.GetNamespace(context.Background(), "x") // no latency of its own: waits for the slow call
-	order <- "fast"
-	if first := <-order; first != "slow" {
-		t.Fatalf("the second call finished first: HNS ran them in parallel")
+	// serialized, the slow call is over by now (its goroutine only has to
+	// return); in parallel it would still have most of its second to go
+	select {
+	case <-slowDone:
+	case <-time.After(200 * time.Millisecond):
+		t.Fatalf("the second call finished while the first was still running: HNS ran them in parallel")
 	}
 }
 
