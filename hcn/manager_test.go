@@ -61,6 +61,9 @@ func TestManager(t *testing.T) {
 		{"FailedDetachStillDeletes", testFailedDetachStillDeletes},
 		{"NetworkOtherThanNATNeedsConsent", testNetworkOtherThanNATNeedsConsent},
 		{"SecondNATNetworkRefusedUsesTheOne", testSecondNATNetworkRefusedUsesTheOne},
+		{"FlagChangeAloneRebuilds", testFlagChangeAloneRebuilds},
+		{"ListingThatRacedADeleteIsTakenAgainBounded", testListingThatRacedADeleteIsTakenAgainBounded},
+		{"OwnEndpointIsNoNeighbour", testOwnEndpointIsNoNeighbour},
 	}
 	for _, rules := range hcnsim.AllRules() {
 		hns := func() *hcnsim.Sim {
@@ -732,5 +735,94 @@ func testSecondNATNetworkRefusedUsesTheOne(t *testing.T, hns func() *hcnsim.Sim)
 				t.Fatalf("announced %q", said)
 			}
 		})
+	}
+}
+
+// Issue 29, 7: a change of the local-routed or the IPv6 flag alone, same
+// ports and host IP, is a change of behaviour: the endpoint is rebuilt.
+func testFlagChangeAloneRebuilds(t *testing.T, hns func() *hcnsim.Sim) {
+	policy := func(flags hcn.NatFlags) []hcn.PortMappingPolicy {
+		return []hcn.PortMappingPolicy{{Protocol: hcn.TCP, ExternalPort: 8080, InternalPort: 80, Flags: flags}}
+	}
+	for _, tc := range []struct {
+		name     string
+		from, to hcn.NatFlags
+	}{
+		{"local-routed off", hcn.NatFlagsLocalRoutedVip, 0},
+		{"local-routed on", 0, hcn.NatFlagsLocalRoutedVip},
+		{"IPv6 on", hcn.NatFlagsLocalRoutedVip, hcn.NatFlagsLocalRoutedVip | hcn.NatFlagsIPv6},
+		{"IPv6 off", hcn.NatFlagsLocalRoutedVip | hcn.NatFlagsIPv6, hcn.NatFlagsLocalRoutedVip},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			sim, mgr := setup(hns, true)
+			ns := sim.CreateNamespace("")
+			first, _, err := mgr.Ensure(ctx, hcn.Desired{SandboxID: "sb1", Namespace: ns, Policies: policy(tc.from)})
+			if err != nil {
+				t.Fatal(err)
+			}
+			ep, out, err := mgr.Ensure(ctx, hcn.Desired{SandboxID: "sb1", Namespace: ns, Policies: policy(tc.to)})
+			if err != nil || out != hcn.Created || ep.ID == first.ID {
+				t.Fatalf("Ensure with flags %d after %d = %v, %v; want the endpoint rebuilt", tc.to, tc.from, out, err)
+			}
+			if got := ours(t, sim, mgr, "sb1"); !hcn.SamePolicies(got.PortMappings, policy(tc.to)) {
+				t.Fatalf("HNS holds %+v", got)
+			}
+		})
+	}
+}
+
+// Issue 29, 8: a listing that meets an endpoint deleted meanwhile (hcsshim
+// fails the whole listing with not-found) is taken again, a bounded number
+// of times, and not failed: once is read through; HNS changing at every
+// try is ErrChanged, retried by the caller, after three listings.
+func testListingThatRacedADeleteIsTakenAgainBounded(t *testing.T, hns func() *hcnsim.Sim) {
+	for _, tc := range []struct {
+		races int
+		ok    bool
+	}{{1, true}, {2, true}, {10, false}} {
+		t.Run(fmt.Sprint("races=", tc.races), func(t *testing.T) {
+			sim, mgr := setup(hns, true)
+			if _, _, err := mgr.Ensure(ctx, hcn.Desired{SandboxID: "sb1", Namespace: sim.CreateNamespace(""), Policies: web}); err != nil {
+				t.Fatal(err)
+			}
+			if err := sim.InjectFault(hcnsim.Fault{Op: hcnsim.OpListEndpointsOfNetwork, Kind: "not-found", Count: tc.races}); err != nil {
+				t.Fatal(err)
+			}
+			before := sim.Calls()[hcnsim.OpListEndpointsOfNetwork]
+			eps, err := mgr.Owned(ctx)
+			listings := sim.Calls()[hcnsim.OpListEndpointsOfNetwork] - before
+			if tc.ok {
+				if err != nil || len(eps) != 1 || listings != tc.races+1 {
+					t.Fatalf("Owned = %+v, %v after %d listings; want our endpoint after %d", eps, err, listings, tc.races+1)
+				}
+				return
+			}
+			if !errors.Is(err, hcn.ErrChanged) || hcn.Permanent(err) || !hcn.Retryable(err) || listings != 3 {
+				t.Fatalf("Owned = %v after %d listings; want ErrChanged (retried) after 3", err, listings)
+			}
+		})
+	}
+}
+
+// Unit: the plugin's own endpoint in a pod's namespace is not one of its
+// neighbours (the CNI's endpoints), whatever else is there.
+func testOwnEndpointIsNoNeighbour(t *testing.T, hns func() *hcnsim.Sim) {
+	sim, mgr := setup(hns, true)
+	ns := sim.CreateNamespace("")
+	own, _, err := mgr.Ensure(ctx, hcn.Desired{SandboxID: "sb1", Namespace: ns, Policies: web})
+	if err != nil {
+		t.Fatal(err)
+	}
+	netID, _ := mgr.EnsureNetwork(ctx)
+	cni, err := sim.CreateEndpoint(ctx, hcn.EndpointSpec{Name: "cbr0_sb1", NetworkID: netID, PortMappings: web2})
+	if err == nil {
+		err = sim.AddNamespaceEndpoint(ctx, ns, cni.ID)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := mgr.Neighbours(ctx, ns, "sb1")
+	if err != nil || len(got) != 1 || got[0].ID != cni.ID {
+		t.Fatalf("Neighbours = %+v, %v; want the CNI's %s alone, not our %s", got, err, cni.ID, own.ID)
 	}
 }

@@ -46,6 +46,9 @@ type Options struct {
 	// the default cap of HNS calls in flight, hcn.Limiter, so that the cap
 	// and not the workers bounds the work).
 	Workers int
+	// limiter is the queue's rate limiter; nil: client-go's exponential
+	// one from RetryMin to RetryMax (tests record the delays it gives).
+	limiter workqueue.TypedRateLimiter[string]
 }
 
 // Core is the controller: every event source's triggers go into its one
@@ -100,7 +103,7 @@ func NewCore(mgr *hcn.Manager, store SandboxStore, opt Options, log *logrus.Entr
 		opt.ShutdownGrace = 3 * time.Second
 	}
 	bg, stop := context.WithCancel(context.Background())
-	c := &Core{mgr: mgr, store: store, opt: opt, log: log, st: newState(), q: newQueue(opt.RetryMin, opt.RetryMax), bg: bg, stop: stop}
+	c := &Core{mgr: mgr, store: store, opt: opt, log: log, st: newState(), q: newQueue(opt.limiter, opt.RetryMin, opt.RetryMax), bg: bg, stop: stop}
 	c.policy.Store(opt.Admission)
 	c.startWorkers(opt.Workers)
 	return c

@@ -27,10 +27,11 @@ type waiter struct {
 
 // newQueue returns the queue: each sandbox's retries wait RetryMin doubling
 // up to RetryMax.
-func newQueue(retryMin, retryMax time.Duration) workqueue.TypedRateLimitingInterface[string] {
-	return workqueue.NewTypedRateLimitingQueueWithConfig(
-		workqueue.NewTypedItemExponentialFailureRateLimiter[string](retryMin, retryMax),
-		workqueue.TypedRateLimitingQueueConfig[string]{Name: "nri-hcn-portmap"})
+func newQueue(lim workqueue.TypedRateLimiter[string], retryMin, retryMax time.Duration) workqueue.TypedRateLimitingInterface[string] {
+	if lim == nil {
+		lim = workqueue.NewTypedItemExponentialFailureRateLimiter[string](retryMin, retryMax)
+	}
+	return workqueue.NewTypedRateLimitingQueueWithConfig(lim, workqueue.TypedRateLimitingQueueConfig[string]{Name: "nri-hcn-portmap"})
 }
 
 func (c *Core) startWorkers(n int) {

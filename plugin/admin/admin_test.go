@@ -1,11 +1,14 @@
 package admin
 
 import (
+	"context"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/sirupsen/logrus"
 )
@@ -93,5 +96,63 @@ func TestMetricsHandlerServesMetricsAlone(t *testing.T) {
 	}
 	if reloads != 0 {
 		t.Errorf("the metrics listener reloaded %d times", reloads)
+	}
+}
+
+// Unit (issue 29): the metrics listener itself, as ServeMetrics runs it on
+// its own address, serves GET /metrics and nothing else (the handler alone
+// is tested above; this is what admin.metrics_listen binds).
+func TestServeMetricsListensForMetricsAlone(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := l.Addr().String()
+	l.Close() // ServeMetrics binds it itself
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	reloads := 0
+	a := newAdmin(&reloads)
+	a.Checks = []HealthCheck{{Name: "x", Check: func(context.Context) error { return nil }}}
+	served := make(chan error, 1)
+	go func() { served <- a.ServeMetrics(ctx, addr) }()
+	get := func(method, path string) int {
+		for range 100 {
+			req, _ := http.NewRequest(method, "http://"+addr+path, nil)
+			res, err := http.DefaultClient.Do(req)
+			if err == nil {
+				res.Body.Close()
+				return res.StatusCode
+			}
+			select {
+			case err := <-served:
+				t.Fatalf("ServeMetrics: %v", err)
+			default:
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+		t.Fatalf("nothing listens on %s", addr)
+		return 0
+	}
+	for _, tt := range []struct {
+		method, path string
+		want         int
+	}{
+		{http.MethodGet, "/metrics", http.StatusOK},
+		{http.MethodGet, "/healthz", http.StatusNotFound},
+		{http.MethodGet, "/livez", http.StatusNotFound},
+		{http.MethodGet, "/mappings", http.StatusNotFound},
+		{http.MethodPost, "/reload", http.StatusNotFound},
+	} {
+		if got := get(tt.method, tt.path); got != tt.want {
+			t.Errorf("%s %s on the metrics listener = %d, want %d", tt.method, tt.path, got, tt.want)
+		}
+	}
+	if reloads != 0 {
+		t.Errorf("the metrics listener reloaded %d times", reloads)
+	}
+	cancel()
+	if err := <-served; err != nil {
+		t.Fatalf("ServeMetrics after its context ended: %v", err)
 	}
 }
