@@ -52,7 +52,10 @@ const (
 	RouteLowPriority = "low-priority"
 	RouteNone        = "none"
 	RouteHNS         = "hns"
-	// DefaultRouteMetric is the low-priority route's metric.
+	// DefaultRouteMetric is the low-priority route's metric: well above
+	// Windows' default route metric (256, what a route gets when nobody
+	// sets one, as CNIs do) plus interface metrics (5 to 75 automatic), so
+	// it never wins, with room above it.
 	DefaultRouteMetric = 5000
 )
 
@@ -239,6 +242,10 @@ func Default() Config {
 	return Config{
 		Plugin: Plugin{Source: SourceAuto, ResyncInterval: Duration{time.Minute}, MappingSources: []string{MappingsAnnotations, MappingsCRI},
 			FailurePolicy: FailOpen, Deadline: Duration{1500 * time.Millisecond},
+			// real pods map a handful of host ports; 64 is generous and keeps
+			// one endpoint's policy list small for HNS; 16 KiB holds 64
+			// entries in the most verbose form (a YAML list with host IPs,
+			// about 120 bytes each). A HostProcess pod gets about 5 s to stop.
 			MaxMappingsPerPod: 64, MaxAnnotationBytes: 16 << 10, ShutdownGrace: Duration{3 * time.Second},
 			HyperVRuntimeHandlers: []string{"runhcs-wcow-hypervisor"}},
 		Admission: DefaultAdmission(),

@@ -11,8 +11,6 @@ import (
 	"strings"
 	"testing"
 	"time"
-
-	"github.com/nri-hcn-portmap/nri-hcn-portmap/plugin/request"
 )
 
 func write(t *testing.T, body string) string {
@@ -290,15 +288,6 @@ func TestFlagsOverrideFileAndNameThemselves(t *testing.T) {
 	}
 	if cfg.HCN.SimulatorAddress != "unix:///b" || cfg.NRI.Socket != "/tmp/nri.sock" || cfg.Log.Level != "debug" || cfg.HCN.Backend != "simulated" {
 		t.Errorf("Resolve = %+v", cfg)
-	}
-}
-
-// The file's defaults are the limits the plugin documents and applies.
-func TestDefaultLimitsMatchThePlugin(t *testing.T) {
-	d := Default().Plugin
-	if d.MaxMappingsPerPod != request.DefaultMaxMappings || d.MaxAnnotationBytes != request.DefaultMaxBytes {
-		t.Fatalf("config defaults %d mappings, %d bytes; plugin defaults %d, %d", d.MaxMappingsPerPod, d.MaxAnnotationBytes,
-			request.DefaultMaxMappings, request.DefaultMaxBytes)
 	}
 }
 

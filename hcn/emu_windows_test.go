@@ -131,7 +131,7 @@ func TestTypedErrorMapping(t *testing.T) {
 
 func testRollbackWhenAttachFails(t *testing.T) {
 	svc, n := emuSetup(t)
-	mgr := hcn.NewManager(svc, hcn.ManagerConfig{Network: hcn.NetworkSpec{Name: n.Name}})
+	mgr := hcn.NewManager(svc, lowPriority(hcn.ManagerConfig{Network: hcn.NetworkSpec{Name: n.Name}}))
 	nsID := createNamespace(t)
 	// HNS fails the attach
 	f, _ := json.Marshal(hcnsim.Fault{Op: hcnsim.OpAddNamespaceEndpoint, Kind: "internal"})
@@ -249,7 +249,7 @@ func TestHRESULTClassification(t *testing.T) {
 // port is free again.
 func testHNSRestartAndStaleEndpoint(t *testing.T) {
 	svc, n := emuSetup(t)
-	mgr := hcn.NewManager(svc, hcn.ManagerConfig{Network: hcn.NetworkSpec{Name: n.Name}})
+	mgr := hcn.NewManager(svc, lowPriority(hcn.ManagerConfig{Network: hcn.NetworkSpec{Name: n.Name}}))
 	ns := createNamespace(t)
 	want := hcn.Desired{SandboxID: "emu-restart", Namespace: ns, Policies: []hcn.PortMappingPolicy{{Protocol: hcn.TCP, ExternalPort: 28090, InternalPort: 80}}}
 	first, _, err := mgr.Ensure(emuBG, want)
@@ -320,7 +320,7 @@ func TestAdapterUnderEveryHNSRule(t *testing.T) {
 // survives it all.
 func testLifecycleAndForeignNames(t *testing.T) {
 	svc, n := emuSetup(t)
-	mgr := hcn.NewManager(svc, hcn.ManagerConfig{Network: hcn.NetworkSpec{Name: n.Name}})
+	mgr := hcn.NewManager(svc, lowPriority(hcn.ManagerConfig{Network: hcn.NetworkSpec{Name: n.Name}}))
 	ns := createNamespace(t)
 	id := fmt.Sprintf("emu-life-%d", time.Now().UnixNano())
 	foreign, err := svc.CreateEndpoint(emuBG, hcn.EndpointSpec{Name: strings.ToUpper(mgr.EndpointName(id)), NetworkID: n.ID})
@@ -383,13 +383,13 @@ func testRouteTable(t *testing.T) {
 	if err := svc.AddNamespaceEndpoint(emuBG, ns, primary.ID); err != nil {
 		t.Fatal(err)
 	}
-	mgr := hcn.NewManager(svc, hcn.ManagerConfig{Network: hcn.NetworkSpec{Name: n.Name}})
+	mgr := hcn.NewManager(svc, lowPriority(hcn.ManagerConfig{Network: hcn.NetworkSpec{Name: n.Name}}))
 	id := fmt.Sprintf("emu-route-%d", time.Now().UnixNano())
 	ep, _, err := mgr.Ensure(emuBG, hcn.Desired{SandboxID: id, Namespace: ns})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(ep.Routes) != 1 || ep.Routes[0].NextHop != "172.29.0.1" || ep.Routes[0].Metric != hcn.DefaultRouteMetric || len(ep.DNSServers) != 0 {
+	if len(ep.Routes) != 1 || ep.Routes[0].NextHop != "172.29.0.1" || ep.Routes[0].Metric != 5000 || len(ep.DNSServers) != 0 {
 		t.Errorf("our endpoint as HNS reports it: routes %v, DNS %v", ep.Routes, ep.DNSServers)
 	}
 	var st hcnsim.State
@@ -419,7 +419,7 @@ func TestGoldenEndpointJSON(t *testing.T) {
 	for _, mode := range hcn.RouteModes() {
 		t.Run(string(mode), func(t *testing.T) {
 			svc, n := emuSetup(t)
-			mgr := hcn.NewManager(svc, hcn.ManagerConfig{Network: hcn.NetworkSpec{Name: n.Name}, DefaultRoute: mode, OutboundNAT: true})
+			mgr := hcn.NewManager(svc, hcn.ManagerConfig{Network: hcn.NetworkSpec{Name: n.Name}, DefaultRoute: mode, RouteMetric: 5000, OutboundNAT: true})
 			if _, _, err := mgr.Ensure(emuBG, hcn.Desired{SandboxID: "golden", Namespace: createNamespace(t),
 				Policies: []hcn.PortMappingPolicy{{Protocol: hcn.TCP, ExternalPort: 28200, InternalPort: 80, Flags: hcn.NatFlagsLocalRoutedVip}}}); err != nil {
 				t.Fatal(err)
@@ -451,7 +451,7 @@ func TestEndpointWithoutStoredRoutesIsNotRebuilt(t *testing.T) {
 		t.Run(fmt.Sprintf("routes-dropped=%v", dropped), func(t *testing.T) {
 			raw, _ := json.Marshal(hcnsim.Rules{DropRoutes: dropped})
 			emu(t, "Emu.SetRules", string(raw))
-			mgr := hcn.NewManager(svc, hcn.ManagerConfig{Network: hcn.NetworkSpec{Name: n.Name}})
+			mgr := hcn.NewManager(svc, lowPriority(hcn.ManagerConfig{Network: hcn.NetworkSpec{Name: n.Name}}))
 			ns := createNamespace(t)
 			id := fmt.Sprintf("routes-%v", dropped)
 			d := hcn.Desired{SandboxID: id, Namespace: ns, Policies: []hcn.PortMappingPolicy{{Protocol: hcn.TCP, ExternalPort: 28190, InternalPort: 80}}}
@@ -478,7 +478,7 @@ func TestEndpointWithoutStoredRoutesIsNotRebuilt(t *testing.T) {
 // HNS says is not found on delete (HCN_E_ENDPOINT_NOT_FOUND) is gone: done.
 func TestRemovalGetsToTheDelete(t *testing.T) {
 	svc, n := emuSetup(t)
-	mgr := hcn.NewManager(svc, hcn.ManagerConfig{Network: hcn.NetworkSpec{Name: n.Name}})
+	mgr := hcn.NewManager(svc, lowPriority(hcn.ManagerConfig{Network: hcn.NetworkSpec{Name: n.Name}}))
 	for i, tc := range []struct{ name, fn, hr string }{
 		{"detach: HCN_E_ENDPOINT_NOT_ATTACHED", "HcnModifyNamespace", "0x803B0034"},
 		{"detach: an unmapped failure", "HcnModifyNamespace", "0x803B002E"},
@@ -551,7 +551,7 @@ func TestV1NATPolicyOnL2BridgeUnderBothReadings(t *testing.T) {
 				_ = svc.RemoveNamespaceEndpoint(emuBG, ns, cni)
 				_ = svc.DeleteEndpoint(emuBG, cni)
 			})
-			mgr := hcn.NewManager(svc, hcn.ManagerConfig{Prefix: "hcnpm-v1nat-"})
+			mgr := hcn.NewManager(svc, lowPriority(hcn.ManagerConfig{Prefix: "hcnpm-v1nat-"}))
 			got, err := mgr.Neighbours(emuBG, ns, "sandbox")
 			if err != nil {
 				t.Fatal(err)

@@ -15,9 +15,6 @@ type Limiter struct{ slots chan struct{} }
 // NewLimiter allows n calls at a time (n < 1: one).
 func NewLimiter(n int) *Limiter { return &Limiter{slots: make(chan struct{}, max(n, 1))} }
 
-// InFlight is how many calls hold a slot now.
-func (l *Limiter) InFlight() int { return len(l.slots) }
-
 // acquire waits for a slot until ctx ends.
 func (l *Limiter) acquire(ctx context.Context, call string) error {
 	if err := ctx.Err(); err != nil { // never start a call for a caller who gave up

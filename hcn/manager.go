@@ -24,8 +24,8 @@ type ManagerConfig struct {
 	// IPv6 policies will be asked for (dual stack): a NAT network, which
 	// does not support IPv6, is refused with an error that says so.
 	IPv6 bool
-	// DefaultRoute is the endpoint's default route (RouteLowPriority when
-	// empty) and RouteMetric its metric (DefaultRouteMetric when 0).
+	// DefaultRoute is the endpoint's default route and RouteMetric the
+	// metric of a low-priority one (config.Default has their defaults).
 	DefaultRoute RouteMode
 	RouteMetric  uint16
 	// AllowCNINetwork lets endpoints go on a network that is not NAT. Our
@@ -64,12 +64,6 @@ type Manager struct {
 func NewManager(svc Service, cfg ManagerConfig) *Manager {
 	if cfg.Prefix == "" {
 		cfg.Prefix = DefaultEndpointPrefix
-	}
-	if cfg.DefaultRoute == "" {
-		cfg.DefaultRoute = RouteLowPriority
-	}
-	if cfg.RouteMetric == 0 {
-		cfg.RouteMetric = DefaultRouteMetric
 	}
 	return &Manager{svc: svc, cfg: cfg}
 }
@@ -110,9 +104,6 @@ func listing(list func() ([]Endpoint, error)) ([]Endpoint, error) {
 	}
 	return nil, fmt.Errorf("%w: %w", ErrChanged, err)
 }
-
-// Service returns the underlying Service.
-func (m *Manager) Service() Service { return m.svc }
 
 // EndpointName is the deterministic endpoint name of a sandbox.
 func (m *Manager) EndpointName(sandboxID string) string { return m.cfg.Prefix + sandboxID }

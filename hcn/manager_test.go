@@ -22,9 +22,16 @@ var (
 
 func setup(hns func() *hcnsim.Sim, create bool) (*hcnsim.Sim, *hcn.Manager) {
 	sim := hns()
-	mgr := hcn.NewManager(sim, hcn.ManagerConfig{CreateNetwork: create,
-		Network: hcn.NetworkSpec{Name: "nat", Type: hcn.NetworkNAT, Subnet: "172.30.0.0/24", Gateway: "172.30.0.1"}})
+	mgr := hcn.NewManager(sim, lowPriority(hcn.ManagerConfig{CreateNetwork: create,
+		Network: hcn.NetworkSpec{Name: "nat", Type: hcn.NetworkNAT, Subnet: "172.30.0.0/24", Gateway: "172.30.0.1"}}))
 	return sim, mgr
+}
+
+// lowPriority gives c the default configuration's route: low-priority, at
+// metric 5000 (config.Default).
+func lowPriority(c hcn.ManagerConfig) hcn.ManagerConfig {
+	c.DefaultRoute, c.RouteMetric = hcn.RouteLowPriority, 5000
+	return c
 }
 
 // TestManager runs every manager test once per variant of the HNS rules
@@ -144,7 +151,7 @@ func testEnsureReattachesDetachedEndpoint(t *testing.T, hns func() *hcnsim.Sim) 
 	ns := sim.CreateNamespace("")
 	netID, _ := mgr.EnsureNetwork(ctx)
 	ep, _ := sim.CreateEndpoint(ctx, hcn.EndpointSpec{Name: mgr.EndpointName("sb1"), NetworkID: netID, PortMappings: web,
-		Routes: []hcn.Route{{DestinationPrefix: "0.0.0.0/0", NextHop: "172.30.0.1", Metric: hcn.DefaultRouteMetric}}})
+		Routes: []hcn.Route{{DestinationPrefix: "0.0.0.0/0", NextHop: "172.30.0.1", Metric: 5000}}})
 	_, out, err := mgr.Ensure(ctx, hcn.Desired{SandboxID: "sb1", Namespace: ns, Policies: web})
 	if err != nil || out != hcn.Repaired {
 		t.Fatalf("Ensure = %v, %v; want repaired", out, err)
@@ -641,8 +648,8 @@ func testEndpointReadBackWithLessIsNotRebuilt(t *testing.T, hns func() *hcnsim.S
 					t.Fatalf("Ensure again = %v, %v: rebuilt what HNS keeps as it can", out, err)
 				}
 			}
-			restarted := hcn.NewManager(sim, hcn.ManagerConfig{CreateNetwork: true,
-				Network: hcn.NetworkSpec{Name: "nat", Type: hcn.NetworkNAT, Subnet: "172.30.0.0/24", Gateway: "172.30.0.1"}})
+			restarted := hcn.NewManager(sim, lowPriority(hcn.ManagerConfig{CreateNetwork: true,
+				Network: hcn.NetworkSpec{Name: "nat", Type: hcn.NetworkNAT, Subnet: "172.30.0.0/24", Gateway: "172.30.0.1"}}))
 			before := sim.Calls()[hcnsim.OpCreateEndpoint]
 			for range 3 {
 				if _, _, err := restarted.Ensure(ctx, hcn.Desired{SandboxID: "sb1", Namespace: ns, Policies: web}); err != nil {

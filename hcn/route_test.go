@@ -56,13 +56,15 @@ func TestEndpointNeverTakesThePodsDefaultRoute(t *testing.T) {
 		// default routes of the namespace, lowest metric first
 		table []hcn.Route
 	}{
-		{mode: "", sent: []hcn.Route{{DestinationPrefix: "0.0.0.0/0", NextHop: gw, Metric: hcn.DefaultRouteMetric}},
-			table: []hcn.Route{{DestinationPrefix: "0.0.0.0/0", NextHop: "10.244.0.1"}, {DestinationPrefix: "0.0.0.0/0", NextHop: gw, Metric: hcn.DefaultRouteMetric}}},
+		{mode: hcn.RouteLowPriority, metric: 5000, sent: []hcn.Route{{DestinationPrefix: "0.0.0.0/0", NextHop: gw, Metric: 5000}},
+			table: []hcn.Route{{DestinationPrefix: "0.0.0.0/0", NextHop: "10.244.0.1"}, {DestinationPrefix: "0.0.0.0/0", NextHop: gw, Metric: 5000}}},
 		{mode: hcn.RouteLowPriority, metric: 7000, sent: []hcn.Route{{DestinationPrefix: "0.0.0.0/0", NextHop: gw, Metric: 7000}},
 			table: []hcn.Route{{DestinationPrefix: "0.0.0.0/0", NextHop: "10.244.0.1"}, {DestinationPrefix: "0.0.0.0/0", NextHop: gw, Metric: 7000}}},
 		{mode: hcn.RouteNone, sent: []hcn.Route{{DestinationPrefix: "0.0.0.0/0", NextHop: "0.0.0.0"}},
 			table: []hcn.Route{{DestinationPrefix: "0.0.0.0/0", NextHop: "10.244.0.1"}}},
 		{mode: hcn.RouteHNS,
+			table: []hcn.Route{{DestinationPrefix: "0.0.0.0/0", NextHop: "10.244.0.1"}, {DestinationPrefix: "0.0.0.0/0", NextHop: gw}}},
+		{mode: "", // the zero mode is HNS's: no route sent
 			table: []hcn.Route{{DestinationPrefix: "0.0.0.0/0", NextHop: "10.244.0.1"}, {DestinationPrefix: "0.0.0.0/0", NextHop: gw}}},
 	}
 	for _, tc := range tests {
@@ -96,7 +98,7 @@ func TestEndpointNeverTakesThePodsDefaultRoute(t *testing.T) {
 				}
 			}
 			competing := lowest != 1 || defaults[0].NextHop != "10.244.0.1"
-			if competing != (tc.mode == hcn.RouteHNS) {
+			if competing != (tc.mode == hcn.RouteHNS || tc.mode == "") {
 				t.Errorf("%d default routes at the lowest metric, first via %s: the pod's own traffic %s", lowest, defaults[0].NextHop,
 					map[bool]string{true: "may leave through our endpoint", false: "keeps the CNI's route"}[competing])
 			}
@@ -118,12 +120,12 @@ func TestRouteModeChangeReplacesEndpoints(t *testing.T) {
 	if _, _, err := old.Ensure(ctx, hcn.Desired{SandboxID: "sb1", Namespace: ns, Policies: web}); err != nil {
 		t.Fatal(err)
 	}
-	mgr := hcn.NewManager(sim, hcn.ManagerConfig{Network: spec})
+	mgr := hcn.NewManager(sim, hcn.ManagerConfig{Network: spec, DefaultRoute: hcn.RouteLowPriority, RouteMetric: 5000})
 	ep, out, err := mgr.Ensure(ctx, hcn.Desired{SandboxID: "sb1", Namespace: ns, Policies: web})
 	if err != nil || out != hcn.Created {
 		t.Fatalf("Ensure under low-priority = %v, %v; want created", out, err)
 	}
-	if len(ep.Routes) != 1 || ep.Routes[0].Metric != hcn.DefaultRouteMetric {
+	if len(ep.Routes) != 1 || ep.Routes[0].Metric != 5000 {
 		t.Errorf("rebuilt endpoint routes = %v", ep.Routes)
 	}
 }
@@ -137,7 +139,7 @@ func TestLowPriorityRouteNeedsAGateway(t *testing.T) {
 		t.Fatal(err)
 	}
 	ns := sim.CreateNamespace("")
-	mgr := hcn.NewManager(sim, hcn.ManagerConfig{Network: hcn.NetworkSpec{Name: "l2"}, AllowCNINetwork: true})
+	mgr := hcn.NewManager(sim, hcn.ManagerConfig{Network: hcn.NetworkSpec{Name: "l2"}, AllowCNINetwork: true, DefaultRoute: hcn.RouteLowPriority, RouteMetric: 5000})
 	_, _, err := mgr.Ensure(ctx, hcn.Desired{SandboxID: "sb1", Namespace: ns, Policies: web})
 	if !errors.Is(err, hcn.ErrInvalid) || !strings.Contains(err.Error(), "hcn.gateway") || !strings.Contains(err.Error(), "l2") {
 		t.Fatalf("err = %v, want an invalid-request error naming the network and hcn.gateway", err)
@@ -146,7 +148,8 @@ func TestLowPriorityRouteNeedsAGateway(t *testing.T) {
 		t.Errorf("endpoints created: %+v", st.Endpoints)
 	}
 	// the configured gateway is used when HNS reports none
-	withGW := hcn.NewManager(sim, hcn.ManagerConfig{Network: hcn.NetworkSpec{Name: "l2", Gateway: "10.1.0.254"}, AllowCNINetwork: true})
+	withGW := hcn.NewManager(sim, hcn.ManagerConfig{Network: hcn.NetworkSpec{Name: "l2", Gateway: "10.1.0.254"}, AllowCNINetwork: true,
+		DefaultRoute: hcn.RouteLowPriority, RouteMetric: 5000})
 	ep, _, err := withGW.Ensure(ctx, hcn.Desired{SandboxID: "sb1", Namespace: ns, Policies: web})
 	if err != nil || len(ep.Routes) != 1 || ep.Routes[0].NextHop != "10.1.0.254" {
 		t.Fatalf("Ensure with hcn.gateway = %+v, %v", ep, err)

@@ -75,7 +75,7 @@ func TestWindowsNetworkEnsure(t *testing.T) {
 	if err != nil || got.ID != n.ID || got.Type != NetworkNAT {
 		t.Fatalf("GetNetworkByName = %+v, %v; want %+v", got, err, n)
 	}
-	mgr := NewManager(svc, ManagerConfig{Network: NetworkSpec{Name: n.Name}})
+	mgr := NewManager(svc, ManagerConfig{Network: NetworkSpec{Name: n.Name}, DefaultRoute: RouteLowPriority, RouteMetric: 5000})
 	if id, err := mgr.EnsureNetwork(bg); err != nil || id != n.ID {
 		t.Fatalf("EnsureNetwork = %q, %v", id, err)
 	}
@@ -174,7 +174,7 @@ func TestWindowsPortConflictAndRollback(t *testing.T) {
 	svc := newWin(t)
 	n := testNetwork(t, svc)
 	ns := testNamespace(t)
-	mgr := NewManager(svc, ManagerConfig{Network: NetworkSpec{Name: n.Name}})
+	mgr := NewManager(svc, ManagerConfig{Network: NetworkSpec{Name: n.Name}, DefaultRoute: RouteLowPriority, RouteMetric: 5000})
 	web := []PortMappingPolicy{{Protocol: TCP, ExternalPort: 18082, InternalPort: 80, Flags: 1}}
 	ep, _, err := mgr.Ensure(bg, Desired{SandboxID: "win-a", Namespace: ns, Policies: web})
 	if err != nil {
@@ -223,7 +223,7 @@ func TestWindowsNeighboursCarryTheirMappings(t *testing.T) {
 	svc := newWin(t)
 	n := testNetwork(t, svc)
 	ns := testNamespace(t)
-	mgr := NewManager(svc, ManagerConfig{Prefix: "hcnpm-nb-"})
+	mgr := NewManager(svc, ManagerConfig{Prefix: "hcnpm-nb-", DefaultRoute: RouteLowPriority, RouteMetric: 5000})
 	cniPolicy := PortMappingPolicy{Protocol: TCP, ExternalPort: 18091, InternalPort: 80}
 	cni, err := svc.CreateEndpoint(bg, EndpointSpec{Name: "cbr0-nb", NetworkID: n.ID, PortMappings: []PortMappingPolicy{cniPolicy}})
 	if err != nil {

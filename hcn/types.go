@@ -186,21 +186,18 @@ const (
 // RouteModes lists the modes in the order the docs give them.
 func RouteModes() []RouteMode { return []RouteMode{RouteLowPriority, RouteNone, RouteHNS} }
 
-// DefaultRouteMetric is the metric of the low-priority default route:
-// well above Windows' default route metric (256, what a route gets when
-// nobody sets one, as CNIs do) plus interface metrics (5 to 75 automatic),
-// so it never wins, with room above it.
-const DefaultRouteMetric = 5000
-
 // Routes returns the routes an endpoint on a network with gateway gw gets
 // in mode (metric for low-priority).
 func (m RouteMode) Routes(gw string, metric uint16) ([]Route, error) {
 	switch m {
-	case RouteHNS:
+	case RouteHNS, "": // the zero mode: send none, as HNS does by itself
 		return nil, nil
 	case RouteNone:
 		return []Route{{DestinationPrefix: "0.0.0.0/0", NextHop: "0.0.0.0"}}, nil
-	case RouteLowPriority, "":
+	case RouteLowPriority:
+		if metric == 0 {
+			return nil, fmt.Errorf("the low-priority default route needs a metric (hcn.route_metric): %w", ErrInvalid)
+		}
 		if _, err := netip.ParseAddr(gw); err != nil {
 			return nil, fmt.Errorf("the network reports no gateway (%q) for the low-priority default route; set hcn.gateway, or hcn.default_route = \"none\": %w", gw, ErrInvalid)
 		}

@@ -3,6 +3,7 @@ package plugin
 import (
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -11,6 +12,7 @@ import (
 
 	"github.com/nri-hcn-portmap/nri-hcn-portmap/hcn"
 	"github.com/nri-hcn-portmap/nri-hcn-portmap/hcn/hcnsim"
+	"github.com/nri-hcn-portmap/nri-hcn-portmap/plugin/request"
 )
 
 // Issue 29: behaviours that every test missed when they were changed one
@@ -101,7 +103,7 @@ func TestRunPodSandboxIsAnsweredByASyncThatBeganAfterIt(t *testing.T) {
 			<-release
 		})
 	})
-	f.core.Started("p", nil)
+	f.started("p")
 	<-entered // the older sync runs
 	answered := make(chan error, 1)
 	go func() { answered <- f.core.StartPod(ctx, p) }()
@@ -189,8 +191,7 @@ func (f *fixture) restartWith(t *testing.T, cfg hcn.ManagerConfig, opt func(*Opt
 // OutBoundNAT policy, its route's metric or next hop, its policies'
 // local-routed flag. Without the change nothing is rebuilt.
 func TestBehaviourChangingConfigurationRebuildsRunningPods(t *testing.T) {
-	base := hcn.ManagerConfig{CreateNetwork: true, Network: hcn.NetworkSpec{Name: "nat", Type: hcn.NetworkNAT},
-		DefaultRoute: hcn.RouteLowPriority, RouteMetric: 5000}
+	base := testManagerConfig()
 	for _, tc := range []struct {
 		name    string
 		cfg     func(*hcn.ManagerConfig)
@@ -283,10 +284,88 @@ func withLimiter(lim workqueue.TypedRateLimiter[string]) func(*Options) {
 	return func(o *Options) { o.limiter = lim }
 }
 
-// waiting reports whether a request waits for the sandbox's sync.
-func (c *Core) waiting(id string) bool {
-	c.st.mu.Lock()
-	defer c.st.mu.Unlock()
-	r := c.st.recs[id]
-	return r != nil && len(r.waiters) > 0
+// skips counts what the core skipped, by reason.
+type skips struct {
+	nopObserver
+	mu  sync.Mutex
+	got map[string]int
+}
+
+func (s *skips) Skipped(reason string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.got == nil {
+		s.got = map[string]int{}
+	}
+	s.got[reason]++
+}
+
+func (s *skips) of(reason string) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.got[reason]
+}
+
+// Issue 29: containerd's CRI record of a sandbox (its hostPorts) is the
+// runtime's, not the pod author's: one that does not decode (a containerd
+// whose format changed) never fails the pod, under either failure policy.
+// Its annotation is still mapped, its hostPorts are reported unknown (a
+// Warning naming the record and the decode error, a metric), and they are
+// mapped once the record reads again.
+func TestARecordThatDoesNotDecodeNeverFailsThePod(t *testing.T) {
+	const bad = `{"Version":"v1","Metadata":{"ID":"s","Config":{"port_mappings":[{"host_port":"9001"}]}}}` // a string where a number was
+	for _, tc := range []struct {
+		name       string
+		annotation string
+		failOpen   bool
+		partial    bool // the event path: only containerd's record says what the pod is
+	}{
+		{"annotated pod, fail-open", "8080:80", true, false},
+		{"annotated pod, fail-closed", "8080:80", false, false},
+		{"pod that asks for nothing", "", false, false},
+		{"the event path", "", true, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			rep, obs := &reports{}, &skips{}
+			f := newFixture(t, func(o *Options) {
+				o.Reporter, o.Observer, o.Inputs, o.FailOpen = rep, obs, Inputs{Annotations: true, CRI: true}, tc.failOpen
+			})
+			p := f.sandbox("s", tc.annotation)
+			f.store.sbs["s"].Metadata = []byte(bad)
+			if tc.partial {
+				p = Pod{ID: "s", Partial: true}
+			}
+			if err := f.startRetrying(p); err != nil {
+				t.Fatalf("the pod failed for containerd's record: %v", err)
+			}
+			eps := f.endpoints("s")
+			if want := min(len(tc.annotation), 1); len(eps) != want {
+				t.Fatalf("endpoints %+v, want %d (the annotation's)", eps, want)
+			}
+			if obs.of(SkipCRIRecordUnreadable) == 0 {
+				t.Error("no metric says the record does not decode")
+			}
+			if !tc.partial {
+				got, ok := rep.last()
+				if !ok || got.Mapped || got.Reason != ReasonHostPortsUnknown || !strings.Contains(got.Err.Error(), request.ExtensionMetadata) ||
+					!strings.Contains(got.Err.Error(), "cannot unmarshal") {
+					t.Fatalf("report %+v, want %s naming the record and the decode error", got, ReasonHostPortsUnknown)
+				}
+				if tc.annotation != "" && got.Endpoint != eps[0].ID {
+					t.Fatalf("report %+v does not say the annotation's ports are mapped", got)
+				}
+			}
+			// the record reads again (say, after a fix): the next sync maps the hostPorts
+			f.store.mu.Lock()
+			f.store.sbs["s"].Metadata = criMeta(tc.annotation, criPorts(1, 1))
+			f.store.mu.Unlock()
+			if _, err := f.core.ReconcileAll(ctx); err != nil {
+				t.Fatal(err)
+			}
+			eps = f.endpoints("s")
+			if len(eps) != 1 || !slices.ContainsFunc(eps[0].PortMappings, func(m hcn.PortMappingPolicy) bool { return m.ExternalPort == 9001 }) {
+				t.Fatalf("after the record reads again: %+v, want hostPort 9001 mapped", eps)
+			}
+		})
+	}
 }

@@ -56,9 +56,7 @@ func TestRandomFaultsConverge(t *testing.T) {
 				case op == 2: // the runtime's start, within its deadline
 					_ = f.core.StartPod(ctx, p)
 				case op == 3: // containerd's /tasks/start
-					done := make(chan error, 1)
-					f.core.Started(p.ID, func(err error) { done <- err })
-					<-done
+					<-f.started(p.ID)
 				case !doomed[p.ID] || rng.IntN(3) != 0:
 				case op == 4: // the runtime's stop
 					stopped[p.ID] = true

@@ -18,7 +18,7 @@ import (
 type Options struct {
 	Policy request.PolicyOptions
 	Inputs Inputs // where a pod's port mappings are read from
-	// Limits bound one pod's request (zero values: the defaults).
+	// Limits bound one pod's request.
 	Limits    request.Limits
 	Admission *admission.Policy // nil: admit everything
 	// Deadline bounds the HCN work a pod start may hold up the runtime for.
@@ -38,13 +38,11 @@ type Options struct {
 	// pods, besides what the container record and the spec tell
 	// (plugin.hyperv_runtime_handlers; its default lives in config).
 	HyperVHandlers []string
-	// ShutdownGrace bounds how long Close waits for work in flight
-	// (default 3 s: a HostProcess pod gets about 5 s to stop); what is
-	// left is finished by the next start's reconcile.
+	// ShutdownGrace bounds how long Close waits for work in flight (a
+	// HostProcess pod gets about 5 s to stop); what is left is finished by
+	// the next start's reconcile.
 	ShutdownGrace time.Duration
-	// Workers bounds the sandboxes worked on at once (default 16, above
-	// the default cap of HNS calls in flight, hcn.Limiter, so that the cap
-	// and not the workers bounds the work).
+	// Workers bounds the sandboxes worked on at once.
 	Workers int
 	// limiter is the queue's rate limiter; nil: client-go's exponential
 	// one from RetryMin to RetryMax (tests record the delays it gives).
@@ -65,6 +63,7 @@ type Core struct {
 	q       workqueue.TypedRateLimitingInterface[string]
 	workers sync.WaitGroup
 	closing atomic.Bool
+	closed  chan struct{}                    // closed when the queue shuts down: waiters are told ErrClosed
 	policy  atomic.Pointer[admission.Policy] // replaced by a config reload
 
 	bg        context.Context // lifetime of background work
@@ -73,37 +72,18 @@ type Core struct {
 	closeOnce sync.Once
 }
 
-// NewCore wires a core.
+// NewCore wires a core. The options are complete (OptionsFrom makes them
+// from a configuration); a nil Observer or Reporter is nobody.
 func NewCore(mgr *hcn.Manager, store SandboxStore, opt Options, log *logrus.Entry) *Core {
-	if opt.Deadline <= 0 {
-		opt.Deadline = 1500 * time.Millisecond
-	}
-	if opt.RetryMin <= 0 {
-		opt.RetryMin = 100 * time.Millisecond
-	}
-	if opt.RetryMax < opt.RetryMin {
-		opt.RetryMax = max(opt.RetryMin, 10*time.Second)
-	}
 	if opt.Reporter == nil {
 		opt.Reporter = nopReporter{}
 	}
 	if opt.Observer == nil {
 		opt.Observer = nopObserver{}
 	}
-	if opt.Limits.MaxMappings <= 0 {
-		opt.Limits.MaxMappings = request.DefaultMaxMappings
-	}
-	if opt.Limits.MaxBytes <= 0 {
-		opt.Limits.MaxBytes = request.DefaultMaxBytes
-	}
-	if opt.Workers <= 0 {
-		opt.Workers = 16
-	}
-	if opt.ShutdownGrace <= 0 {
-		opt.ShutdownGrace = 3 * time.Second
-	}
 	bg, stop := context.WithCancel(context.Background())
-	c := &Core{mgr: mgr, store: store, opt: opt, log: log, st: newState(), q: newQueue(opt.limiter, opt.RetryMin, opt.RetryMax), bg: bg, stop: stop}
+	c := &Core{mgr: mgr, store: store, opt: opt, log: log, st: newState(), q: newQueue(opt.limiter, opt.RetryMin, opt.RetryMax),
+		closed: make(chan struct{}), bg: bg, stop: stop}
 	c.policy.Store(opt.Admission)
 	c.startWorkers(opt.Workers)
 	return c

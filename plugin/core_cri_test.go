@@ -61,7 +61,7 @@ func TestCoreMappingSources(t *testing.T) {
 			criMeta("8080:80", `{"container_port":81,"host_port":8080}`), nil, "disagree"},
 		{"CRI SCTP", Inputs{CRI: true}, criMeta("", `{"protocol":2,"container_port":81,"host_port":8080}`), nil, "SCTP"},
 		{"CRI ignored when not enabled", Inputs{Annotations: true}, criMeta("", `{"protocol":2,"container_port":81,"host_port":8080}`), nil, ""},
-		{"malformed metadata", Inputs{CRI: true}, []byte(`{"Version":"v1"`), nil, "invalid CRI sandbox metadata"},
+		{"malformed metadata: nothing known, nothing failed", Inputs{CRI: true}, []byte(`{"Version":"v1"`), nil, ""},
 		{"CRI hostPorts at the cap", Inputs{CRI: true}, criMeta("", criPorts(1, 3)),
 			[]hcn.PortMappingPolicy{{Protocol: hcn.TCP, ExternalPort: 9001, InternalPort: 80, Flags: 1},
 				{Protocol: hcn.TCP, ExternalPort: 9002, InternalPort: 80, Flags: 1},

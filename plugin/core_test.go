@@ -10,6 +10,7 @@ import (
 
 	"github.com/sirupsen/logrus"
 
+	"github.com/nri-hcn-portmap/nri-hcn-portmap/config"
 	"github.com/nri-hcn-portmap/nri-hcn-portmap/hcn"
 	"github.com/nri-hcn-portmap/nri-hcn-portmap/hcn/hcnsim"
 	"github.com/nri-hcn-portmap/nri-hcn-portmap/plugin/request"
@@ -94,12 +95,11 @@ type fixture struct {
 func newFixture(t *testing.T, opts ...func(*Options)) *fixture {
 	t.Helper()
 	sim := hcnsim.New()
-	mgr := hcn.NewManager(sim, hcn.ManagerConfig{CreateNetwork: true, Network: hcn.NetworkSpec{Name: "nat", Type: hcn.NetworkNAT}})
+	mgr := hcn.NewManager(sim, testManagerConfig())
 	store := &memStore{sbs: map[string]*SandboxInfo{}, tasks: map[string]TaskState{}}
 	log := logrus.New()
 	log.SetOutput(testWriter{t})
-	o := Options{Policy: request.PolicyOptions{LocalRoutedVIP: true}, Inputs: Inputs{Annotations: true},
-		RetryMin: time.Millisecond, RetryMax: 5 * time.Millisecond}
+	o := testOptions(t)
 	for _, fn := range opts {
 		fn(&o)
 	}
@@ -107,6 +107,22 @@ func newFixture(t *testing.T, opts ...func(*Options)) *fixture {
 	t.Cleanup(f.core.Close)
 	return f
 }
+
+// testOptions are the options of the default configuration with the
+// annotation as the only source, no admission policy and fast retries.
+func testOptions(t *testing.T) Options {
+	t.Helper()
+	o, err := OptionsFrom(config.Default())
+	if err != nil {
+		t.Fatal(err)
+	}
+	o.Inputs, o.Admission = Inputs{Annotations: true}, nil
+	o.RetryMin, o.RetryMax = time.Millisecond, 5*time.Millisecond
+	return o
+}
+
+// testManagerConfig is the manager of the default configuration.
+func testManagerConfig() hcn.ManagerConfig { return ManagerConfig(config.Default().HCN) }
 
 // retryEvery makes a fixture retry failed syncs every d.
 func retryEvery(d time.Duration) func(*Options) {
@@ -147,9 +163,10 @@ func (f *fixture) endpoints(id string) []hcn.Endpoint {
 // start is the runtime's RunPodSandbox without its deadline: the trigger
 // StartPod records, and the outcome of the sync's first attempt.
 func (f *fixture) start(p Pod) (Change, error) {
-	ch, err, _ := f.core.await(ctx, p.ID, func(r *record) {
-		setPod(r, p)
-		r.started, r.sandbox = true, true
+	ch, err, _ := f.core.await(ctx, p.ID, func(in *inbox) {
+		setPod(in, p)
+		in.sawStart()
+		in.claimed = true
 	}, true)
 	return ch, err
 }
@@ -157,9 +174,10 @@ func (f *fixture) start(p Pod) (Change, error) {
 // startRetrying is start waiting for the final outcome (after the retries
 // of failures that pass), as an event's start does.
 func (f *fixture) startRetrying(p Pod) error {
-	_, err, _ := f.core.await(ctx, p.ID, func(r *record) {
-		setPod(r, p)
-		r.started, r.sandbox = true, true
+	_, err, _ := f.core.await(ctx, p.ID, func(in *inbox) {
+		setPod(in, p)
+		in.sawStart()
+		in.claimed = true
 	}, false)
 	return err
 }
@@ -167,9 +185,9 @@ func (f *fixture) startRetrying(p Pod) error {
 // stop is the runtime's StopPodSandbox without its deadline: the outcome of
 // the sync's first attempt.
 func (f *fixture) stop(p Pod) (Change, error) {
-	ch, err, _ := f.core.await(ctx, p.ID, func(r *record) {
-		setPod(r, p)
-		r.stopped, r.sandbox = true, true
+	ch, err, _ := f.core.await(ctx, p.ID, func(in *inbox) {
+		setPod(in, p)
+		in.stopped, in.claimed = true, true
 	}, true)
 	return ch, err
 }

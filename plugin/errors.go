@@ -9,9 +9,11 @@ import (
 
 	"github.com/nri-hcn-portmap/nri-hcn-portmap/hcn"
 	"github.com/nri-hcn-portmap/nri-hcn-portmap/plugin/admission"
+	"github.com/nri-hcn-portmap/nri-hcn-portmap/plugin/request"
 )
 
-// ErrClosed: the core was closed before the work ran.
+// ErrClosed: the core (or an event source's connection to containerd) was
+// closed before the work ran.
 var ErrClosed = errors.New("plugin shutting down")
 
 // ErrDeadline: HCN did not finish a fail-closed pod start in time.
@@ -23,7 +25,20 @@ var ErrDeadline = errors.New("HCN did not finish within the deadline")
 // the next attempt.
 var errHolderPending = errors.New("waiting for the pod holding the host port to be checked")
 
-// retry says whether the queue tries a failed sync again.
+// Errors of the API server, as the Kubernetes reporter (package kube)
+// meets them: it wraps every failed request in one of these.
+var (
+	// ErrAPIGone: the pod (or its namespace) is gone: nothing to report to.
+	ErrAPIGone = errors.New("the API server no longer has the object")
+	// ErrAPIRefused: the API server refused the request as not allowed or
+	// invalid (RBAC, admission, a bad object): a retry cannot help.
+	ErrAPIRefused = errors.New("the API server refused the request")
+	// ErrAPIUnavailable: the API server did not answer, is overloaded
+	// (429, 5xx) or the object changed meanwhile (409): a retry may help.
+	ErrAPIUnavailable = errors.New("the API server is unavailable")
+)
+
+// retry says whether a failed piece of work is tried again.
 type retry int
 
 const (
@@ -33,11 +48,12 @@ const (
 )
 
 // UnclassifiedAttempts bounds the tries of work that fails with an error
-// nobody has classified: it is reported failed after that (the resync tries
-// again), instead of hammering HNS forever.
+// nobody has classified (and of a report to the API server): it is
+// reported failed after that (the resync tries again), instead of
+// hammering HNS forever.
 const UnclassifiedAttempts = 5
 
-// errorKind is one row of the table: how the controller treats an error
+// errorKind is one row of the table: how the plugin treats an error
 // wherever it is asked.
 type errorKind struct {
 	retry retry
@@ -47,9 +63,12 @@ type errorKind struct {
 	// it is not their business (the sandbox went away, a retry decides).
 	reason string
 	// quiet: not a failure of the work (a reconcile does not count it as
-	// failed); logged at debug level.
+	// failed).
 	quiet bool
-	// level and says: how an event-driven start that ended so is logged.
+	// counted: the operation is counted in the metrics (an application
+	// container's events are not the plugin's operations).
+	counted bool
+	// level and says: how a final outcome is logged.
 	level logrus.Level
 	says  string
 	// quietRetry: a retry for it is logged at debug level (it is
@@ -57,52 +76,64 @@ type errorKind struct {
 	quietRetry bool
 }
 
-// errorKinds is the table, first match wins. Every question about an
-// error (retry it? which metric? what do the owners read? how is it
-// logged?) is answered from it, through kindOf.
-func errorKinds() []struct {
+// row is one row of the table: which errors, and their kind.
+type row struct {
 	is   func(error) bool
 	kind errorKind
-} {
-	is := func(target error) func(error) bool { return func(err error) bool { return errors.Is(err, target) } }
-	return []struct {
-		is   func(error) bool
-		kind errorKind
-	}{
-		{is(ErrClosed), errorKind{retryNever, ClassError, "", true, logrus.DebugLevel, "not done: the plugin is stopping", false}},
-		{is(context.Canceled), errorKind{retryNever, ClassError, "", true, logrus.DebugLevel, "not done: the plugin is stopping", false}},
-		{is(ErrNotSandbox), errorKind{retryNever, "", "", true, logrus.DebugLevel, "not a sandbox", false}},
-		{is(ErrSandboxNotFound), errorKind{retryNever, ClassError, "", true, logrus.DebugLevel, "container gone before its start was handled", false}},
-		{hcn.NamespaceGone, errorKind{retryNever, ClassError, "", true, logrus.InfoLevel, "sandbox stopped before its endpoint could be attached; nothing left behind", false}},
-		{is(errHolderPending), errorKind{retryAlways, ClassError, "", false, logrus.WarnLevel, "waiting for the holder of a host port", true}},
-		{is(ErrHyperV), errorKind{retryNever, ClassHyperV, ReasonHyperV, false, logrus.ErrorLevel, "port mappings rejected", false}},
-		{is(ErrInvalidPod), errorKind{retryNever, ClassInvalid, ReasonInvalid, false, logrus.ErrorLevel, "port mappings rejected", false}},
-		{is(admission.ErrDenied), errorKind{retryNever, ClassDenied, ReasonDenied, false, logrus.ErrorLevel, "port mappings rejected", false}},
-		{is(ErrPortConflict), errorKind{retryNever, ClassConflict, ReasonConflict, false, logrus.ErrorLevel, "port mappings rejected", false}},
-		{is(ErrDeadline), errorKind{retryNever, ClassDeadline, ReasonHNS, false, logrus.WarnLevel, "HCN slower than the deadline", false}},
-		{hcn.Retryable, errorKind{retryAlways, ClassError, ReasonHNS, false, logrus.ErrorLevel, "endpoint not built; retrying", false}},
-		{hcn.Permanent, errorKind{retryNever, ClassError, ReasonHNS, false, logrus.ErrorLevel, "endpoint not built; the resync will retry", false}},
-	}
+}
+
+func is(target error) func(error) bool { return func(err error) bool { return errors.Is(err, target) } }
+
+// rejected is the kind of a pod's request refused for good.
+func rejected(class, reason string) errorKind {
+	return errorKind{retry: retryNever, class: class, reason: reason, counted: true, level: logrus.ErrorLevel, says: "port mappings rejected"}
+}
+
+// errorTable is every error the plugin tells apart, first match wins.
+// Every question about an error (retry it? which metric? what do the
+// owners read? how is it logged? is it counted?) is answered from it,
+// through kindOf. What HNS errors mean is hcn's own table (hcn/errors.go):
+// here they are rows by their kind (hcn.Retryable, hcn.Permanent).
+var errorTable = []row{
+	{is(ErrClosed), errorKind{retry: retryNever, class: ClassError, quiet: true, counted: true, level: logrus.DebugLevel, says: "not done: the plugin is stopping"}},
+	{is(context.Canceled), errorKind{retry: retryNever, class: ClassError, quiet: true, counted: true, level: logrus.DebugLevel, says: "not done: the plugin is stopping"}},
+	{is(ErrNotSandbox), errorKind{retry: retryNever, quiet: true, level: logrus.DebugLevel, says: "not a sandbox"}},
+	{is(ErrSandboxNotFound), errorKind{retry: retryNever, class: ClassError, quiet: true, counted: true, level: logrus.DebugLevel, says: "container gone before its start was handled"}},
+	{hcn.NamespaceGone, errorKind{retry: retryNever, class: ClassError, quiet: true, counted: true, level: logrus.InfoLevel, says: "sandbox stopped before its endpoint could be attached; nothing left behind"}},
+	{is(errHolderPending), errorKind{retry: retryAlways, class: ClassError, counted: true, level: logrus.WarnLevel, says: "waiting for the holder of a host port", quietRetry: true}},
+	{is(ErrHyperV), rejected(ClassHyperV, ReasonHyperV)},
+	{is(request.ErrBadMetadata), errorKind{retry: retryNever, class: ClassError, reason: ReasonHostPortsUnknown, quiet: true, counted: true, level: logrus.WarnLevel, says: "containerd's record of the sandbox does not decode"}},
+	{is(ErrInvalidPod), rejected(ClassInvalid, ReasonInvalid)},
+	{is(admission.ErrDenied), rejected(ClassDenied, ReasonDenied)},
+	{is(ErrPortConflict), rejected(ClassConflict, ReasonConflict)},
+	{is(ErrDeadline), errorKind{retry: retryNever, class: ClassDeadline, reason: ReasonHNS, counted: true, level: logrus.WarnLevel, says: "HCN slower than the deadline"}},
+	{is(ErrAPIGone), errorKind{retry: retryNever, class: ClassError, quiet: true, level: logrus.DebugLevel, says: "not reported: the pod is gone"}},
+	{is(ErrAPIRefused), errorKind{retry: retryNever, class: ClassError, level: logrus.ErrorLevel, says: "not reported: the API server refused it (check the plugin's RBAC)"}},
+	{is(ErrAPIUnavailable), errorKind{retry: retryBounded, class: ClassError, level: logrus.ErrorLevel, says: "not reported: the API server did not take it"}},
+	{hcn.Retryable, errorKind{retry: retryAlways, class: ClassError, reason: ReasonHNS, counted: true, level: logrus.ErrorLevel, says: "endpoint not built; retrying"}},
+	{hcn.Permanent, errorKind{retry: retryNever, class: ClassError, reason: ReasonHNS, counted: true, level: logrus.ErrorLevel, says: "endpoint not built; the resync will retry"}},
 }
 
 // unclassified is the row of an error no other row matches: HNS failing in
-// a way nobody has mapped (E_FAIL), containerd not answering.
-var unclassified = errorKind{retryBounded, ClassError, ReasonHNS, false, logrus.ErrorLevel, "endpoint not built; the resync will retry", false}
+// a way nobody has mapped (E_FAIL), containerd or the API server not
+// answering.
+var unclassified = errorKind{retry: retryBounded, class: ClassError, reason: ReasonHNS, counted: true, level: logrus.ErrorLevel,
+	says: "endpoint not built; the resync will retry"}
 
 // kindOf is err's row of the table; nil is success.
 func kindOf(err error) errorKind {
 	if err == nil {
-		return errorKind{retry: retryNever, class: ClassOK, level: logrus.DebugLevel}
+		return errorKind{retry: retryNever, class: ClassOK, counted: true, level: logrus.DebugLevel}
 	}
-	for _, row := range errorKinds() {
-		if row.is(err) {
-			return row.kind
+	for _, r := range errorTable {
+		if r.is(err) {
+			return r.kind
 		}
 	}
 	return unclassified
 }
 
-// retries reports whether a sync that failed with err on its attempt-th
+// retries reports whether work that failed with err on its attempt-th
 // try (1 for the first) is tried again.
 func retries(err error, attempt int) bool {
 	switch kindOf(err).retry {
@@ -114,6 +145,24 @@ func retries(err error, attempt int) bool {
 	return false
 }
 
+// Retries reports whether work that failed with err on its attempt-th try
+// is tried again, as the table says (the Kubernetes reporter, the event
+// sources' reconnects).
+func Retries(err error, attempt int) bool { return retries(err, attempt) }
+
+// Reconnects reports whether an event source whose connection broke with
+// err connects again: always, unless the table says err is final (the
+// plugin or the source closed). A runtime or containerd restarting, a
+// socket not there yet: unclassified, reconnected with backoff for ever.
+func Reconnects(err error) bool {
+	k := kindOf(err)
+	return err == nil || k == unclassified || k.retry != retryNever
+}
+
+// Passes reports whether err passes by itself (HNS not answering yet, as
+// at boot): waited out for as long as the work matters, never given up on.
+func Passes(err error) bool { return err != nil && kindOf(err).retry == retryAlways }
+
 // Classify is an operation's result for the metrics.
 func Classify(err error) string { return kindOf(err).class }
 
@@ -121,8 +170,9 @@ func Classify(err error) string { return kindOf(err).class }
 // pod owner's business.
 func failureReason(err error) string { return kindOf(err).reason }
 
-// LogStart logs how an event-driven start ended, as the table says.
-func LogStart(log *logrus.Entry, err error) {
+// LogFinal logs how work ended for good, as the table says (nothing for
+// success).
+func LogFinal(log *logrus.Entry, err error) {
 	if err == nil {
 		return
 	}

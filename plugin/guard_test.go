@@ -16,18 +16,14 @@ import (
 // and waits for its final result.
 func startedAndWait(t *testing.T, f *fixture, p Pod) error {
 	t.Helper()
-	done := make(chan error, 1)
-	f.core.Started(p.ID, func(err error) { done <- err })
-	return waitResult(t, done)
+	return waitResult(t, f.started(p.ID))
 }
 
 // stoppedAndWait hands the core a stop seen on containerd's event stream
 // (a task exit: the ID may name an application container) and waits.
 func stoppedAndWait(t *testing.T, f *fixture, p Pod) error {
 	t.Helper()
-	done := make(chan error, 1)
-	f.core.Exited(p.ID, func(err error) { done <- err })
-	return waitResult(t, done)
+	return waitResult(t, f.exited(p.ID))
 }
 
 func waitResult(t *testing.T, done <-chan error) error {
@@ -79,19 +75,17 @@ func TestStartAfterStopDoesNotBringTheEndpointBack(t *testing.T) {
 			if err := startedAndWait(t, f, p); err != nil || len(f.endpoints("p")) != 1 {
 				t.Fatalf("start: %v, %+v", err, f.endpoints("p"))
 			}
-			stopDone := make(chan error, 1)
 			if pending {
 				f.sim.SetOpLatency(hcnsim.OpDeleteEndpoint, 150*time.Millisecond)
 			}
-			f.core.Exited(p.ID, func(err error) { stopDone <- err })
+			stopDone := f.exited(p.ID)
 			if !pending {
 				if err := waitResult(t, stopDone); err != nil {
 					t.Fatal(err)
 				}
 			}
 			// the late or duplicate start
-			startDone := make(chan error, 1)
-			f.core.Started(p.ID, func(err error) { startDone <- err })
+			startDone := f.started(p.ID)
 			if pending {
 				if err := waitResult(t, stopDone); err != nil {
 					t.Fatal(err)
@@ -118,8 +112,7 @@ func TestRetryingStopStaysAStopWhenAResyncArrives(t *testing.T) {
 	if err := f.sim.InjectFault(hcnsim.Fault{Op: hcnsim.OpRemoveNamespaceEndpoint, Kind: "unavailable", Count: 3}); err != nil {
 		t.Fatal(err)
 	}
-	stopDone := make(chan error, 1)
-	f.core.Exited(p.ID, func(err error) { stopDone <- err })
+	stopDone := f.exited(p.ID)
 	eventually(t, "the stop is retrying", func() bool { return f.sim.Calls()[hcnsim.OpRemoveNamespaceEndpoint] >= 1 })
 	if _, err := f.core.ReconcileAll(ctx); err != nil { // the resync: containerd lists p, task running
 		t.Fatal(err)
@@ -144,8 +137,7 @@ func TestPodGetsThePortOfAHolderThatIsStopping(t *testing.T) {
 		t.Fatal(err)
 	}
 	f.sim.SetOpLatency(hcnsim.OpDeleteEndpoint, 200*time.Millisecond)
-	stopDone := make(chan error, 1)
-	f.core.Exited(old.ID, func(err error) { stopDone <- err })
+	stopDone := f.exited(old.ID)
 	next := f.sandbox("next", "8080:80")
 	if err := f.core.StartPod(ctx, next); err != nil {
 		t.Fatalf("the successor was refused: %v", err)
@@ -223,10 +215,8 @@ func TestOneStopDoesItsWorkOnce(t *testing.T) {
 	lookups := 0
 	f.store.hookSandbox(func(string) { lookups++ })
 	before := f.sim.Calls()
-	for _, ev := range []func(string, func(error)){f.core.Exited, f.core.Exited, f.core.Deleted} {
-		done := make(chan error, 1)
-		ev(p.ID, func(err error) { done <- err })
-		if err := waitResult(t, done); err != nil {
+	for _, ev := range []func(string) <-chan error{f.exited, f.exited, f.deleted} {
+		if err := waitResult(t, ev(p.ID)); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -29,6 +29,10 @@ const (
 	// SkipCNIIneffective: the CNI's endpoint maps it in a way known not to
 	// work (reported to the pod's owners).
 	SkipCNIIneffective = "cni-mapping-ineffective"
+	// SkipCRIRecordUnreadable: containerd's CRI record of the sandbox does
+	// not decode: its hostPorts are not known (the pod is not failed for
+	// it; its annotation is still mapped).
+	SkipCRIRecordUnreadable = "cri-record-unreadable"
 )
 
 // Operation results.

@@ -34,61 +34,99 @@ func TestPortIndexConflicts(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			x := newState()
-			if _, err := x.reserve("a", "ns/a", tt.held); err != nil {
-				t.Fatal(err)
-			}
-			_, err := x.reserve("b", "ns/b", tt.want)
+			hold(x, "a", "ns/a", tt.held)
+			err := x.conflict("b", tt.want)
 			if !tt.conflict {
 				if err != nil {
-					t.Fatalf("reserve: %v", err)
+					t.Fatalf("conflict: %v", err)
 				}
 				return
 			}
 			var ce *ConflictError
 			if !errors.As(err, &ce) || !errors.Is(err, ErrPortConflict) || ce.HolderID != "a" || !strings.Contains(err.Error(), "pod ns/a") {
-				t.Fatalf("reserve: %v, want a conflict naming pod ns/a", err)
+				t.Fatalf("conflict: %v, want a conflict naming pod ns/a", err)
 			}
 		})
 	}
 }
 
+// hold commits, as a sync of id would, that id holds policies.
+func hold(x *state, id, name string, policies []hcn.PortMappingPolicy) {
+	x.trigger(id, true, nil, nil)
+	sn, _ := x.snapshot(id, 1)
+	k := sn.known
+	k.ports, k.name, k.epsKnown = policies, name, true
+	if len(policies) > 0 {
+		k.eps = []hcn.Endpoint{{ID: "E" + id, PortMappings: policies}}
+	} else {
+		k.eps = nil
+	}
+	x.commit(id, sn, k, false)
+}
+
 func TestPortIndexLifecycle(t *testing.T) {
 	x := newState()
+	x.markLoaded()
 	web := []hcn.PortMappingPolicy{pp(hcn.TCP, 8080, "", 1)}
-	if _, err := x.reserve("a", "ns/a", web); err != nil {
-		t.Fatal(err)
+	hold(x, "a", "ns/a", web)
+	if err := x.conflict("a", web); err != nil {
+		t.Fatalf("a pod conflicts with its own ports: %v", err)
 	}
-	// the same pod may re-reserve (replace) its own ports
-	undo, err := x.reserve("a", "ns/a", []hcn.PortMappingPolicy{pp(hcn.TCP, 8081, "", 1)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := x.reserve("b", "ns/b", web); err != nil {
+	hold(x, "a", "ns/a", []hcn.PortMappingPolicy{pp(hcn.TCP, 8081, "", 1)}) // a moved to 8081
+	if err := x.conflict("b", web); err != nil {
 		t.Fatalf("8080 should be free after a moved to 8081: %v", err)
 	}
-	x.release("b")
-	undo() // a's failed change is undone: a holds 8080 again
-	if _, err := x.reserve("b", "ns/b", web); err == nil {
-		t.Fatal("undo did not restore a's port")
+	if err := x.conflict("b", []hcn.PortMappingPolicy{pp(hcn.TCP, 8081, "", 1)}); err == nil {
+		t.Fatal("a's new port is free")
 	}
-	x.release("a")
-	if _, err := x.reserve("b", "ns/b", web); err != nil {
+	hold(x, "a", "ns/a", nil) // a gave its ports back: its record goes
+	if err := x.conflict("b", []hcn.PortMappingPolicy{pp(hcn.TCP, 8081, "", 1)}); err != nil {
 		t.Fatalf("after release: %v", err)
 	}
-	// a listing of HNS adopts what the state does not know, and does not
-	// override what it knows
-	start := x.startListing()
-	x.applyListing(start, map[string][]hcn.Endpoint{
-		"b": {{ID: "EB", PortMappings: []hcn.PortMappingPolicy{pp(hcn.TCP, 9999, "", 1)}}},
-		"c": {{ID: "EC", PortMappings: []hcn.PortMappingPolicy{pp(hcn.UDP, 53, "", 1)}}},
-	})
-	if _, err := x.reserve("d", "", []hcn.PortMappingPolicy{pp(hcn.UDP, 53, "", 1)}); err == nil || !strings.Contains(err.Error(), "sandbox c") {
-		t.Fatalf("adopted port: %v", err)
+	if c := x.counts(); c.records != 0 || c.holding != 0 {
+		t.Errorf("the state keeps %+v", c)
 	}
-	if _, err := x.reserve("d", "", []hcn.PortMappingPolicy{pp(hcn.TCP, 9999, "", 1)}); err != nil {
-		t.Fatalf("the listing overrode a known pod: %v", err)
+}
+
+// Step 0 of a sync: what a listing of HNS showed is what a sandbox known to
+// nobody holds (its ports join the index); for a sandbox the state knows,
+// a listing that agrees changes nothing and one that disagrees makes the
+// next sync ask HNS. A listing alone decides nothing and does no I/O.
+func TestListingIsLearnedOrDoubted(t *testing.T) {
+	f := newFixture(t)
+	f.store.failSandbox = errors.New("containerd must not be asked")
+	mk := func(id string, port uint16) []hcn.Endpoint {
+		return []hcn.Endpoint{{ID: "E" + id, Name: f.core.mgr.EndpointName(id), PortMappings: []hcn.PortMappingPolicy{pp(hcn.TCP, port, "", 1)}}}
 	}
-	if n := x.counts().holding; n != 3 {
-		t.Errorf("index holds %d pods, want 3", n)
+	hold(f.core.st, "known", "ns/known", mk("known", 9000)[0].PortMappings)
+	hold(f.core.st, "agrees", "ns/agrees", mk("agrees", 9001)[0].PortMappings)
+	for id, eps := range map[string][]hcn.Endpoint{"new": mk("new", 9002), "known": mk("known", 9100), "agrees": mk("agrees", 9001)} {
+		f.core.st.trigger(id, false, func(in *inbox) { in.sawListing(eps) }, nil)
+		sn, _ := f.core.st.snapshot(id, 1)
+		o := f.core.sync(ctx, sn)
+		if o.err != nil || o.change != NoChange {
+			t.Fatalf("%s: %v, %v: a listing alone decided something", id, o.change, o.err)
+		}
+		f.core.st.commit(id, sn, o.known, false)
+		switch id {
+		case "new":
+			if !o.known.epsKnown || !sameEndpoints(o.known.eps, eps) || !hcn.SamePolicies(o.known.ports, eps[0].PortMappings) {
+				t.Errorf("new: %+v, want the listing adopted", o.known)
+			}
+		case "known":
+			if o.known.epsKnown {
+				t.Errorf("known: %+v, want HNS asked next time (the listing disagrees)", o.known)
+			}
+		case "agrees":
+			if !o.known.epsKnown || o.known.eps[0].ID != "Eagrees" {
+				t.Errorf("agrees: %+v, want what was known kept", o.known)
+			}
+		}
+	}
+	if err := f.core.st.conflict("x", mk("x", 9002)[0].PortMappings); err == nil || !strings.Contains(err.Error(), "sandbox new") {
+		t.Fatalf("the adopted port: %v", err)
+	}
+	if err := f.core.st.conflict("x", mk("x", 9000)[0].PortMappings); err == nil {
+		t.Fatal("a port held by a sandbox whose listing disagrees was given away before HNS was asked")
 	}
 }

@@ -235,7 +235,7 @@ func TestResyncDoesNotRebuildWhatHNSReadsBackWithLess(t *testing.T) {
 				}
 			}
 			f.core.Close()
-			mgr := hcn.NewManager(f.sim, hcn.ManagerConfig{CreateNetwork: true, Network: hcn.NetworkSpec{Name: "nat", Type: hcn.NetworkNAT}})
+			mgr := hcn.NewManager(f.sim, testManagerConfig())
 			restarted := NewCore(mgr, f.store, f.core.opt, f.core.log)
 			t.Cleanup(restarted.Close)
 			before := f.sim.Calls()[hcnsim.OpCreateEndpoint]

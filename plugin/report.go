@@ -40,6 +40,10 @@ const (
 	// ReasonCNIMapping: a host port the CNI's endpoint maps in a way known
 	// not to work (the plugin cannot map it too: HNS takes a port once).
 	ReasonCNIMapping = "CNIPortMappingIneffective"
+	// ReasonHostPortsUnknown: containerd's CRI record of the sandbox, where
+	// its hostPorts are, does not decode (a containerd whose format
+	// changed): they are not mapped; the annotation's are.
+	ReasonHostPortsUnknown = "HostPortsUnknown"
 )
 
 // CNIMapping is one of the pod's host ports that another endpoint of its
@@ -84,11 +88,12 @@ type nopReporter struct{}
 
 func (nopReporter) Report(PodReport) {}
 
-// report tells the reporter how a start or repair of the pod's mappings
-// ended: mapped by endpoint ep with policies and by the CNI's endpoints
-// (cni), or failed with err (when err is the owners' business). A CNI
-// mapping that will not work is reported as a failure that names it.
-func (c *Core) report(p Pod, ep *hcn.Endpoint, policies []hcn.PortMappingPolicy, cni []CNIMapping, err error) {
+// tellOwners records what the pod's owners are told of a start or repair
+// of its mappings: mapped by endpoint ep with policies and by the CNI's
+// endpoints (cni), or failed with err (when err is the owners' business).
+// A CNI mapping that will not work is reported as a failure that names it.
+func (o *outcome) tellOwners(p Pod, ep *hcn.Endpoint, policies []hcn.PortMappingPolicy, cni []CNIMapping, err error) {
+	o.report = nil
 	if p.Name == "" {
 		return
 	}
@@ -101,11 +106,27 @@ func (c *Core) report(p Pod, ep *hcn.Endpoint, policies []hcn.PortMappingPolicy,
 			rep.Mapped, rep.Reason, rep.Err = false, ReasonCNIMapping, bad
 		}
 		if ep != nil || len(cni) > 0 {
-			c.opt.Reporter.Report(rep)
+			o.report = &rep
 		}
 		return
 	}
 	if reason := failureReason(err); reason != "" {
-		c.opt.Reporter.Report(PodReport{Pod: p, Reason: reason, Err: err})
+		o.report = &PodReport{Pod: p, Reason: reason, Err: err}
 	}
+}
+
+// finishReport makes the report of a pod whose CRI record does not decode
+// say so: its hostPorts are unknown (what is mapped is named beside). A
+// failure of the pod's own request says more and stays.
+func (o *outcome) finishReport() {
+	if o.unreadable == nil || o.pod.Name == "" || (o.report != nil && !o.report.Mapped) {
+		return
+	}
+	rep := PodReport{Pod: o.pod}
+	if o.report != nil {
+		rep = *o.report
+	}
+	rep.Mapped, rep.Reason = false, failureReason(o.unreadable)
+	rep.Err = fmt.Errorf("pod %s: its hostPorts are not known, and not mapped: %w; mapping goes on for what is known (the annotation)", o.pod, o.unreadable)
+	o.report = &rep
 }

@@ -240,7 +240,7 @@ func TestCloseWaitsAtMostTheGrace(t *testing.T) {
 	f.core.opt.ShutdownGrace = 50 * time.Millisecond
 	p := f.eventPod("slow", "8080:80")
 	f.sim.SetOpLatency(hcnsim.OpCreateEndpoint, time.Hour) // HNS hangs
-	f.core.Started(p.ID, nil)
+	f.started(p.ID)
 	eventually(t, "the create is in flight", func() bool { return f.sim.Calls()[hcnsim.OpCreateEndpoint] == 1 })
 	closed := make(chan struct{})
 	go func() { f.core.Close(); close(closed) }()
@@ -363,7 +363,7 @@ func TestStartWithoutAnEndpointLeavesThePortFree(t *testing.T) {
 		{"Hyper-V isolated", func(f *fixture, p Pod) { f.store.sbs[p.ID].HyperV = "OCI spec: Windows.HyperV is set" }, ErrHyperV},
 		{"sandbox not in containerd", func(f *fixture, p Pod) { delete(f.store.sbs, p.ID) }, ErrSandboxNotFound},
 		{"stopped while containerd is asked", func(f *fixture, p Pod) {
-			f.store.onSandbox = func(id string) { f.core.Exited(id, nil) }
+			f.store.onSandbox = func(id string) { f.exited(id) }
 		}, nil},
 		{"attach refused", func(f *fixture, _ Pod) {
 			_ = f.sim.InjectFault(hcnsim.Fault{Op: hcnsim.OpAddNamespaceEndpoint, Kind: "invalid", Count: 1})

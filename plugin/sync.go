@@ -5,19 +5,158 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"time"
 
 	"github.com/sirupsen/logrus"
+	"k8s.io/client-go/util/workqueue"
 
 	"github.com/nri-hcn-portmap/nri-hcn-portmap/hcn"
+	"github.com/nri-hcn-portmap/nri-hcn-portmap/plugin/admission"
 	"github.com/nri-hcn-portmap/nri-hcn-portmap/plugin/request"
 )
 
+// The controller's queue is client-go's rate-limited workqueue keyed by
+// sandbox ID, as in client-go's controller example: entry points only record
+// what they saw and add the key; a worker takes a key, reads the sandbox's
+// record once (a snapshot), runs the one sync for it, commits the outcome
+// once, says it once (report, metrics, one log line), and puts the key back
+// rate-limited when the table of errors says a retry can help. The retry
+// count is the queue's. The workqueue never gives one key to two workers
+// at once, and a key added while its sync runs is synced again afterwards.
+
+// newQueue returns the queue: each sandbox's retries wait as lim says
+// (nil: RetryMin doubling up to RetryMax).
+func newQueue(lim workqueue.TypedRateLimiter[string], retryMin, retryMax time.Duration) workqueue.TypedRateLimitingInterface[string] {
+	if lim == nil {
+		lim = workqueue.NewTypedItemExponentialFailureRateLimiter[string](retryMin, retryMax)
+	}
+	return workqueue.NewTypedRateLimitingQueueWithConfig(lim, workqueue.TypedRateLimitingQueueConfig[string]{Name: "nri-hcn-portmap"})
+}
+
+func (c *Core) startWorkers(n int) {
+	for range n {
+		c.workers.Go(func() {
+			for {
+				id, shutdown := c.q.Get()
+				if shutdown {
+					return
+				}
+				c.process(id)
+				c.q.Done(id)
+			}
+		})
+	}
+}
+
+// outcome is what one sync returns: what is known of the sandbox now (the
+// worker commits it whole) and what to say about it.
+type outcome struct {
+	known  known
+	change Change
+	err    error
+	pod    Pod        // the pod as the sync resolved it (for the log line)
+	report *PodReport // what its owners are told, if anything
+	// unreadable: containerd's CRI record of the sandbox does not decode;
+	// its hostPorts are not known (reported, never a failure of the pod)
+	unreadable error
+	skipped    []string // Observer.Skipped reasons
+	line       line     // the sync's one log line when it succeeds
+	also       []string // other sandboxes to sync: a host port's holder
+}
+
+// line is a log line: level, message, fields.
+type line struct {
+	level  logrus.Level
+	msg    string
+	fields logrus.Fields
+}
+
+func (o *outcome) fail(err error) outcome {
+	o.err = err
+	return *o
+}
+
+func (o *outcome) say(level logrus.Level, msg string, fields logrus.Fields) {
+	o.line = line{level: level, msg: msg, fields: fields}
+}
+
+// process runs one sync of a sandbox: the snapshot, the sync, the commit,
+// then the outcome said once, and the retry as the table of errors says.
+func (c *Core) process(id string) {
+	sn, ok := c.st.snapshot(id, c.q.NumRequeues(id)+1)
+	if !ok {
+		c.q.Forget(id) // a delayed retry of work already done
+		return
+	}
+	// A sync is never cut short (an HNS call given up on would leave what
+	// it creates late behind); each HNS call is bounded anyway.
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	out := c.sync(ctx, sn)
+	cancel()
+	again := out.err != nil && retries(out.err, sn.attempt) && !c.closing.Load()
+	if !again {
+		out.known.waitFor = nil // a conflict's wait ends with its work
+	}
+	tell := c.st.commit(id, sn, out.known, again)
+	c.tell(sn, out, again, tell)
+	for _, h := range out.also {
+		c.enqueue(h, nil, nil)
+	}
+	if again {
+		c.q.AddRateLimited(id)
+	} else {
+		c.q.Forget(id)
+	}
+}
+
+// tell says a sync's outcome once: the owners' report, the metrics, the
+// waiters it answers and one log line.
+func (c *Core) tell(sn snap, out outcome, again bool, waiters []waiter) {
+	if out.report != nil {
+		c.opt.Reporter.Report(*out.report)
+	}
+	for _, r := range out.skipped {
+		c.opt.Observer.Skipped(r)
+	}
+	k := kindOf(out.err)
+	for _, w := range waiters {
+		if w.kind != "" && k.counted {
+			c.opt.Observer.Operation(w.kind, k.class)
+		}
+		if w.ch != nil {
+			w.ch <- result{out.change, out.err}
+		}
+	}
+	log := c.PodLog(out.pod)
+	switch {
+	case out.err == nil && out.line.msg != "":
+		log.WithFields(out.line.fields).Log(out.line.level, out.line.msg)
+	case out.err == nil:
+	case again:
+		level := logrus.WarnLevel
+		if k.quietRetry {
+			level = logrus.DebugLevel
+		}
+		log.WithField("attempt", sn.attempt).WithError(out.err).Log(level, "sync failed; retrying")
+	case k.retry == retryBounded:
+		log.WithField("attempts", sn.attempt).WithError(out.err).
+			Error("HNS keeps failing in a way the plugin does not know; giving up until the next resync")
+	default:
+		log.WithFields(out.line.fields).WithError(out.err).Log(k.level, k.says)
+	}
+}
+
 // sync is the controller's one decision: for every trigger alike (an NRI
 // request, a containerd event, Synchronize, a resync, a retry) it reads
-// what should be (what triggers recorded, containerd's record and task
-// state, the pod's request) and what is (the sandbox's endpoint, as the
-// state knows it or HNS says), and converges. The steps, in order:
+// what should be (the snapshot's triggers, containerd's record and task
+// state, the pod's request) and what is (the sandbox's endpoints, as known
+// or as HNS says), converges, and returns the outcome. Its I/O goes through
+// containerd's record (SandboxStore) and hcn.Manager only; it writes no
+// state. The steps, in order:
 //
+//  0. a listing of HNS: what it showed is what a sandbox known to nobody
+//     holds; a disagreement with what is known means HNS is asked. A
+//     listing alone (start-up) asks for nothing more;
 //  1. a stopped or removed sandbox loses its endpoint and its host ports;
 //  2. a request the trigger gave whole, with the annotation as its only
 //     source, is decided without I/O: a bad one fails, none costs nothing;
@@ -25,90 +164,118 @@ import (
 //     container is not ours;
 //  4. live? a start seen says so; otherwise containerd's task and HCN's
 //     namespace tell; a sandbox that no longer runs is stopped (1);
-//  5. the request: the mappings from its sources, limits, admission;
+//  5. the request: the mappings from its sources, limits, admission (a
+//     record that does not decode leaves its hostPorts unknown, reported);
 //  6. nothing asked for, no Windows namespace, Hyper-V isolation, or all
 //     of it mapped by the CNI already (asked only of a pod with hostPorts,
 //     the only mappings a CNI is given): no endpoint of ours;
 //  7. the host ports: a pod holding one makes this sync wait for that
 //     pod's own sync, once, which tells whether it still runs;
 //  8. the endpoint: kept, replaced, created and attached (hcn.Manager).
-func (c *Core) sync(ctx context.Context, id string, in syncInput) (Change, error) {
-	p := in.pod
-	if p.ID == "" {
-		p = Pod{ID: id, Partial: true}
+func (c *Core) sync(ctx context.Context, sn snap) outcome {
+	o := c.decide(ctx, sn)
+	o.finishReport()
+	return o
+}
+
+func (c *Core) decide(ctx context.Context, sn snap) outcome {
+	o := outcome{known: sn.known, pod: sn.pod}
+	if o.pod.ID == "" {
+		o.pod = Pod{ID: sn.id, Partial: true}
 	}
-	if in.stopped || in.removed { // 1
-		return c.syncStopped(ctx, id, p, in)
+	p := o.pod
+	if sn.listing { // 0
+		switch {
+		case !sn.known.committed: // nothing known of its own: the listing is what it holds
+			o.known.eps, o.known.epsKnown = sn.listed, true
+			for _, ep := range sn.listed {
+				o.known.ports = append(o.known.ports, ep.PortMappings...)
+				o.known.sandbox = true // an endpoint of ours: it was a sandbox
+			}
+		case !sn.known.epsKnown || !sameEndpoints(sn.listed, sn.known.eps):
+			o.known.eps, o.known.epsKnown = nil, false // HNS says otherwise: ask it
+		}
+	}
+	if !sn.act {
+		return o
+	}
+	if sn.stopped || sn.removed { // 1
+		return c.syncStopped(ctx, sn, o)
 	}
 	var annotated []request.PortMapping // 2
 	decided := !p.Partial && !c.opt.Inputs.CRI
 	if decided {
 		ms, err := c.mappings(p)
 		if err != nil {
-			c.report(p, nil, nil, nil, err)
-			return NoChange, err
+			o.tellOwners(p, nil, nil, nil, err)
+			return o.fail(err)
 		}
-		if eps, known := c.st.endpoints(id); len(ms) == 0 && known && len(eps) == 0 {
-			return NoChange, nil
+		if len(ms) == 0 && o.known.epsKnown && len(o.known.eps) == 0 {
+			return o
 		}
 		annotated = ms
 	}
-	sb, err := c.store.Sandbox(ctx, id) // 3
+	sb, err := c.store.Sandbox(ctx, sn.id) // 3
 	switch {
 	case errors.Is(err, ErrSandboxNotFound):
-		ch, terr := c.teardown(ctx, id, p)
-		if terr != nil {
-			return ch, terr
+		if terr := c.teardown(ctx, &o); terr != nil {
+			return o.fail(terr)
 		}
-		c.st.forget(id)
-		return ch, errPod(p, err)
+		o.known.gone, o.known.cni = true, nil
+		return o.fail(errPod(p, err))
 	case err != nil:
-		return NoChange, errPod(p, fmt.Errorf("reading the sandbox from containerd: %w", err))
+		return o.fail(errPod(p, fmt.Errorf("reading the sandbox from containerd: %w", err)))
 	case !sb.IsSandbox:
-		return NoChange, fmt.Errorf("container %s: %w", id, ErrNotSandbox)
+		return o.fail(fmt.Errorf("container %s: %w", sn.id, ErrNotSandbox))
 	}
-	c.st.markSandbox(id)
-	state, err := c.live(ctx, sb, in.started) // 4
+	o.known.sandbox = true
+	state, err := c.live(ctx, sb, sn.started) // 4
 	if err != nil {
-		return NoChange, errPod(p, fmt.Errorf("deciding whether the sandbox is live: %w", err))
+		return o.fail(errPod(p, fmt.Errorf("deciding whether the sandbox is live: %w", err)))
 	}
 	switch state {
 	case stoppedForGood: // containerd says so: CRI never starts a sandbox again
-		c.st.tombstone(id)
-		c.st.setCNI(id, nil)
-		return c.teardown(ctx, id, p)
+		o.known.final, o.known.cni = true, nil
+		return o.fail(c.teardown(ctx, &o))
 	case notRunning: // HCN says so (no namespace): judged again next time
-		c.st.setCNI(id, nil)
-		return c.teardown(ctx, id, p)
+		o.known.cni = nil
+		return o.fail(c.teardown(ctx, &o))
 	}
 	req, err := c.request(p, sb, annotated, decided) // 5
-	if err != nil {
-		c.report(req.pod, nil, nil, nil, err)
-		return NoChange, err
-	}
+	o.pod, o.unreadable = req.pod, req.unreadable
 	p = req.pod
-	log := c.PodLog(p)
+	if err != nil {
+		o.tellOwners(p, nil, nil, nil, err)
+		return o.fail(err)
+	}
+	if req.unreadable != nil {
+		o.skipped = append(o.skipped, SkipCRIRecordUnreadable)
+	}
 	switch { // 6
 	case !req.known:
-		return NoChange, nil // live, but its request is unknown here
-	case len(req.mappings) == 0:
-		return c.teardown(ctx, id, p)
-	case sb.NetNS == "":
-		if in.started {
-			log.Info("sandbox has no Windows network namespace (Linux or HostProcess sandbox); skipped")
-			c.opt.Observer.Skipped(SkipNoNetNS)
+		if req.unreadable != nil {
+			o.say(logrus.WarnLevel, "containerd's record of the sandbox does not decode: its request is not known",
+				logrus.Fields{"error": req.unreadable.Error()})
 		}
-		return c.teardown(ctx, id, p)
+		return o // live, but its request is unknown here
+	case len(req.mappings) == 0:
+		return o.fail(c.teardown(ctx, &o))
+	case sb.NetNS == "":
+		if sn.started {
+			o.say(logrus.InfoLevel, "sandbox has no Windows network namespace (Linux or HostProcess sandbox); skipped", nil)
+			o.skipped = append(o.skipped, SkipNoNetNS)
+		}
+		return o.fail(c.teardown(ctx, &o))
 	}
 	if why := c.hyperV(p, sb); why != "" {
-		if _, err := c.teardown(ctx, id, p); err != nil {
-			return NoChange, err
+		if err := c.teardown(ctx, &o); err != nil {
+			return o.fail(err)
 		}
-		log.WithField("isolation", why).Warn("Hyper-V isolated pod: host ports refused")
 		err := errPod(p, fmt.Errorf("%w (%s): its utility VM takes the namespace's endpoints only when it starts, "+
 			"so an endpoint added now would never reach it; map host ports of Hyper-V pods with the CNI's portMappings", ErrHyperV, why))
-		c.report(p, nil, nil, nil, err)
-		return NoChange, err
+		o.line.fields = logrus.Fields{"isolation": why}
+		o.tellOwners(p, nil, nil, nil, err)
+		return o.fail(err)
 	}
 	policies := request.BuildPolicies(req.mappings, c.opt.Policy)
 	var cni []CNIMapping
@@ -117,136 +284,150 @@ func (c *Core) sync(ctx context.Context, id string, in syncInput) (Change, error
 		// portMappings; win-bridge honours them): HNS would refuse the same
 		// mapping twice. A pod without hostPorts gives the CNI nothing to
 		// map, and HNS is not asked.
-		if policies, cni, err = c.notProvided(ctx, id, sb.NetNS, policies); err != nil {
-			return NoChange, errPod(p, err)
+		if policies, cni, err = c.notProvided(ctx, sn.id, sb.NetNS, policies); err != nil {
+			return o.fail(errPod(p, err))
 		}
 		if len(policies) == 0 { // the CNI maps them all
-			ch, err := c.teardown(ctx, id, p)
-			if err == nil && c.st.setCNI(id, cni) {
-				c.countCNI(cni)
-				log.WithField("cni", fmt.Sprint(cni)).Info("host ports all mapped by the CNI's endpoint in the pod's namespace")
+			if err := c.teardown(ctx, &o); err != nil {
+				o.tellOwners(p, nil, nil, nil, err)
+				return o.fail(err)
 			}
-			c.report(p, nil, nil, cni, err)
-			return ch, err
+			if !slices.Equal(o.known.cni, cni) {
+				o.countCNI(cni)
+				o.say(logrus.InfoLevel, "host ports all mapped by the CNI's endpoint in the pod's namespace", logrus.Fields{"cni": fmt.Sprint(cni)})
+			}
+			o.known.cni = cni
+			o.tellOwners(p, nil, nil, cni, nil)
+			return o
 		}
 	}
-	undo, err := c.st.reserve(id, p.holderName(), policies) // 7
-	if err != nil {
+	if err := c.st.conflict(sn.id, policies); err != nil { // 7
 		var ce *ConflictError
-		if errors.As(err, &ce) && !c.st.waitForHolder(id, ce.HolderID, in.waitFor) {
+		if errors.As(err, &ce) && !c.holderDecided(sn, &o, ce.HolderID) {
 			// does the holder still run? Its own sync says: a gone or
 			// stopping holder gives the ports back, a live one is confirmed
-			c.enqueue(ce.HolderID, nil, nil)
-			return NoChange, errPod(p, fmt.Errorf("%w: %w", errHolderPending, err))
+			o.also = append(o.also, ce.HolderID)
+			return o.fail(errPod(p, fmt.Errorf("%w: %w", errHolderPending, err)))
 		}
 		c.describeHolder(ctx, err)
 		err = errPod(p, err)
-		c.report(p, nil, nil, nil, err)
-		return NoChange, err
+		o.tellOwners(p, nil, nil, nil, err)
+		return o.fail(err)
 	}
-	return c.converge(ctx, id, p, sb, policies, cni, undo) // 8
+	return c.converge(ctx, sn, o, sb, policies, cni) // 8
+}
+
+// holderDecided says whether a conflict with holder is decided: the
+// holder's own sync has confirmed it live since this sandbox first waited
+// for it. If not, the wait is recorded in o (its first sighting of holder).
+func (c *Core) holderDecided(sn snap, o *outcome, holder string) bool {
+	seen := c.st.confirmedOf(holder)
+	prev := sn.known.waitFor
+	if prev != nil && prev.holder == holder {
+		return seen > prev.seen
+	}
+	o.known.waitFor = &holderWait{holder: holder, seen: seen}
+	return false
 }
 
 // converge makes HNS hold the sandbox's endpoint with policies.
-func (c *Core) converge(ctx context.Context, id string, p Pod, sb *SandboxInfo, policies []hcn.PortMappingPolicy, cni []CNIMapping,
-	undo func()) (Change, error) {
-	existing, known := c.st.endpoints(id)
-	if !known {
+func (c *Core) converge(ctx context.Context, sn snap, o outcome, sb *SandboxInfo, policies []hcn.PortMappingPolicy, cni []CNIMapping) outcome {
+	p := o.pod
+	existing := o.known.eps
+	if !o.known.epsKnown {
 		var err error
-		if existing, err = c.mgr.Lookup(ctx, id); err != nil {
-			undo()
+		if existing, err = c.mgr.Lookup(ctx, sn.id); err != nil {
 			err = errPod(p, err)
-			c.report(p, nil, nil, nil, err)
-			return NoChange, err
+			o.tellOwners(p, nil, nil, nil, err)
+			return o.fail(err)
 		}
 	}
-	ep, outcome, err := c.mgr.Converge(ctx, hcn.Desired{SandboxID: id, Namespace: sb.NetNS, Policies: policies}, existing)
+	ep, built, err := c.mgr.Converge(ctx, hcn.Desired{SandboxID: sn.id, Namespace: sb.NetNS, Policies: policies}, existing)
 	if err != nil {
-		undo()
-		c.st.setEndpoints(id, nil, false) // what HNS holds now is not known
+		o.known.eps, o.known.epsKnown = nil, false // what HNS holds now is not known; its ports stay held
 		err = errPod(p, err)
-		if hcn.NamespaceGone(err) { // the sandbox stopped meanwhile; the manager rolled back
-			return NoChange, err
-		}
-		c.report(p, nil, nil, nil, err)
-		return NoChange, err
+		o.tellOwners(p, nil, nil, nil, err)
+		return o.fail(err)
 	}
-	c.st.setEndpoints(id, []hcn.Endpoint{*ep}, true)
-	c.st.confirm(id)
-	cniChanged := c.st.setCNI(id, cni)
+	o.known.eps, o.known.epsKnown, o.known.ports = []hcn.Endpoint{*ep}, true, slices.Clone(policies)
+	if name := p.holderName(); name != "" {
+		o.known.name = name
+	}
+	o.known.confirmed++
+	o.known.waitFor = nil
+	cniChanged := !slices.Equal(o.known.cni, cni)
 	if cniChanged {
-		c.countCNI(cni)
+		o.countCNI(cni)
 	}
-	c.report(p, ep, policies, cni, nil)
+	o.known.cni = cni
+	o.tellOwners(p, ep, policies, cni, nil)
 	// who maps each of the pod's host ports, said once: ours, the CNI's
-	log := c.PodLog(p).WithFields(logrus.Fields{"endpoint": ep.ID, "netns": sb.NetNS, "mappings": policyList(policies)})
+	fields := logrus.Fields{"endpoint": ep.ID, "netns": sb.NetNS, "mappings": policyList(policies)}
 	if len(cni) > 0 {
-		log = log.WithField("cni", fmt.Sprint(cni))
+		fields["cni"] = fmt.Sprint(cni)
 	}
-	if outcome == hcn.Unchanged {
+	if built == hcn.Unchanged {
+		o.change = Kept
 		if cniChanged {
-			log.Info("endpoint in place; what the CNI maps changed")
+			o.say(logrus.InfoLevel, "endpoint in place; what the CNI maps changed", fields)
 		} else {
-			log.Debug("endpoint already in place")
+			o.say(logrus.DebugLevel, "endpoint already in place", fields)
 		}
-		return Kept, nil
+		return o
 	}
-	log.WithField("outcome", outcome.String()).Info("endpoint attached")
-	return Built, nil
+	fields["outcome"] = built.String()
+	o.change = Built
+	o.say(logrus.InfoLevel, "endpoint attached", fields)
+	return o
 }
 
 // syncStopped removes what a stopped sandbox still has, and forgets the
 // sandbox once containerd no longer has it either.
-func (c *Core) syncStopped(ctx context.Context, id string, p Pod, in syncInput) (Change, error) {
-	ch, err := c.teardown(ctx, id, p)
-	if err != nil {
-		return ch, err
+func (c *Core) syncStopped(ctx context.Context, sn snap, o outcome) outcome {
+	if err := c.teardown(ctx, &o); err != nil {
+		return o.fail(err)
 	}
-	c.st.setCNI(id, nil)
-	removed, sandbox := in.removed, c.st.isSandbox(id)
+	o.known.cni = nil
+	removed, sandbox := sn.removed, sn.sandbox
 	// A listing of containerd lacked it, or a start came after the stop of
 	// a container never seen as a sandbox: containerd is asked (the one
 	// lookup of a stop, and only then).
-	if (in.verify || (in.started && !sandbox)) && !removed {
-		sb, serr := c.store.Sandbox(ctx, id)
+	if (sn.verify || (sn.started && !sandbox)) && !removed {
+		sb, err := c.store.Sandbox(ctx, sn.id)
 		switch {
-		case errors.Is(serr, ErrSandboxNotFound):
+		case errors.Is(err, ErrSandboxNotFound):
 			removed = true
-		case serr == nil && sb.IsSandbox:
-			c.st.markSandbox(id)
-			sandbox = true
+		case err == nil && sb.IsSandbox:
+			o.known.sandbox, sandbox = true, true
 		}
 	}
-	if removed {
-		c.st.forget(id)
+	o.known.gone = o.known.gone || removed
+	if o.change == NoChange && !sandbox {
+		return o.fail(fmt.Errorf("container %s: %w", sn.id, ErrNotSandbox)) // nothing of ours, maybe an application container
 	}
-	if ch == NoChange && !sandbox {
-		return NoChange, fmt.Errorf("container %s: %w", id, ErrNotSandbox) // nothing of ours, maybe an application container
-	}
-	return ch, nil
+	return o
 }
 
 // teardown removes the sandbox's endpoints and gives its host ports back.
-func (c *Core) teardown(ctx context.Context, id string, p Pod) (Change, error) {
-	eps, known := c.st.endpoints(id)
-	if !known {
+func (c *Core) teardown(ctx context.Context, o *outcome) error {
+	eps := o.known.eps
+	if !o.known.epsKnown {
 		var err error
-		if eps, err = c.mgr.Lookup(ctx, id); err != nil {
-			return NoChange, errPod(p, err)
+		if eps, err = c.mgr.Lookup(ctx, o.pod.ID); err != nil {
+			return errPod(o.pod, err)
 		}
 	}
 	n, err := c.mgr.Delete(ctx, eps)
 	if err != nil {
-		c.st.setEndpoints(id, nil, false)
-		return NoChange, errPod(p, err)
+		o.known.eps, o.known.epsKnown = nil, false // its ports stay held: some may be left
+		return errPod(o.pod, err)
 	}
-	c.st.setEndpoints(id, nil, true)
-	c.st.release(id)
-	if n == 0 {
-		return NoChange, nil
+	o.known.eps, o.known.epsKnown, o.known.ports = nil, true, nil
+	if n > 0 {
+		o.change = Removed
+		o.say(logrus.InfoLevel, "endpoint removed", logrus.Fields{"endpoints": n})
 	}
-	c.PodLog(p).WithField("endpoints", n).Info("endpoint removed")
-	return Removed, nil
+	return nil
 }
 
 // liveness is what the sync concludes of a sandbox's life.
@@ -314,12 +495,12 @@ func (c *Core) notProvided(ctx context.Context, id string, ns hcn.GUID, policies
 }
 
 // countCNI counts the host ports the CNI maps (once per change).
-func (c *Core) countCNI(cni []CNIMapping) {
+func (o *outcome) countCNI(cni []CNIMapping) {
 	for _, m := range cni {
 		if m.Works {
-			c.opt.Observer.Skipped(SkipMappedByCNI)
+			o.skipped = append(o.skipped, SkipMappedByCNI)
 		} else {
-			c.opt.Observer.Skipped(SkipCNIIneffective)
+			o.skipped = append(o.skipped, SkipCNIIneffective)
 		}
 	}
 }
@@ -356,3 +537,88 @@ func (c *Core) describeHolder(ctx context.Context, err error) {
 }
 
 func policyList(ps []hcn.PortMappingPolicy) string { return fmt.Sprint(ps) }
+
+// mappings returns the port mappings the pod's annotation asks for; an
+// invalid request (or one over the limits) is an error naming the pod, the
+// annotation and the entry (or the count and the limit), wrapping
+// ErrInvalidPod.
+func (c *Core) mappings(p Pod) ([]request.PortMapping, error) {
+	v, ok := p.Annotations[request.AnnotationPortMappings]
+	if !ok {
+		return nil, nil
+	}
+	ms, err := request.ParsePortMappings(v, c.opt.Limits)
+	if err != nil {
+		return nil, fmt.Errorf("pod %s: annotation %s: %w: %w", p, request.AnnotationPortMappings, ErrInvalidPod, err)
+	}
+	return ms, nil
+}
+
+// podRequest is what a sandbox asks for.
+type podRequest struct {
+	pod      Pod // completed from containerd's CRI record when partial
+	known    bool
+	mappings []request.PortMapping
+	// hostPorts: the pod's CRI record has Kubernetes hostPorts, the only
+	// mappings a CNI is given (portMappings) and so can map itself
+	hostPorts bool
+	// unreadable: the CRI record does not decode; its hostPorts (and, for
+	// a partial pod, everything) are unknown
+	unreadable error
+}
+
+// request works out what the sandbox asks for from the pod the trigger
+// gave and containerd's record: a partial pod is completed from the CRI
+// metadata, and the mappings come from the enabled sources (annotated:
+// the annotation's, parsed already when parsed is set), merged, and are
+// admitted by the node's policy. known is false for a partial pod whose
+// record has no CRI metadata, or none that decodes. The record is the
+// runtime's, not the pod author's: one that does not decode never fails
+// the pod (unreadable says so), the annotation is still mapped.
+func (c *Core) request(p Pod, sb *SandboxInfo, annotated []request.PortMapping, parsed bool) (podRequest, error) {
+	r := podRequest{pod: p, known: !p.Partial}
+	var meta *request.CRIMetadata
+	if len(sb.Metadata) > 0 && (p.Partial || c.opt.Inputs.CRI) {
+		var err error
+		if meta, err = request.DecodeCRIMetadata(sb.Metadata); err != nil {
+			r.unreadable = fmt.Errorf("sandbox %s: %w", p.ID, err)
+		} else if p.Partial {
+			r.pod = Pod{ID: p.ID, Name: meta.PodName, Namespace: meta.PodNamespace, UID: meta.PodUID,
+				Annotations: meta.Annotations, Labels: meta.Labels, RuntimeHandler: meta.RuntimeHandler}
+			r.known = true
+		}
+	}
+	if !r.known {
+		return r, nil
+	}
+	if c.opt.Inputs.Annotations && !parsed {
+		var err error
+		if annotated, err = c.mappings(r.pod); err != nil {
+			return r, err
+		}
+	}
+	r.mappings = annotated
+	if c.opt.Inputs.CRI && meta != nil {
+		cri, err := meta.HostPorts(c.opt.Limits)
+		if err == nil {
+			r.hostPorts = len(cri) > 0
+			r.mappings, err = request.MergeMappings(annotated, cri, c.opt.Limits)
+		}
+		if err != nil {
+			return r, fmt.Errorf("pod %s: %w: %w", r.pod, ErrInvalidPod, err)
+		}
+	}
+	if err := c.admit(r.pod, r.mappings); err != nil {
+		return r, fmt.Errorf("pod %s: %w", r.pod, err)
+	}
+	return r, nil
+}
+
+// admit applies the node's host-port admission policy to the pod's mappings.
+func (c *Core) admit(p Pod, ms []request.PortMapping) error {
+	pol := c.policy.Load()
+	if pol == nil || len(ms) == 0 {
+		return nil
+	}
+	return pol.Admit(admission.Pod{Namespace: p.Namespace, Labels: p.Labels}, ms)
+}

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"maps"
 	"slices"
-	"sync"
 
 	"github.com/sirupsen/logrus"
 
@@ -16,6 +15,56 @@ import (
 // The entry points: each records what its trigger saw in the sandbox's
 // record and adds the sandbox to the queue; none decides anything. The NRI
 // ones wait for the sync's outcome within the runtime's deadline.
+
+// waiter is told the outcome of a sandbox's sync: of the first attempt
+// after it was added (first), or of the final one (after the retries of
+// failures that pass). A request that must answer (NRI, a reconcile)
+// waits on ch; an event's outcome is counted by the worker as kind.
+type waiter struct {
+	gen   uint64 // the inbox generation it was added at
+	first bool
+	kind  string        // event-start, event-stop: counted as that operation
+	ch    chan<- result // nil: nobody waits
+}
+
+type result struct {
+	change Change
+	err    error
+}
+
+// enqueue records what a trigger saw of a sandbox (fn, may be nil) and
+// adds it to the queue; w, if set, is told the outcome.
+func (c *Core) enqueue(id string, fn func(in *inbox), w *waiter) {
+	if c.closing.Load() {
+		return
+	}
+	c.st.trigger(id, true, fn, w)
+	c.q.Add(id)
+}
+
+// await enqueues and waits for the outcome until ctx ends or the core
+// closes; answered is false when ctx ended first (the work goes on).
+func (c *Core) await(ctx context.Context, id string, fn func(in *inbox), first bool) (ch Change, err error, answered bool) {
+	results := make(chan result, 1)
+	c.enqueue(id, fn, &waiter{first: first, ch: results})
+	select {
+	case r := <-results:
+		return r.change, r.err, true
+	case <-c.closed:
+		return NoChange, ErrClosed, true
+	case <-ctx.Done():
+		return NoChange, ctx.Err(), false
+	}
+}
+
+// shutdownQueue stops taking work and lets the workers finish the syncs
+// that run; whoever waits for work that will not run is told ErrClosed.
+func (c *Core) shutdownQueue() {
+	c.closing.Store(true)
+	close(c.closed)
+	c.q.ShutDown()
+	c.workers.Wait()
+}
 
 // podOf is the request a trigger gives, keeping only what the controller
 // reads (the runtime's maps are not held on to).
@@ -29,11 +78,11 @@ func podOf(p Pod) Pod {
 	return out
 }
 
-// setPod records the trigger's pod unless the record knows more (a whole
+// setPod records the trigger's pod unless the inbox knows more (a whole
 // request is not replaced by a partial one).
-func setPod(r *record, p Pod) {
-	if r.pod.ID == "" || !p.Partial {
-		r.pod = podOf(p)
+func setPod(in *inbox, p Pod) {
+	if in.pod.ID == "" || !p.Partial {
+		in.pod = podOf(p)
 	}
 }
 
@@ -48,9 +97,10 @@ func setPod(r *record, p Pod) {
 func (c *Core) StartPod(ctx context.Context, p Pod) error {
 	dctx, cancel := context.WithTimeout(ctx, c.opt.Deadline)
 	defer cancel()
-	_, err, answered := c.await(dctx, p.ID, func(r *record) {
-		setPod(r, p)
-		r.started, r.sandbox = true, true
+	_, err, answered := c.await(dctx, p.ID, func(in *inbox) {
+		setPod(in, p)
+		in.sawStart()
+		in.claimed = true
 	}, false)
 	if answered {
 		c.opt.Observer.Operation("start", Classify(err))
@@ -62,7 +112,7 @@ func (c *Core) StartPod(ctx context.Context, p Pod) error {
 		log.Warn("HCN is slower than the deadline: the pod proceeds, its endpoint is completed in the background (fail-open)")
 		return nil
 	}
-	c.enqueue(p.ID, func(r *record) { r.stopped = true }, nil) // the runtime is told the pod failed: leave nothing behind
+	c.enqueue(p.ID, func(in *inbox) { in.stopped = true }, nil) // the runtime is told the pod failed: leave nothing behind
 	log.Warn("HCN is slower than the deadline: the pod fails, its endpoint is rolled back (fail-closed)")
 	return fmt.Errorf("pod %s: %w (%s, failure_policy fail-closed); what was started is rolled back", p, ErrDeadline, c.opt.Deadline)
 }
@@ -84,17 +134,14 @@ func (c *Core) RemovePod(ctx context.Context, p Pod) {
 func (c *Core) stopPod(ctx context.Context, p Pod, removed bool) {
 	dctx, cancel := context.WithTimeout(ctx, c.opt.Deadline)
 	defer cancel()
-	_, err, answered := c.await(dctx, p.ID, func(r *record) {
-		setPod(r, p)
-		r.stopped, r.sandbox = true, true
-		r.removed = r.removed || removed
+	_, err, answered := c.await(dctx, p.ID, func(in *inbox) {
+		setPod(in, p)
+		in.stopped, in.claimed = true, true
+		in.removed = in.removed || removed
 	}, false)
 	switch {
 	case answered:
 		c.opt.Observer.Operation("stop", Classify(err))
-		if err != nil {
-			c.PodLog(p).WithError(err).Error("endpoint not removed; the resync will retry")
-		}
 	case ctx.Err() == nil:
 		c.opt.Observer.Operation("stop", ClassDeadline)
 		c.PodLog(p).Warn("HCN is slower than the deadline: the endpoint is removed in the background")
@@ -102,41 +149,46 @@ func (c *Core) stopPod(ctx context.Context, p Pod, removed bool) {
 }
 
 // Started: containerd's /tasks/start for the container id (a sandbox's, or
-// an application container's, which the sync tells apart). report, when
-// set, hears the final outcome.
-func (c *Core) Started(id string, report func(error)) {
-	c.enqueue(id, func(r *record) {
-		setPod(r, Pod{ID: id, Partial: true})
-		r.started = true
-	}, reporter(report))
+// an application container's, which the sync tells apart). Its outcome is
+// counted and logged by the worker that syncs it.
+func (c *Core) Started(id string) {
+	c.enqueue(id, startedEvent(id), &waiter{kind: "event-start"})
 }
 
 // Exited: containerd's /tasks/exit or /tasks/delete of the container id's
 // init process: if id is a sandbox, it stopped for good. Nothing is asked
 // of containerd: a stop is recorded for any container, and costs nothing
-// for one that has no endpoint. report, when set, hears the outcome
-// (ErrNotSandbox when id is not known to be a sandbox and had nothing).
-func (c *Core) Exited(id string, report func(error)) {
-	c.enqueue(id, func(r *record) {
-		setPod(r, Pod{ID: id, Partial: true})
-		r.stopped = true
-	}, reporter(report))
+// for one that has no endpoint.
+func (c *Core) Exited(id string) {
+	c.enqueue(id, exitedEvent(id), &waiter{kind: "event-stop"})
 }
 
 // Deleted: containerd's /containers/delete: containerd no longer has the
 // container id.
-func (c *Core) Deleted(id string, report func(error)) {
-	c.enqueue(id, func(r *record) {
-		setPod(r, Pod{ID: id, Partial: true})
-		r.stopped, r.removed = true, true
-	}, reporter(report))
+func (c *Core) Deleted(id string) {
+	c.enqueue(id, deletedEvent(id), &waiter{kind: "event-stop"})
 }
 
-func reporter(report func(error)) *waiter {
-	if report == nil {
-		return nil
+// What each containerd event says of a container.
+func startedEvent(id string) func(*inbox) {
+	return func(in *inbox) {
+		setPod(in, Pod{ID: id, Partial: true})
+		in.sawStart()
 	}
-	return &waiter{done: func(_ Change, err error) { report(err) }}
+}
+
+func exitedEvent(id string) func(*inbox) {
+	return func(in *inbox) {
+		setPod(in, Pod{ID: id, Partial: true})
+		in.stopped = true
+	}
+}
+
+func deletedEvent(id string) func(*inbox) {
+	return func(in *inbox) {
+		setPod(in, Pod{ID: id, Partial: true})
+		in.stopped, in.removed = true, true
+	}
 }
 
 // Summary counts what a reconcile did.
@@ -172,11 +224,11 @@ func (s *Summary) add(r Change, err error) {
 // Reconcile is NRI's Synchronize and the body of every resync: pods is the
 // complete list of sandboxes the runtime knows. Each of them, every
 // endpoint of ours HNS holds and every sandbox the controller knows of is
-// synced; what pods does not list is checked with containerd. The summary
-// counts the first attempt of each (failures that pass are retried by the
-// queue as always).
+// synced, each told what the listing of HNS showed of it; what pods does
+// not list is checked with containerd. The summary counts the first
+// attempt of each (failures that pass are retried by the queue as always).
 func (c *Core) Reconcile(ctx context.Context, pods []Pod) (Summary, error) {
-	listed, err := c.takeListing(ctx)
+	listed, err := c.listing(ctx)
 	if err != nil {
 		return Summary{}, err
 	}
@@ -184,50 +236,48 @@ func (c *Core) Reconcile(ctx context.Context, pods []Pod) (Summary, error) {
 	for _, p := range pods {
 		inList[p.ID] = true
 	}
-	ids := slices.Concat(c.st.ids(), listed)
-	var (
-		mu  sync.Mutex
-		sum Summary
-		wg  sync.WaitGroup
-	)
-	count := func(r Change, err error) {
-		mu.Lock()
-		sum.add(r, err)
-		mu.Unlock()
-		wg.Done()
-	}
+	ids := slices.Concat(c.st.ids(), slices.Collect(maps.Keys(listed)))
+	results := make(chan result, len(pods)+len(ids))
+	n := 0
 	seen := map[string]bool{}
 	for _, p := range pods {
 		if seen[p.ID] {
 			continue
 		}
 		seen[p.ID] = true
-		wg.Add(1)
-		c.enqueue(p.ID, func(r *record) {
-			setPod(r, p)
-			r.sandbox = true
-		}, &waiter{first: true, done: count})
+		n++
+		c.enqueue(p.ID, func(in *inbox) {
+			setPod(in, p)
+			in.claimed = true
+			in.sawListing(listed[p.ID])
+		}, &waiter{first: true, ch: results})
 	}
 	for _, id := range ids {
 		if seen[id] {
 			continue
 		}
 		seen[id] = true
-		wg.Add(1)
-		c.enqueue(id, func(r *record) {
-			setPod(r, Pod{ID: id, Partial: true})
-			r.verify = !inList[id]
-		}, &waiter{first: true, done: count})
+		n++
+		c.enqueue(id, func(in *inbox) {
+			setPod(in, Pod{ID: id, Partial: true})
+			if !inList[id] {
+				in.verifyGen = in.gen
+			}
+			in.sawListing(listed[id])
+		}, &waiter{first: true, ch: results})
 	}
-	done := make(chan struct{})
-	go func() { wg.Wait(); close(done) }()
-	select {
-	case <-done:
-	case <-ctx.Done():
-		return Summary{}, ctx.Err()
+	c.st.markLoaded()
+	var sum Summary
+	for range n {
+		select {
+		case r := <-results:
+			sum.add(r.change, r.err)
+		case <-c.closed:
+			return sum, ErrClosed
+		case <-ctx.Done():
+			return Summary{}, ctx.Err()
+		}
 	}
-	mu.Lock()
-	defer mu.Unlock()
 	return sum, nil
 }
 
@@ -246,21 +296,38 @@ func (c *Core) ReconcileAll(ctx context.Context) (Summary, error) {
 	return c.Reconcile(ctx, pods)
 }
 
-// LoadPorts reads our endpoints from HNS into the state (at start, so that
-// conflicts with pods started before a restart are caught, and so that the
-// state can say a sandbox has no endpoint without asking HNS).
+// LoadPorts lists our endpoints in HNS at start (so that conflicts with
+// pods started before a restart are caught, and so that a sandbox without
+// an endpoint is known without asking HNS): each sandbox listed is told
+// what the listing showed, and its sync learns it and decides nothing (the
+// reconcile that follows decides). It returns once every one has learned.
 func (c *Core) LoadPorts(ctx context.Context) error {
-	_, err := c.takeListing(ctx)
-	return err
+	listed, err := c.listing(ctx)
+	if err != nil {
+		return err
+	}
+	results := make(chan result, len(listed))
+	for id, eps := range listed {
+		c.st.trigger(id, false, func(in *inbox) { in.sawListing(eps) }, &waiter{first: true, ch: results})
+		c.q.Add(id)
+	}
+	c.st.markLoaded()
+	for range listed {
+		select {
+		case <-results:
+		case <-c.closed:
+			return ErrClosed
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	return nil
 }
 
-// takeListing lists our endpoints in HNS and hands the listing to the
-// state; it returns the sandboxes the listing showed.
-func (c *Core) takeListing(ctx context.Context) ([]string, error) {
-	start := c.st.startListing()
+// listing lists our endpoints in HNS, by sandbox.
+func (c *Core) listing(ctx context.Context) (map[string][]hcn.Endpoint, error) {
 	owned, err := c.mgr.Owned(ctx)
 	if err != nil {
-		c.st.abortListing()
 		return nil, err
 	}
 	bySandbox := map[string][]hcn.Endpoint{}
@@ -269,7 +336,7 @@ func (c *Core) takeListing(ctx context.Context) ([]string, error) {
 			bySandbox[id] = append(bySandbox[id], ep)
 		}
 	}
-	return c.st.applyListing(start, bySandbox), nil
+	return bySandbox, nil
 }
 
 // SandboxMappings is who maps the host ports of one sandbox, as the

@@ -6,6 +6,7 @@ import (
 
 	"github.com/nri-hcn-portmap/nri-hcn-portmap/config"
 	"github.com/nri-hcn-portmap/nri-hcn-portmap/hcn"
+	"github.com/nri-hcn-portmap/nri-hcn-portmap/plugin"
 	"github.com/sirupsen/logrus"
 )
 
@@ -20,20 +21,12 @@ func newManager(ctx context.Context, cfg config.HCN, observe hcn.ObserveFunc, lo
 	if observe != nil {
 		svc = hcn.Instrumented(svc, observe)
 	}
-	return hcn.NewManager(svc, hcn.ManagerConfig{
-		Network: hcn.NetworkSpec{Name: cfg.Network, Type: hcn.NetworkType(cfg.NetworkType), Subnet: cfg.Subnet,
-			Gateway: cfg.Gateway, Adapter: cfg.Adapter},
-		CreateNetwork:   cfg.CreateNetwork,
-		OutboundNAT:     cfg.OutboundNAT,
-		IPv6:            cfg.DualStack,
-		DefaultRoute:    hcn.RouteMode(cfg.DefaultRoute),
-		RouteMetric:     uint16(cfg.RouteMetric),
-		AllowCNINetwork: cfg.AllowCNINetwork,
-		Announce: func(n hcn.Network, what string) {
-			if log != nil {
-				log.WithFields(logrus.Fields{"network": n.Name, "network_id": n.ID, "type": string(n.Type),
-					"subnet": fmt.Sprint(n.Subnets), "gateway": n.Gateway, "what": what}).Info("HNS network for the plugin's endpoints")
-			}
-		},
-	}), nil
+	mc := plugin.ManagerConfig(cfg)
+	mc.Announce = func(n hcn.Network, what string) {
+		if log != nil {
+			log.WithFields(logrus.Fields{"network": n.Name, "network_id": n.ID, "type": string(n.Type),
+				"subnet": fmt.Sprint(n.Subnets), "gateway": n.Gateway, "what": what}).Info("HNS network for the plugin's endpoints")
+		}
+	}
+	return hcn.NewManager(svc, mc), nil
 }

@@ -17,7 +17,6 @@ import (
 
 	"github.com/nri-hcn-portmap/nri-hcn-portmap/cmd/nri-hcn-portmap/service"
 	"github.com/nri-hcn-portmap/nri-hcn-portmap/config"
-	"github.com/nri-hcn-portmap/nri-hcn-portmap/hcn"
 	"github.com/nri-hcn-portmap/nri-hcn-portmap/plugin"
 	"github.com/nri-hcn-portmap/nri-hcn-portmap/plugin/admin"
 	"github.com/nri-hcn-portmap/nri-hcn-portmap/plugin/admission"
@@ -25,7 +24,6 @@ import (
 	"github.com/nri-hcn-portmap/nri-hcn-portmap/plugin/containerd"
 	"github.com/nri-hcn-portmap/nri-hcn-portmap/plugin/kube"
 	"github.com/nri-hcn-portmap/nri-hcn-portmap/plugin/nri"
-	"github.com/nri-hcn-portmap/nri-hcn-portmap/plugin/request"
 	"github.com/nri-hcn-portmap/nri-hcn-portmap/plugin/sources"
 	"github.com/nri-hcn-portmap/nri-hcn-portmap/plugin/telemetry"
 	"github.com/sirupsen/logrus"
@@ -123,7 +121,7 @@ func build(ctx context.Context, cfg config.Config, flags *config.Flags, log *log
 	if err != nil {
 		return nil, err
 	}
-	policy, err := admission.Compile(cfg.Admission)
+	opt, err := plugin.OptionsFrom(cfg)
 	if err != nil {
 		return nil, err // Resolve validated it already
 	}
@@ -140,19 +138,8 @@ func build(ctx context.Context, cfg config.Config, flags *config.Flags, log *log
 			a.metrics.KubeReporter(true)
 		}
 	}
-	a.core = plugin.NewCore(mgr, a.store, plugin.Options{
-		Policy:         request.PolicyOptions{LocalRoutedVIP: cfg.HCN.LocalRoutedVIP, DualStack: cfg.HCN.DualStack},
-		Inputs:         plugin.Inputs{Annotations: cfg.Plugin.UsesMappings(config.MappingsAnnotations), CRI: cfg.Plugin.UsesMappings(config.MappingsCRI)},
-		Limits:         request.Limits{MaxMappings: cfg.Plugin.MaxMappingsPerPod, MaxBytes: cfg.Plugin.MaxAnnotationBytes},
-		Admission:      policy.WithDualStack(cfg.HCN.DualStack),
-		Deadline:       cfg.Plugin.Deadline.Duration,
-		FailOpen:       cfg.Plugin.FailurePolicy == config.FailOpen,
-		RetryMax:       cfg.HCN.RetryMax.Duration,
-		ShutdownGrace:  cfg.Plugin.ShutdownGrace.Duration,
-		Observer:       a.metrics,
-		HyperVHandlers: cfg.Plugin.HyperVRuntimeHandlers,
-		Reporter:       reporter,
-	}, log)
+	opt.Observer, opt.Reporter = a.metrics, reporter
+	a.core = plugin.NewCore(mgr, a.store, opt, log)
 	a.metrics.CountEndpoints(a.core.Endpoints)
 	resync := plugin.NewResyncer(a.core, cfg.Plugin.ResyncInterval.Duration, log)
 	mode, nriSrc := cfg.Plugin.Source, launched
@@ -299,7 +286,7 @@ func buildRetrying(ctx context.Context, cfg config.Config, flags *config.Flags, 
 		bctx, cancel := context.WithTimeout(ctx, cfg.HCN.CallTimeout.Duration)
 		a, err := build(bctx, cfg, flags, log, nil)
 		cancel()
-		if err == nil || !errors.Is(err, hcn.ErrUnavailable) {
+		if err == nil || !plugin.Passes(err) { // HNS not answering yet passes; the rest is final
 			return a, err
 		}
 		log.WithError(err).WithField("retry_in", retry.Next().String()).Warn("HNS does not answer yet; retrying")

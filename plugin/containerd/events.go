@@ -57,7 +57,7 @@ func (s *EventSource) Run(ctx context.Context) error {
 	for {
 		err := s.subscribe(ctx, retry.Reset)
 		s.live.Store(false)
-		if ctx.Err() != nil {
+		if ctx.Err() != nil || !plugin.Reconnects(err) {
 			return nil
 		}
 		s.core.Observer().Reconnected("containerd")
@@ -169,7 +169,8 @@ func Decode(ev any) (id string, a Action) {
 // handle hands an event to the core's work queue at once: the queue keeps
 // the order that matters per sandbox (a stop replaces a start not yet done,
 // and nothing starts a stopped sandbox again) and bounds the work, so an
-// event storm costs no more than one pending request per sandbox.
+// event storm costs no more than one pending request per sandbox. The
+// worker that syncs the sandbox counts and logs the outcome.
 func (s *EventSource) handle(topic string, payload typeurl.Any) {
 	if payload == nil {
 		return
@@ -179,30 +180,14 @@ func (s *EventSource) handle(topic string, payload typeurl.Any) {
 		s.log.WithError(err).WithField("topic", topic).Warn("undecodable containerd event")
 		return
 	}
-	id, a := Decode(ev)
-	if a == Ignore {
-		return
-	}
-	log := s.log.WithFields(logrus.Fields{"sandbox": id, "topic": topic})
-	switch a {
+	switch id, a := Decode(ev); a {
 	case Start:
-		s.core.Started(id, func(err error) { s.outcome("event-start", log, err) })
+		s.core.Started(id)
 	case Exit:
-		s.core.Exited(id, func(err error) { s.outcome("event-stop", log, err) })
+		s.core.Exited(id)
 	case Removed:
-		s.core.Deleted(id, func(err error) { s.outcome("event-stop", log, err) })
+		s.core.Deleted(id)
 	}
-}
-
-// outcome counts and logs how the sync an event triggered ended, as the
-// controller's table of errors says; an application container's events
-// are not counted.
-func (s *EventSource) outcome(kind string, log *logrus.Entry, err error) {
-	if errors.Is(err, plugin.ErrNotSandbox) {
-		return
-	}
-	s.core.Observer().Operation(kind, plugin.Classify(err))
-	plugin.LogStart(log, err)
 }
 
 func closedOr(err error) string {

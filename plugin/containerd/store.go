@@ -8,7 +8,6 @@ package containerd
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"strings"
 	"sync"
@@ -102,8 +101,9 @@ type Store struct {
 	closed bool
 }
 
-// ErrClosed: the store was closed; it does not connect again.
-var ErrClosed = errors.New("containerd store closed")
+// ErrClosed: the store was closed; it does not connect again (the plugin
+// is stopping: plugin.ErrClosed).
+var ErrClosed = fmt.Errorf("containerd store closed: %w", plugin.ErrClosed)
 
 var _ plugin.SandboxStore = (*Store)(nil)
 

@@ -11,6 +11,7 @@ import (
 	"strings"
 
 	"github.com/nri-hcn-portmap/nri-hcn-portmap/hcn"
+	"github.com/nri-hcn-portmap/nri-hcn-portmap/plugin"
 	"github.com/nri-hcn-portmap/nri-hcn-portmap/plugin/request"
 )
 
@@ -50,11 +51,9 @@ func (d *Doctor) SelfTest(ctx context.Context, o SelfTestOptions) (r Report) {
 	}
 
 	c := d.Config.HCN
-	mgr := hcn.NewManager(d.HNS, hcn.ManagerConfig{
-		Network:       hcn.NetworkSpec{Name: c.Network, Type: hcn.NetworkType(c.NetworkType), Subnet: c.Subnet, Gateway: c.Gateway, Adapter: c.Adapter},
-		CreateNetwork: c.CreateNetwork, Prefix: SelfTestPrefix, OutboundNAT: c.OutboundNAT, IPv6: c.DualStack, AllowCNINetwork: c.AllowCNINetwork,
-		DefaultRoute: hcn.RouteMode(c.DefaultRoute), RouteMetric: uint16(c.RouteMetric),
-	})
+	mc := plugin.ManagerConfig(c) // what the plugin would build, under the self-test's names
+	mc.Prefix = SelfTestPrefix
+	mgr := hcn.NewManager(d.HNS, mc)
 	sctx, cancel = step()
 	_, err = mgr.EnsureNetwork(sctx) // created here when the plugin would create it
 	var network *hcn.Network

@@ -189,7 +189,7 @@ func (s *Source) Run(ctx context.Context) error {
 		}
 		started := time.Now()
 		err = s.serve(ctx, st)
-		if ctx.Err() != nil {
+		if ctx.Err() != nil || !plugin.Reconnects(err) {
 			return nil
 		}
 		if c := s.core.Load(); c != nil {
@@ -332,12 +332,7 @@ func (h *nriHandler) RunPodSandbox(ctx context.Context, p *api.PodSandbox) error
 	if err != nil {
 		return err
 	}
-	pod := podFromNRI(p)
-	if err := core.StartPod(ctx, pod); err != nil {
-		core.PodLog(pod).WithError(err).Error("RunPodSandbox: port mappings not applied")
-		return err
-	}
-	return nil
+	return core.StartPod(ctx, podFromNRI(p)) // the worker that synced it logged the outcome
 }
 
 // StopPodSandbox removes the pod's endpoint.

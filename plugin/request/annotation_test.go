@@ -157,7 +157,7 @@ func TestParsePortMappingsLimits(t *testing.T) {
 		{"list one over", listEntries(9), lim, 0, []string{"9 entries", "limit of 8", KeyMaxMappings}},
 		{"bytes at the cap", "8080:80" + strings.Repeat(" ", 4096-7), lim, 1, nil},
 		{"bytes one over", "8080:80" + strings.Repeat(" ", 4096-6), lim, 0, []string{"4097 bytes", "limit of 4096", KeyMaxBytes}},
-		{"256 KiB rejected on its size", huge, DefaultLimits(), 0, []string{fmt.Sprintf("%d bytes", len(huge)), "limit of 16384", KeyMaxBytes}},
+		{"256 KiB rejected on its size", huge, defaultLimits(), 0, []string{fmt.Sprintf("%d bytes", len(huge)), "limit of 16384", KeyMaxBytes}},
 		{"count before entries are checked", strings.Repeat("x,", 9) + "x", lim, 0, []string{"10 entries"}},
 		{"no limits", compactEntries(2000), Limits{}, 2000, nil},
 	}

@@ -19,7 +19,7 @@ func FuzzParsePortMappings(f *testing.F) {
 		f.Add(seed)
 	}
 	f.Fuzz(func(t *testing.T, in string) {
-		ms, err := ParsePortMappings(in, DefaultLimits())
+		ms, err := ParsePortMappings(in, defaultLimits())
 		if err != nil {
 			if !errors.Is(err, ErrBadMapping) || !(strings.Contains(err.Error(), "entry") || errors.Is(err, ErrTooLarge)) {
 				t.Fatalf("rejection %q is not a clear mapping error", err)
@@ -55,7 +55,7 @@ func FuzzDecodeCRIMetadata(f *testing.F) {
 			}
 			return
 		}
-		ms, err := md.HostPorts(DefaultLimits())
+		ms, err := md.HostPorts(defaultLimits())
 		if err != nil {
 			if !errors.Is(err, ErrBadMapping) || !strings.Contains(err.Error(), "CRI") {
 				t.Fatalf("hostPort error %v is not a clear mapping error", err)

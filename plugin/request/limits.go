@@ -13,19 +13,6 @@ type Limits struct {
 	MaxBytes    int // bytes of the annotation value (plugin.max_annotation_bytes)
 }
 
-// Default limits: real pods map a handful of host ports; 64 is generous and
-// keeps one endpoint's policy list small for HNS. 16 KiB holds 64 entries
-// in the most verbose form (a YAML list with host IPs, about 120 bytes each).
-const (
-	DefaultMaxMappings = 64
-	DefaultMaxBytes    = 16 << 10
-)
-
-// DefaultLimits are the limits of a default configuration.
-func DefaultLimits() Limits {
-	return Limits{MaxMappings: DefaultMaxMappings, MaxBytes: DefaultMaxBytes}
-}
-
 // ErrTooLarge is wrapped (besides ErrBadMapping) by the errors of a request
 // over the limits.
 var ErrTooLarge = errors.New("port-mapping request over the limit")

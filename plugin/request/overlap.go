@@ -7,22 +7,6 @@ import (
 	"github.com/nri-hcn-portmap/nri-hcn-portmap/hcn"
 )
 
-// Overlap reports whether two mappings claim the same host port: same
-// protocol and host port, and host IPs that can coincide (no host IP, or an
-// unspecified one of the same family, overlaps every address).
-func Overlap(a, b PortMapping) bool {
-	if a.Protocol != b.Protocol || a.HostPort != b.HostPort {
-		return false
-	}
-	if !a.HostIP.IsValid() || !b.HostIP.IsValid() {
-		return true
-	}
-	if a.HostIP.Is4() != b.HostIP.Is4() {
-		return false
-	}
-	return a.HostIP.IsUnspecified() || b.HostIP.IsUnspecified() || a.HostIP == b.HostIP
-}
-
 // overlapIndex finds, for a mapping, the first earlier mapping it duplicates
 // or overlaps, in constant time: mappings can only collide when protocol and
 // host port agree, and within such a group only with an entry without host

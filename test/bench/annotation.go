@@ -13,7 +13,6 @@ import (
 	"github.com/nri-hcn-portmap/nri-hcn-portmap/hcn"
 	"github.com/nri-hcn-portmap/nri-hcn-portmap/hcn/hcnsim"
 	"github.com/nri-hcn-portmap/nri-hcn-portmap/plugin"
-	"github.com/nri-hcn-portmap/nri-hcn-portmap/plugin/admission"
 	"github.com/nri-hcn-portmap/nri-hcn-portmap/plugin/request"
 )
 
@@ -71,15 +70,16 @@ func (decisionStore) ListSandboxes(context.Context) ([]string, error) { return n
 // DecisionCore is a core with the default limits and admission policy over
 // a store whose sandbox has no Windows namespace.
 func DecisionCore() *plugin.Core {
-	pol, err := admission.Compile(config.DefaultAdmission())
+	cfg := config.Default()
+	opt, err := plugin.OptionsFrom(cfg)
 	if err != nil {
 		panic(err) // the defaults compile; the admission tests say so
 	}
+	opt.Inputs = plugin.Inputs{Annotations: true}
 	log := logrus.New()
 	log.SetLevel(logrus.PanicLevel)
-	mgr := hcn.NewManager(hcnsim.New(), hcn.ManagerConfig{CreateNetwork: true, Network: hcn.NetworkSpec{Name: "nat", Type: hcn.NetworkNAT}})
-	return plugin.NewCore(mgr, decisionStore{}, plugin.Options{Inputs: plugin.Inputs{Annotations: true},
-		Admission: pol}, logrus.NewEntry(log))
+	mgr := hcn.NewManager(hcnsim.New(), plugin.ManagerConfig(cfg.HCN))
+	return plugin.NewCore(mgr, decisionStore{}, opt, logrus.NewEntry(log))
 }
 
 // StartDecision times one pod start of a pod carrying annotation v.

@@ -9,6 +9,7 @@ import (
 
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
+	"github.com/nri-hcn-portmap/nri-hcn-portmap/config"
 	"github.com/nri-hcn-portmap/nri-hcn-portmap/hcn"
 	"github.com/nri-hcn-portmap/nri-hcn-portmap/hcn/hcnsim"
 	"github.com/nri-hcn-portmap/nri-hcn-portmap/test/harness"
@@ -379,8 +380,8 @@ func TestNRISourceUsesCRIHostPorts(t *testing.T) {
 		t.Fatalf("namespace %s gone", guid)
 	}
 	d := st.Namespaces[i].DefaultRoutes()
-	if len(d) != 2 || d[0].NextHop != "10.245.0.1" || d[1].Metric != hcn.DefaultRouteMetric || d[1].NextHop != "172.30.0.1" {
-		t.Errorf("the pod's default routes %v: want the CNI's first and ours at metric %d", d, hcn.DefaultRouteMetric)
+	if len(d) != 2 || d[0].NextHop != "10.245.0.1" || d[1].Metric != config.DefaultRouteMetric || d[1].NextHop != "172.30.0.1" {
+		t.Errorf("the pod's default routes %v: want the CNI's first and ours at metric %d", d, config.DefaultRouteMetric)
 	}
 	if dns := st.Namespaces[i].DNSServers; !slices.Equal(dns, []string{"10.96.0.10"}) {
 		t.Errorf("the pod's DNS servers %v: want only the CNI's", dns)

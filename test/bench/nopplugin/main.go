@@ -29,6 +29,7 @@ import (
 	"github.com/containerd/nri/pkg/stub"
 	"github.com/containerd/typeurl/v2"
 
+	"github.com/nri-hcn-portmap/nri-hcn-portmap/config"
 	"github.com/nri-hcn-portmap/nri-hcn-portmap/hcn"
 	"github.com/nri-hcn-portmap/nri-hcn-portmap/hcn/hcnsim"
 	"github.com/nri-hcn-portmap/nri-hcn-portmap/plugin/request"
@@ -158,7 +159,7 @@ func newFloor(ctx context.Context, containerd, hns, network string) (*floor, err
 	if err != nil {
 		return nil, err
 	}
-	routes, err := hcn.RouteLowPriority.Routes(n.Gateway, hcn.DefaultRouteMetric)
+	routes, err := hcn.RouteLowPriority.Routes(n.Gateway, config.DefaultRouteMetric)
 	if err != nil {
 		return nil, err
 	}

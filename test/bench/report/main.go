@@ -20,7 +20,7 @@ import (
 	"gonum.org/v1/plot/plotutil"
 	"gonum.org/v1/plot/vg"
 
-	"github.com/nri-hcn-portmap/nri-hcn-portmap/plugin/request"
+	"github.com/nri-hcn-portmap/nri-hcn-portmap/config"
 	"github.com/nri-hcn-portmap/nri-hcn-portmap/test/bench"
 	"github.com/nri-hcn-portmap/nri-hcn-portmap/test/harness"
 )
@@ -486,7 +486,7 @@ func render(r results, png string, took time.Duration) string {
 	fmt.Fprintf(&b, "\nThe default cap, 12, is the one of the caps measured (4, 12) that reaches 10x the NRI path with a parallel HNS; with a serialized HNS throughput is HNS's own whatever the cap, and the cap keeps the calls waiting in the plugin (where a call's time limit is spent before it is sent, so it has no late effect) instead of inside HNS. Goroutines peak with the cap and the workers, not with the pods. The row of the plugin before the controller, at the default cap, is there to compare goroutines and memory under churn.\n\n")
 	fmt.Fprintf(&b, "## What a pod author controls: the annotation\n\n")
 	fmt.Fprintf(&b, "Every NRI request of the node waits behind one lock, so the cost of a pod's annotation is the node's. The parser is linear (time per KiB stays flat as the size grows 256-fold); with the default limits (%d mappings, %d KiB) a pod start is decided in microseconds whatever the size, since the size and the entry count are checked before any entry is parsed.\n\n",
-		request.DefaultMaxMappings, request.DefaultMaxBytes>>10)
+		config.Default().Plugin.MaxMappingsPerPod, config.Default().Plugin.MaxAnnotationBytes>>10)
 	fmt.Fprintf(&b, "| form | size | entries | parse, no limits | per KiB | start decided, default limits | under 5 ms |\n|---|---|---|---|---|---|---|\n")
 	for _, a := range r.annotations {
 		fmt.Fprintf(&b, "| %s | %.0f KiB | %d | %s | %.1f µs | %.3f ms | %s |\n", a.Form, float64(a.Bytes)/1024, a.Entries, ms(a.Parse),

@@ -1,0 +1,56 @@
+package plugin
+
+import (
+	"time"
+
+	"github.com/nri-hcn-portmap/nri-hcn-portmap/config"
+	"github.com/nri-hcn-portmap/nri-hcn-portmap/hcn"
+	"github.com/nri-hcn-portmap/nri-hcn-portmap/plugin/admission"
+	"github.com/nri-hcn-portmap/nri-hcn-portmap/plugin/request"
+)
+
+// What the configuration does not set: how fast the first retry comes and
+// how many sandboxes are worked on at once (above the default cap of HNS
+// calls in flight, so that the cap and not the workers bounds the work).
+const (
+	retryMin = 100 * time.Millisecond
+	workers  = 16
+)
+
+// OptionsFrom is the core's options for a configuration, every value from
+// it (config.Default holds the defaults, once); the caller adds the
+// Observer and the Reporter.
+func OptionsFrom(cfg config.Config) (Options, error) {
+	policy, err := admission.Compile(cfg.Admission)
+	if err != nil {
+		return Options{}, err
+	}
+	return Options{
+		Policy:         request.PolicyOptions{LocalRoutedVIP: cfg.HCN.LocalRoutedVIP, DualStack: cfg.HCN.DualStack},
+		Inputs:         Inputs{Annotations: cfg.Plugin.UsesMappings(config.MappingsAnnotations), CRI: cfg.Plugin.UsesMappings(config.MappingsCRI)},
+		Limits:         request.Limits{MaxMappings: cfg.Plugin.MaxMappingsPerPod, MaxBytes: cfg.Plugin.MaxAnnotationBytes},
+		Admission:      policy.WithDualStack(cfg.HCN.DualStack),
+		Deadline:       cfg.Plugin.Deadline.Duration,
+		FailOpen:       cfg.Plugin.FailurePolicy == config.FailOpen,
+		RetryMin:       retryMin,
+		RetryMax:       cfg.HCN.RetryMax.Duration,
+		ShutdownGrace:  cfg.Plugin.ShutdownGrace.Duration,
+		HyperVHandlers: cfg.Plugin.HyperVRuntimeHandlers,
+		Workers:        workers,
+	}, nil
+}
+
+// ManagerConfig is the HCN manager's configuration for a configuration's
+// [hcn] section.
+func ManagerConfig(cfg config.HCN) hcn.ManagerConfig {
+	return hcn.ManagerConfig{
+		Network: hcn.NetworkSpec{Name: cfg.Network, Type: hcn.NetworkType(cfg.NetworkType), Subnet: cfg.Subnet,
+			Gateway: cfg.Gateway, Adapter: cfg.Adapter},
+		CreateNetwork:   cfg.CreateNetwork,
+		OutboundNAT:     cfg.OutboundNAT,
+		IPv6:            cfg.DualStack,
+		DefaultRoute:    hcn.RouteMode(cfg.DefaultRoute),
+		RouteMetric:     uint16(cfg.RouteMetric),
+		AllowCNINetwork: cfg.AllowCNINetwork,
+	}
+}
