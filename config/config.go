@@ -11,7 +11,6 @@ import (
 	"net/netip"
 	"os"
 	"regexp"
-	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -230,12 +229,7 @@ func (d Duration) MarshalText() ([]byte, error) { return []byte(d.Duration.Strin
 func (p Plugin) UsesMappings(m string) bool { return slices.Contains(p.MappingSources, m) }
 
 // DefaultContainerdAddress is containerd's default address on this OS.
-func DefaultContainerdAddress() string {
-	if runtime.GOOS == "windows" {
-		return `\\.\pipe\containerd-containerd`
-	}
-	return "/run/containerd/containerd.sock"
-}
+func DefaultContainerdAddress() string { return defaultContainerdAddress }
 
 // Default returns the configuration used for every key the file omits.
 func Default() Config {
@@ -359,7 +353,7 @@ func (e *Error) Unwrap() error { return e.Err }
 // Validate checks every field. origin names where each value came from
 // (key -> "flag --x"), falling back to source (the file path, or "defaults").
 func (c *Config) Validate(source string, origin map[string]string) error {
-	return c.validate(source, origin, runtime.GOOS)
+	return c.validate(source, origin, thisOS)
 }
 
 // validate checks the configuration for a plugin running on goos.

@@ -188,7 +188,8 @@ func createNamespace(t *testing.T) hcn.GUID {
 // times).
 func TestHRESULTClassification(t *testing.T) {
 	svc, n := emuSetup(t)
-	typed := []error{hcn.ErrNotFound, hcn.ErrPortInUse, hcn.ErrInvalid, hcn.ErrInUse, hcn.ErrAlreadyAttached, hcn.ErrUnavailable, hcn.ErrExists}
+	typed := []error{hcn.ErrNotFound, hcn.ErrPortInUse, hcn.ErrInvalid, hcn.ErrInUse, hcn.ErrAlreadyAttached, hcn.ErrUnavailable, hcn.ErrExists,
+		hcn.ErrAttachFailed, hcn.ErrNotInstalled}
 	tests := []struct {
 		name, hr string
 		want     error // nil: unclassified
@@ -198,7 +199,14 @@ func TestHRESULTClassification(t *testing.T) {
 		{"HCN_E_REQUEST_UNSUPPORTED", "0x803B0015", hcn.ErrInvalid},
 		{"HCN_E_ADDR_INVALID_OR_RESERVED", "0x803B002F", hcn.ErrInvalid},
 		{"HCN_E_MANAGER_STOPPED", "0x803B0020", hcn.ErrUnavailable},
-		{"HCN_E_NAMESPACE_ATTACH_FAILED", "0x803B002E", nil},
+		// issue 30, 7: HNS's RPC endpoint gone while it restarts, and a
+		// namespace whose compartment is not there: retried
+		{"RPC_S_SERVER_UNAVAILABLE", "0x800706BA", hcn.ErrUnavailable},
+		{"RPC_S_CALL_FAILED", "0x800706BE", hcn.ErrUnavailable},
+		{"EPT_S_NOT_REGISTERED", "0x800706D9", hcn.ErrUnavailable},
+		{"GCN_E_NETCOMPARTMENT_NOT_FOUND", "0x803B0027", hcn.ErrAttachFailed},
+		{"HCN_E_NAMESPACE_ATTACH_FAILED", "0x803B002E", hcn.ErrAttachFailed},
+		{"E_FAIL", "0x80004005", nil},
 		// issue 24, 9 and 11
 		{"the object already exists (ERROR_OBJECT_ALREADY_EXISTS, the text of moby 23086)", "0x80071392", hcn.ErrPortInUse},
 		{"HCN_E_POLICY_ALREADY_EXISTS", "0x803B0012", hcn.ErrPortInUse},

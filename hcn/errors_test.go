@@ -43,3 +43,67 @@ func TestStepErrorText(t *testing.T) {
 		t.Errorf("with object: %q", got)
 	}
 }
+
+// The table of HNS errors is the one place a code gets its meaning: every
+// answer maps back to its kind in the calls it is limited to (and only
+// there), the emulator's code for a kind maps back to it, names are
+// unique and round-trip, and Permanent/Retryable/RetriesFew read the row.
+func TestTableOfHNSErrors(t *testing.T) {
+	names := map[string]bool{}
+	for _, k := range Kinds() {
+		if names[k.Name] {
+			t.Errorf("name %q twice", k.Name)
+		}
+		names[k.Name] = true
+		if got, ok := Named(k.Name); !ok || got != k.Err || NameOf(fmt.Errorf("x: %w", k.Err)) != k.Name {
+			t.Errorf("%s: Named = %v, NameOf = %q", k.Name, got, NameOf(k.Err))
+		}
+		wrapped := fmt.Errorf("pod x: %w", k.Err)
+		if Permanent(wrapped) != (k.Retry == RetryNever) || Retryable(wrapped) != (k.Retry == RetryAlways) || RetriesFew(wrapped) != (k.Retry == RetryFew) {
+			t.Errorf("%s: Permanent %v, Retryable %v, RetriesFew %v; row says %v", k.Name, Permanent(wrapped), Retryable(wrapped), RetriesFew(wrapped), k.Retry)
+		}
+		for _, a := range k.Answers {
+			if got := FromCode(a.Code, a.Call); got != k.Err {
+				t.Errorf("%s %#x in its call: %v, want %v", a.Name, a.Code, got, k.Err)
+			}
+			if a.Call != AnyCall && FromCode(a.Code, AnyCall) != nil && FromCode(a.Code, AnyCall) == k.Err {
+				t.Errorf("%s %#x means %v in every call, not only its own", a.Name, a.Code, k.Err)
+			}
+		}
+		if len(k.Answers) > 0 {
+			code := CodeOf(k.Err)
+			if code < 0x10000 {
+				t.Errorf("%s: CodeOf %#x is no HRESULT", k.Name, code)
+			}
+			hr := code
+			if hr&0x1fff0000 == 0x00070000 { // as hcsshim keeps a Win32-facility HRESULT
+				hr &= 0xffff
+			}
+			if got := FromCode(hr, k.Answers[0].Call); got != k.Err {
+				t.Errorf("%s: the emulator answers %#x, which maps to %v", k.Name, code, got)
+			}
+		}
+	}
+	for _, tt := range []struct {
+		code Code
+		call Call
+		want error
+	}{
+		{0x1392, ClaimingPorts, ErrPortInUse},
+		{0x1392, CreatingNetwork, ErrExists},
+		{0x1392, AnyCall, nil},
+		{0x6BA, AnyCall, ErrUnavailable},
+		{0x803B0027, AnyCall, ErrAttachFailed},
+		{0x80004005, AnyCall, nil}, // E_FAIL: no meaning
+	} {
+		if got := FromCode(tt.code, tt.call); got != tt.want {
+			t.Errorf("FromCode(%#x, %v) = %v, want %v", tt.code, tt.call, got, tt.want)
+		}
+	}
+	if NameOf(errors.New("E_FAIL")) != "internal" || KindOf(errors.New("E_FAIL")) != nil || RetryOf(errors.New("E_FAIL")) != RetryUnknown {
+		t.Error("an error nobody classified has a kind")
+	}
+	if !Retryable(fmt.Errorf("%w: %w", ErrChanged, ErrNotFound)) || Permanent(fmt.Errorf("%w: %w", ErrChanged, ErrNotFound)) {
+		t.Error("a listing that raced a delete is final")
+	}
+}

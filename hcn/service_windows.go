@@ -5,9 +5,9 @@ package hcn
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strings"
-	"syscall"
 
 	hcsshim "github.com/Microsoft/hcsshim/hcn"
 	"golang.org/x/sys/windows"
@@ -36,7 +36,9 @@ func NewWindowsService(ctx context.Context, lim *Limiter) (Node, error) {
 		}
 		return g.Version, nil
 	})
-	if err != nil {
+	if err := mapErr(err, AnyCall); errors.Is(err, ErrNotInstalled) {
+		return nil, err // no HNS will come
+	} else if err != nil {
 		return nil, fmt.Errorf("HNS does not answer: %w: %w", ErrUnavailable, err)
 	}
 	if v.Major < 9 || (v.Major == 9 && v.Minor < 2) {
@@ -45,76 +47,34 @@ func NewWindowsService(ctx context.Context, lim *Limiter) (Node, error) {
 	return WindowsService{lim: lim}, nil
 }
 
-// mapErr maps hcsshim/HNS errors onto the typed errors of this package,
-// keeping the original in the chain.
-func mapErr(err error) error {
+// mapErr maps hcsshim/HNS errors onto the typed errors of this package
+// with the table of HNS errors (errors.go), keeping the original in the
+// chain. call says what the call was (some codes mean one thing creating
+// an endpoint with host ports, another creating a network). Besides HNS's
+// codes: hcsshim's own *NotFoundError types (its lookups by name), and a
+// DLL that is not there (HNS not installed: the Containers feature).
+func mapErr(err error, call Call) error {
 	if err == nil {
 		return nil
 	}
-	code := func(c windows.Handle) bool { return hcsshim.CheckErrorWithCode(err, hcsshim.ErrorCode(c)) }
+	var dll *windows.DLLError
 	switch {
-	// The shim's own lookups return *NotFoundError types; HNS itself answers
-	// open/modify/delete of a missing object with ERROR_NOT_FOUND (0x490).
-	// Detaching an endpoint that is not attached is nothing to do either.
-	case hcsshim.IsNotFoundError(err), hcsshim.IsElementNotFoundError(err),
-		code(windows.HCN_E_NETWORK_NOT_FOUND), code(windows.HCN_E_ENDPOINT_NOT_FOUND), code(hcnEEndpointNotAttached):
+	case errors.As(err, &dll):
+		return fmt.Errorf("%w: %s cannot be loaded (install the Containers feature: Install-WindowsFeature Containers): %w", ErrNotInstalled, dll.ObjName, err)
+	case hcsshim.IsNotFoundError(err):
 		return fmt.Errorf("%w: %w", ErrNotFound, err)
-	case code(windows.HCN_E_MAPPING_NOT_SUPPORTED): // "port mapping is not supported on the given network"
-		return fmt.Errorf("%w: %w", ErrMappingNotSupported, err)
-	case code(windows.HCN_E_NETWORK_ALREADY_EXISTS):
-		return fmt.Errorf("%w: %w", ErrExists, err)
-	case hcsshim.IsPortAlreadyExistsError(err):
-		return fmt.Errorf("%w: %w", ErrPortInUse, err)
-	case code(windows.HCN_E_ENDPOINT_ALREADY_ATTACHED), code(windows.HCN_E_ENDPOINT_NAMESPACE_ALREADY_EXISTS):
-		return fmt.Errorf("%w: %w", ErrAlreadyAttached, err)
-	case code(windows.HCN_E_ENTITY_HAS_REFERENCES):
-		return fmt.Errorf("%w: %w", ErrInUse, err)
-	case code(windows.HCN_E_INVALID_JSON), code(windows.HCN_E_INVALID_POLICY), code(windows.HCN_E_INVALID_POLICY_TYPE),
-		code(windows.HCN_E_INVALID_NETWORK), code(windows.HCN_E_INVALID_NETWORK_TYPE), code(windows.HCN_E_INVALID_ENDPOINT),
-		code(windows.HCN_E_INVALID_IP), code(windows.HCN_E_INVALID_INTERNAL_PORT),
-		// the request cannot work on this host or for this address
-		code(windows.HCN_E_REQUEST_UNSUPPORTED), code(windows.HCN_E_ADDR_INVALID_OR_RESERVED):
-		return fmt.Errorf("%w: %w", ErrInvalid, err)
-	case code(windows.HCN_E_MANAGER_STOPPED): // HNS is restarting: try again
-		return fmt.Errorf("%w: %w", ErrUnavailable, err)
+	}
+	for _, c := range AllCodes(call) {
+		if hcsshim.CheckErrorWithCode(err, hcsshim.ErrorCode(c)) {
+			return fmt.Errorf("%w: %w", FromCode(c, call), err)
+		}
 	}
 	return err
 }
 
-// mapPortErr is mapErr for a call that claims host ports (creating an
-// endpoint with PortMapping policies): a port held by a host process
-// (ERROR_SHARING_VIOLATION, moby 36983) or "already exists"
-// (ERROR_ALREADY_EXISTS, moby 23086) is the port in use.
-func mapPortErr(err error) error {
-	// hcsshim keeps a Win32-facility HRESULT as its Win32 code (0x80070020
-	// becomes 0x20), as for ERROR_NOT_FOUND
-	code := func(c syscall.Errno) bool { return hcsshim.CheckErrorWithCode(err, hcsshim.ErrorCode(c)) }
-	if err != nil && (code(windows.ERROR_SHARING_VIOLATION) || code(windows.ERROR_ALREADY_EXISTS) ||
-		// "The object already exists", the text moby 23086 shows
-		code(windows.ERROR_OBJECT_ALREADY_EXISTS) ||
-		hcsshim.CheckErrorWithCode(err, hcsshim.ErrorCode(windows.HCN_E_POLICY_ALREADY_EXISTS))) {
-		return fmt.Errorf("%w: %w", ErrPortInUse, err)
-	}
-	return mapErr(err)
-}
-
-// mapNetworkErr is mapErr for creating a network: an object that exists
-// already is the network (a second NAT network where HNS takes one).
-func mapNetworkErr(err error) error {
-	if err != nil && (hcsshim.CheckErrorWithCode(err, hcsshim.ErrorCode(windows.ERROR_OBJECT_ALREADY_EXISTS)) ||
-		hcsshim.CheckErrorWithCode(err, hcsshim.ErrorCode(windows.ERROR_ALREADY_EXISTS))) {
-		return fmt.Errorf("%w: %w", ErrExists, err)
-	}
-	return mapErr(err)
-}
-
-// hcnEEndpointNotAttached is HCN_E_ENDPOINT_NOT_ATTACHED (not in
-// x/sys/windows).
-const hcnEEndpointNotAttached windows.Handle = 0x803B0034
-
 func hnsCall[T any](ctx context.Context, lim *Limiter, what string, fn func() (T, error)) (T, error) {
 	v, err := callBounded(ctx, lim, what, fn)
-	return v, mapErr(err)
+	return v, mapErr(err, AnyCall)
 }
 
 func toNetwork(n *hcsshim.HostComputeNetwork) *Network {
@@ -262,7 +222,7 @@ func (w WindowsService) CreateNetwork(ctx context.Context, spec NetworkSpec) (*N
 		}
 		return toNetwork(created), nil
 	})
-	return out, mapNetworkErr(err)
+	return out, mapErr(err, CreatingNetwork)
 }
 
 // CreateEndpoint implements Service.
@@ -290,9 +250,9 @@ func (w WindowsService) CreateEndpoint(ctx context.Context, spec EndpointSpec) (
 		return &out, nil
 	})
 	if len(spec.PortMappings) > 0 {
-		return out, mapPortErr(err)
+		return out, mapErr(err, ClaimingPorts)
 	}
-	return out, mapErr(err)
+	return out, mapErr(err, AnyCall)
 }
 
 func listEndpoints(filter map[string]string) ([]Endpoint, error) {

@@ -10,11 +10,13 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	hcsshim "github.com/Microsoft/hcsshim/hcn"
+	"golang.org/x/sys/windows"
 )
 
 var bg = context.Background()
@@ -254,5 +256,19 @@ func TestWindowsNeighboursCarryTheirMappings(t *testing.T) {
 	}
 	if ep := ProvidedBy(PortMappingPolicy{Protocol: TCP, ExternalPort: 18092, InternalPort: 80}, got); ep != nil {
 		t.Errorf("an unattached endpoint's mapping counted as the namespace's: %+v", ep)
+	}
+}
+
+// Issue 30, 7: a host without the Containers feature has no vmcompute.dll
+// or computenetwork.dll: hcsshim returns the loader's DLLError, which is
+// final (ErrNotInstalled, naming the DLL and the fix), not HNS being late.
+func TestMissingHNSDLLIsFinal(t *testing.T) {
+	dll := &windows.DLLError{Err: windows.ERROR_MOD_NOT_FOUND, ObjName: "vmcompute.dll", Msg: "Failed to load vmcompute.dll: The specified module could not be found."}
+	for _, err := range []error{dll, fmt.Errorf("failed during hnsCallRawResponse: %w", dll)} {
+		got := mapErr(err, AnyCall)
+		if !errors.Is(got, ErrNotInstalled) || !Permanent(got) || Retryable(got) || !strings.Contains(got.Error(), "vmcompute.dll") ||
+			!strings.Contains(got.Error(), "Containers") {
+			t.Errorf("mapErr(%v) = %v, want the final ErrNotInstalled naming the DLL and the feature", err, got)
+		}
 	}
 }

@@ -7,17 +7,17 @@
 // there; the containerd event stream is the trigger), one step a line:
 //
 //	1 event     /tasks/start, /tasks/exit, /tasks/delete, /containers/delete   plugin/containerd/events.go
-//	2 trigger   Started, Exited, Deleted: record what was seen, add the ID     triggers.go
-//	3 queue     client-go workqueue keyed by sandbox ID, retries rate-limited  queue.go
-//	4 state     the sandbox's record: request, tombstone, endpoints, ports     state.go
-//	5 sync      one decision for every trigger: read, decide, converge         sync.go
-//	6 sandbox   containerd's record: namespace GUID, CRI metadata, task state  plugin/containerd/store.go
-//	7 request   annotation and hostPort, merged, limited, admitted             resolve.go, plugin/request/, plugin/admission/
-//	8 ports     a host port held by another pod: that pod is synced first      state.go (reserve), ports.go
-//	9 endpoint  keep, replace, create and attach; detach and delete            hcn/manager.go
-//	10 HNS      one method per call, bounded and capped; hcsshim or simulator  hcn/service.go, hcn/wrap.go, hcn/service_windows.go
-//	11 errors   final or retried, metric class, owner's reason, log: one table errors.go
-//	12 seen     metrics, Kubernetes events and condition, status                observe.go, report.go, plugin/telemetry/, plugin/kube/
+//	2 trigger   Started, Exited, Deleted: write what was seen, add the ID      triggers.go, state.go (trigger)
+//	3 worker    client-go workqueue keyed by sandbox ID; one snapshot, one      sync.go (process), state.go
+//	            sync, one commit, said once; retries are the queue's           (snapshot, commit)
+//	4 sync      one decision for every trigger: read, decide, converge         sync.go
+//	5 sandbox   containerd's record: namespace GUID, CRI metadata, task state  plugin/containerd/store.go
+//	6 request   annotation and hostPort, merged, limited, admitted             sync.go (request), plugin/request/, plugin/admission/
+//	7 ports     a host port held by another pod: that pod is synced first      state.go (conflict: the port index)
+//	8 endpoint  keep, replace, create and attach; detach and delete            hcn/manager.go
+//	9 HNS       one method per call, bounded and capped; hcsshim or simulator  hcn/service.go, hcn/calls.go, hcn/service_windows.go
+//	10 errors   what an HNS error is; final or retried, metric, reason, log    hcn/errors.go, errors.go
+//	11 seen     metrics, Kubernetes events and condition, status                observe.go, report.go, plugin/telemetry/, plugin/kube/
 //
 // On Linux (and with a containerd that calls NRI plugins) the runtime's
 // requests are triggers too: RunPodSandbox is StartPod, which waits for the
@@ -27,6 +27,8 @@
 // what containerd lists. Which source runs is plugin/sources/sources.go.
 //
 // Concurrency: the workqueue never gives one sandbox to two workers; the
-// state has one lock; nothing else is shared. cmd/nri-hcn-portmap wires it
+// state has one lock; nothing else is shared. Each field of the state has
+// one writer (the table in state.go): triggers write what they saw, the
+// worker commits what its sync found. cmd/nri-hcn-portmap wires it
 // (run.go) and holds one file per subcommand.
 package plugin

@@ -110,7 +110,10 @@ var errorTable = []row{
 	{is(ErrAPIGone), errorKind{retry: retryNever, class: ClassError, quiet: true, level: logrus.DebugLevel, says: "not reported: the pod is gone"}},
 	{is(ErrAPIRefused), errorKind{retry: retryNever, class: ClassError, level: logrus.ErrorLevel, says: "not reported: the API server refused it (check the plugin's RBAC)"}},
 	{is(ErrAPIUnavailable), errorKind{retry: retryBounded, class: ClassError, level: logrus.ErrorLevel, says: "not reported: the API server did not take it"}},
+	{is(hcn.ErrPortInUse), rejected(ClassConflict, ReasonConflict)},
 	{hcn.Retryable, errorKind{retry: retryAlways, class: ClassError, reason: ReasonHNS, counted: true, level: logrus.ErrorLevel, says: "endpoint not built; retrying"}},
+	{hcn.RetriesFew, errorKind{retry: retryBounded, class: ClassError, reason: ReasonHNS, counted: true, level: logrus.ErrorLevel,
+		says: "endpoint not built after a few tries; the resync will retry"}},
 	{hcn.Permanent, errorKind{retry: retryNever, class: ClassError, reason: ReasonHNS, counted: true, level: logrus.ErrorLevel, says: "endpoint not built; the resync will retry"}},
 }
 
@@ -118,7 +121,7 @@ var errorTable = []row{
 // a way nobody has mapped (E_FAIL), containerd or the API server not
 // answering.
 var unclassified = errorKind{retry: retryBounded, class: ClassError, reason: ReasonHNS, counted: true, level: logrus.ErrorLevel,
-	says: "endpoint not built; the resync will retry"}
+	says: "failing in a way the plugin does not know; giving up until the next resync"}
 
 // kindOf is err's row of the table; nil is success.
 func kindOf(err error) errorKind {

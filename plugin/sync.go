@@ -139,8 +139,7 @@ func (c *Core) tell(sn snap, out outcome, again bool, waiters []waiter) {
 		}
 		log.WithField("attempt", sn.attempt).WithError(out.err).Log(level, "sync failed; retrying")
 	case k.retry == retryBounded:
-		log.WithField("attempts", sn.attempt).WithError(out.err).
-			Error("HNS keeps failing in a way the plugin does not know; giving up until the next resync")
+		log.WithField("attempts", sn.attempt).WithError(out.err).Log(k.level, k.says)
 	default:
 		log.WithFields(out.line.fields).WithError(out.err).Log(k.level, k.says)
 	}
@@ -345,6 +344,11 @@ func (c *Core) converge(ctx context.Context, sn snap, o outcome, sb *SandboxInfo
 	ep, built, err := c.mgr.Converge(ctx, hcn.Desired{SandboxID: sn.id, Namespace: sb.NetNS, Policies: policies}, existing)
 	if err != nil {
 		o.known.eps, o.known.epsKnown = nil, false // what HNS holds now is not known; its ports stay held
+		if errors.Is(err, hcn.ErrPortInUse) {      // HNS holds the port, and no pod of ours did
+			err = fmt.Errorf("%w; no pod this plugin manages held it when this one asked: another process, a CNI's endpoint "+
+				"in another pod's namespace, or a port HNS kept after a delete (kubernetes#137530) holds it; see Get-HnsEndpoint "+
+				"(or hnsdiag list endpoints) and netstat -ano", err)
+		}
 		err = errPod(p, err)
 		o.tellOwners(p, nil, nil, nil, err)
 		return o.fail(err)

@@ -8,6 +8,7 @@ import (
 	"github.com/nri-hcn-portmap/nri-hcn-portmap/config"
 	"github.com/nri-hcn-portmap/nri-hcn-portmap/hcn"
 	"github.com/nri-hcn-portmap/nri-hcn-portmap/hcn/hcnsim"
+	"github.com/sirupsen/logrus"
 )
 
 // newService is the HCN backend the configuration names, at most
@@ -34,4 +35,13 @@ func newNode(ctx context.Context, cfg config.HCN) (hcn.Node, error) {
 		return hcnsim.NewClient(cfg.SimulatorAddress)
 	}
 	return hcn.NewWindowsService(ctx, nil)
+}
+
+// onWindows: the plugin runs where HNS is.
+const onWindows = false
+
+// buildForOS wires the plugin as it runs here: no HNS will come (only the
+// simulator), so a missing one is said at once.
+func buildForOS(ctx context.Context, cfg config.Config, flags *config.Flags, log *logrus.Entry) (*app, error) {
+	return build(ctx, cfg, flags, log, nil)
 }

@@ -5,6 +5,7 @@ import (
 
 	"github.com/nri-hcn-portmap/nri-hcn-portmap/config"
 	"github.com/nri-hcn-portmap/nri-hcn-portmap/hcn"
+	"github.com/sirupsen/logrus"
 )
 
 // newService is HNS through hcsshim, at most hcn.max_concurrent_calls calls
@@ -18,4 +19,13 @@ func newService(ctx context.Context, cfg config.HCN) (hcn.Service, error) {
 // doctor makes one call at a time).
 func newNode(ctx context.Context, _ config.HCN) (hcn.Node, error) {
 	return hcn.NewWindowsService(ctx, nil)
+}
+
+// onWindows: the plugin runs where HNS is.
+const onWindows = true
+
+// buildForOS wires the plugin as it runs here: HNS may be late at boot, so
+// it is waited for.
+func buildForOS(ctx context.Context, cfg config.Config, flags *config.Flags, log *logrus.Entry) (*app, error) {
+	return buildRetrying(ctx, cfg, flags, log)
 }

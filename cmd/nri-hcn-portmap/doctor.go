@@ -10,7 +10,6 @@ import (
 	"net"
 	"net/http"
 	"os"
-	"runtime"
 	"time"
 
 	"github.com/nri-hcn-portmap/nri-hcn-portmap/plugin/admin"
@@ -58,7 +57,7 @@ func doctorCmd(args []string, stdout, stderr io.Writer) error {
 			}
 			return err
 		},
-		Windows: runtime.GOOS == "windows",
+		Windows: onWindows,
 	}
 	d.HNS, d.HNSErr = newNode(ctx, cfg.HCN)
 	rep := d.Run(ctx)

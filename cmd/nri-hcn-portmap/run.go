@@ -8,7 +8,6 @@ import (
 	"io"
 	"os"
 	"os/signal"
-	"runtime"
 	"runtime/debug"
 	"strings"
 	"sync"
@@ -70,12 +69,7 @@ func runCmd(args []string, stderr io.Writer) error {
 	if nri.Launched() {
 		return runLaunched(ctx, flags, logger, stderr)
 	}
-	var app *app
-	if runtime.GOOS == "windows" {
-		app, err = buildRetrying(ctx, cfg, flags, log) // HNS may be late at boot
-	} else {
-		app, err = build(ctx, cfg, flags, log, nil) // no HNS will come: say so at once
-	}
+	app, err := buildForOS(ctx, cfg, flags, log)
 	if err != nil {
 		if ctx.Err() != nil {
 			return nil // stopped while waiting

@@ -10,7 +10,6 @@ package hcnsim
 import (
 	"cmp"
 	"context"
-	"errors"
 	"fmt"
 	"net/netip"
 	"slices"
@@ -278,7 +277,7 @@ func (s *Sim) InjectFault(f Fault) error {
 	if !slices.Contains(Ops(), f.Op) {
 		return fmt.Errorf("fault: unknown op %q (want one of %s): %w", f.Op, strings.Join(Ops(), ", "), hcn.ErrInvalid)
 	}
-	if _, ok := kinds[f.Kind]; !ok {
+	if _, ok := hcn.Named(f.Kind); !ok {
 		return fmt.Errorf("fault: unknown kind %q: %w", f.Kind, hcn.ErrInvalid)
 	}
 	if f.Count <= 0 {
@@ -547,7 +546,8 @@ func run[T any](ctx context.Context, s *Sim, op string, body func() (T, error)) 
 func (s *Sim) WaitLate() { s.late.Wait() }
 
 func faultErr(f Fault) error {
-	return fmt.Errorf("injected fault in %s: %w", f.Op, kinds[f.Kind])
+	kind, _ := hcn.Named(f.Kind)
+	return fmt.Errorf("injected fault in %s: %w", f.Op, kind)
 }
 
 // GetNetworkByName implements hcn.Service.
@@ -885,36 +885,7 @@ func (s *Sim) GetNamespace(ctx context.Context, id hcn.GUID) (*hcn.Namespace, er
 	})
 }
 
-// Error kinds as they travel over the wire and in faults.
-var kinds = map[string]error{
-	"not-found":        hcn.ErrNotFound,
-	"port-in-use":      hcn.ErrPortInUse,
-	"already-attached": hcn.ErrAlreadyAttached,
-	"in-use":           hcn.ErrInUse,
-	"invalid":          hcn.ErrInvalid,
-	"exists":           hcn.ErrExists,
-	"unavailable":      hcn.ErrUnavailable,
-	"internal":         errInternal,
-}
-
-// errInternal stands for an HNS failure with no typed meaning (E_FAIL).
-var errInternal = errors.New("hns internal error (E_FAIL)")
-
-// Kinds returns the fault kinds in a stable order.
-func Kinds() []string {
-	out := make([]string, 0, len(kinds))
-	for k := range kinds {
-		out = append(out, k)
-	}
-	slices.Sort(out)
-	return out
-}
-
-func kindOf(err error) string {
-	for _, k := range Kinds() {
-		if errors.Is(err, kinds[k]) {
-			return k
-		}
-	}
-	return "internal"
-}
+// Kinds returns the fault kinds: the names of hcn's table of HNS errors
+// (hcn.Names), "internal" standing for an HNS failure the table gives no
+// meaning (E_FAIL).
+func Kinds() []string { return hcn.Names() }

@@ -180,7 +180,7 @@ func TestFaults(t *testing.T) {
 					t.Fatal(err)
 				}
 				_, err := svc.CreateEndpoint(ctx, hcn.EndpointSpec{Name: "f", NetworkID: netID})
-				if err == nil || !errors.Is(err, kinds[k]) {
+				if want, _ := hcn.Named(k); err == nil || !errors.Is(err, want) || hcn.NameOf(err) != k {
 					t.Errorf("fault %s: got %v", k, err)
 				}
 			}

@@ -66,7 +66,7 @@ func Handler(s *Sim) http.Handler {
 				resp, err = fn(hr.Context(), r)
 			}
 			if err != nil {
-				resp = response{Error: &wireError{Kind: kindOf(err), Message: err.Error()}}
+				resp = response{Error: &wireError{Kind: hcn.NameOf(err), Message: err.Error()}}
 			}
 			w.Header().Set("Content-Type", "application/json")
 			_ = json.NewEncoder(w).Encode(resp)
@@ -274,10 +274,10 @@ func (c *Client) call(ctx context.Context, op string, r request) (*response, err
 }
 
 func errorFor(kind string) error {
-	if err, ok := kinds[kind]; ok {
+	if err, ok := hcn.Named(kind); ok {
 		return err
 	}
-	return errInternal
+	return hcn.ErrInternal
 }
 
 // GetNetworkByName implements hcn.Service.

@@ -15,6 +15,8 @@ import (
 	eventsv1 "k8s.io/api/events/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/rest"
+
+	"github.com/nri-hcn-portmap/nri-hcn-portmap/plugin"
 )
 
 // API is what the reporter asks of the API server: the process boundary,
@@ -26,8 +28,23 @@ type API interface {
 	PatchPodStatus(ctx context.Context, namespace, name string, patch []byte) error
 }
 
-// ErrAPI: the API server answered a request with an error status.
+// ErrAPI: the API server answered a request with an error status. Each
+// such error also wraps the plugin's kind of it (plugin.ErrAPIGone,
+// ErrAPIRefused, ErrAPIUnavailable), which the table of errors judges.
 var ErrAPI = errors.New("API server refused the request")
+
+// kindOfStatus is the plugin's kind of an HTTP status from the API server:
+// gone (404, 410), refused for good (other 4xx: RBAC, admission, a bad
+// object), or worth a retry (409 conflict, 429, 5xx).
+func kindOfStatus(code int) error {
+	switch {
+	case code == http.StatusNotFound || code == http.StatusGone:
+		return plugin.ErrAPIGone
+	case code == http.StatusConflict || code == http.StatusTooManyRequests || code >= 500:
+		return plugin.ErrAPIUnavailable
+	}
+	return plugin.ErrAPIRefused
+}
 
 // RESTAPI is API over the API server's REST interface, with client-go's
 // configuration and transport (TLS, tokens, in-cluster token rotation) but
@@ -105,7 +122,7 @@ func (a *RESTAPI) do(ctx context.Context, method, path, contentType string, body
 	}
 	res, err := a.client.Do(req)
 	if err != nil {
-		return err
+		return fmt.Errorf("%w: %w", plugin.ErrAPIUnavailable, err)
 	}
 	defer res.Body.Close()
 	data, err := io.ReadAll(io.LimitReader(res.Body, 4<<20))
@@ -118,7 +135,7 @@ func (a *RESTAPI) do(ctx context.Context, method, path, contentType string, body
 		if json.Unmarshal(data, &st) == nil && st.Message != "" {
 			msg = st.Message
 		}
-		return fmt.Errorf("%w: HTTP %d: %s", ErrAPI, res.StatusCode, msg)
+		return fmt.Errorf("%w (%w): HTTP %d: %s", ErrAPI, kindOfStatus(res.StatusCode), res.StatusCode, msg)
 	}
 	if into != nil {
 		return json.Unmarshal(data, into)

@@ -47,11 +47,13 @@ type Metrics interface {
 type Options struct {
 	API       API
 	Node      string // reports only for pods of this node
-	QueueSize int
+	QueueSize int    // kubernetes.queue_size
 	Metrics   Metrics
 	Log       *logrus.Entry
 	Timeout   time.Duration // per API call; 5 s when zero
-	Attempts  int           // per report; 5 when zero
+	// RetryMin and RetryMax bound the wait between tries of a report; 200
+	// ms doubling up to 10 s when zero.
+	RetryMin, RetryMax time.Duration
 }
 
 type item struct {
@@ -77,11 +79,8 @@ func New(o Options) *Reporter {
 	if o.Timeout <= 0 {
 		o.Timeout = 5 * time.Second
 	}
-	if o.Attempts <= 0 {
-		o.Attempts = 5
-	}
-	if o.QueueSize <= 0 {
-		o.QueueSize = 256
+	if o.RetryMin <= 0 {
+		o.RetryMin, o.RetryMax = 200*time.Millisecond, 10*time.Second
 	}
 	return &Reporter{opt: o, wake: make(chan struct{}, 1), last: map[string]string{}}
 }
@@ -133,7 +132,7 @@ func (r *Reporter) pop() (item, bool) {
 
 // Run sends reports until ctx ends.
 func (r *Reporter) Run(ctx context.Context) {
-	retry := backoff.New(200*time.Millisecond, 10*time.Second)
+	retry := backoff.New(r.opt.RetryMin, max(r.opt.RetryMax, r.opt.RetryMin))
 	for {
 		it, ok := r.pop()
 		if !ok {
@@ -147,7 +146,7 @@ func (r *Reporter) Run(ctx context.Context) {
 		if err := r.send(ctx, &it); err != nil {
 			it.attempts++
 			log := r.opt.Log.WithFields(logrus.Fields{"pod": it.rep.Pod.Name, "namespace": it.rep.Pod.Namespace, "attempt": it.attempts})
-			if it.attempts < r.opt.Attempts {
+			if plugin.Retries(err, it.attempts) {
 				log.WithError(err).Warn("reporting to the API server failed; will retry")
 				r.push(it)
 				if !retry.Wait(ctx) {
@@ -155,7 +154,7 @@ func (r *Reporter) Run(ctx context.Context) {
 				}
 				continue
 			}
-			log.WithError(err).Error("reporting to the API server failed; giving up on this report")
+			plugin.LogFinal(log, err) // gone, refused, or tried enough: as the table of errors says
 		}
 		retry.Reset()
 	}

@@ -146,7 +146,7 @@ func TestConditionRetryDoesNotRepeatTheEvent(t *testing.T) {
 	api := &fakeAPI{pod: corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: "default", UID: "u1"},
 		Spec: corev1.PodSpec{NodeName: "n1"}}, failPatches: 2}
 	c := &counts{reports: map[string]int{}}
-	r := New(Options{API: api, Node: "n1", Metrics: c, Log: logrus.NewEntry(logrus.New())})
+	r := New(Options{API: api, Node: "n1", QueueSize: 256, Metrics: c, Log: logrus.NewEntry(logrus.New())})
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() { r.Run(ctx); close(done) }()
@@ -206,7 +206,7 @@ func TestFailureIsAWarningAndAFalseCondition(t *testing.T) {
 	api := &fakeAPI{pod: corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: "default", UID: "u1"},
 		Spec: corev1.PodSpec{NodeName: "n1"}}}
 	c := &counts{reports: map[string]int{}}
-	r := New(Options{API: api, Node: "n1", Metrics: c, Log: logrus.NewEntry(logrus.New())})
+	r := New(Options{API: api, Node: "n1", QueueSize: 256, Metrics: c, Log: logrus.NewEntry(logrus.New())})
 	runReporter(t, r)
 	cause := errors.New("pod default/web: host port *:8080->80/tcp is already held by pod default/old (sandbox abc)")
 	r.Report(plugin.PodReport{Pod: plugin.Pod{Name: "web", Namespace: "default", UID: "u1"}, Reason: plugin.ReasonConflict, Err: cause})
@@ -237,5 +237,66 @@ func TestFailureIsAWarningAndAFalseCondition(t *testing.T) {
 	if cs := patch.Status.Conditions; len(cs) != 1 || cs[0].Type != ConditionType || cs[0].Status != corev1.ConditionFalse ||
 		cs[0].Reason != plugin.ReasonConflict || cs[0].Message != cause.Error() {
 		t.Fatalf("condition patch %s", api.lastPatch)
+	}
+}
+
+// Issue 29: whether a report is tried again is the plugin's table of
+// errors, by what the API server answered: a pod that is gone (404) and a
+// refusal (403: RBAC, admission) are not retried; an API server that is
+// busy or down (503) is, a bounded number of times.
+func TestAPIErrorsAreJudgedByTheTable(t *testing.T) {
+	for _, tc := range []struct {
+		status int
+		kind   error
+		tries  int
+	}{
+		{http.StatusNotFound, plugin.ErrAPIGone, 1},
+		{http.StatusForbidden, plugin.ErrAPIRefused, 1},
+		{http.StatusUnprocessableEntity, plugin.ErrAPIRefused, 1},
+		{http.StatusConflict, plugin.ErrAPIUnavailable, plugin.UnclassifiedAttempts},
+		{http.StatusServiceUnavailable, plugin.ErrAPIUnavailable, plugin.UnclassifiedAttempts},
+	} {
+		t.Run(fmt.Sprint(tc.status), func(t *testing.T) {
+			var mu sync.Mutex
+			gets := 0
+			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				mu.Lock()
+				gets++
+				mu.Unlock()
+				w.WriteHeader(tc.status)
+				_ = json.NewEncoder(w).Encode(metav1.Status{Status: "Failure", Code: int32(tc.status), Message: "no"})
+			}))
+			t.Cleanup(srv.Close)
+			api, err := NewRESTAPI(&rest.Config{Host: srv.URL})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := api.GetPod(context.Background(), "default", "web"); !errors.Is(err, tc.kind) || !errors.Is(err, ErrAPI) {
+				t.Fatalf("HTTP %d: %v, want %v", tc.status, err, tc.kind)
+			}
+			mu.Lock()
+			gets = 0
+			mu.Unlock()
+			r := New(Options{API: api, Node: "n1", QueueSize: 256, Metrics: &counts{reports: map[string]int{}}, Log: logrus.NewEntry(logrus.New()),
+				RetryMin: time.Millisecond, RetryMax: time.Millisecond})
+			runReporter(t, r)
+			r.Report(plugin.PodReport{Pod: plugin.Pod{Name: "web", Namespace: "default"}, Mapped: true, Endpoint: "EP1"})
+			// retries 1 ms apart: over this window a sixth try would show
+			deadline := time.Now().Add(500 * time.Millisecond)
+			for time.Now().Before(deadline) {
+				mu.Lock()
+				n := gets
+				mu.Unlock()
+				if n > tc.tries {
+					t.Fatalf("HTTP %d: %d tries, want %d", tc.status, n, tc.tries)
+				}
+				time.Sleep(20 * time.Millisecond)
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			if gets != tc.tries {
+				t.Fatalf("HTTP %d: %d tries, want %d", tc.status, gets, tc.tries)
+			}
+		})
 	}
 }

@@ -8,7 +8,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"runtime"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -65,7 +64,7 @@ func New(mode string, n *nri.Source, events *containerd.EventSource, resync *plu
 	return &Sources{Mode: mode, NRI: n, Events: events, Resync: resync, Log: log,
 		NRISocketExists:  func() bool { _, err := os.Stat(nriSocket); return err == nil },
 		RegistrationWait: RegistrationWait,
-		EventsOnly:       runtime.GOOS == "windows"}
+		EventsOnly:       eventsOnly}
 }
 
 func (s *Sources) choose(mode string) {

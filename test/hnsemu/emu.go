@@ -22,18 +22,12 @@ import (
 	"github.com/nri-hcn-portmap/nri-hcn-portmap/hcn/hcnsim"
 )
 
-// HRESULTs HNS answers with.
+// HRESULTs the emulator answers besides those of hcn's table of HNS errors
+// (fail).
 const (
-	hrOK              = 0
-	hrNotFound        = 0x80070490 // HRESULT_FROM_WIN32(ERROR_NOT_FOUND)
-	hrFail            = 0x80004005 // E_FAIL
-	hrNotImpl         = 0x80004001 // E_NOTIMPL
-	hrPortExists      = 0x803B0013 // HCN_E_PORT_ALREADY_EXISTS
-	hrAlreadyAttached = 0x803B0014 // HCN_E_ENDPOINT_ALREADY_ATTACHED
-	hrInvalidJSON     = 0x803B001B // HCN_E_INVALID_JSON
-	hrInvalidEndpoint = 0x803B000C // HCN_E_INVALID_ENDPOINT
-	hrHasReferences   = 0x803B002C // HCN_E_ENTITY_HAS_REFERENCES
-	hrObjectExists    = 0x80071392 // HRESULT_FROM_WIN32(ERROR_OBJECT_ALREADY_EXISTS)
+	hrOK       = 0
+	hrNotImpl  = 0x80004001 // E_NOTIMPL
+	hrNotFound = 0x80070490 // HRESULT_FROM_WIN32(ERROR_NOT_FOUND), as the table's not-found
 )
 
 type object struct{ kind, id string }
@@ -134,23 +128,10 @@ func (e *Emulator) nextHRESULT(fn string) (uint32, bool) {
 	return q[0], true
 }
 
-// fail maps the model's typed errors onto HNS HRESULTs.
+// fail maps the model's typed errors onto the HRESULTs HNS answers, as
+// hcn's table of HNS errors says (the first code of each kind).
 func fail(err error) (uint32, uint64, string, string) {
-	hr := uint32(hrFail)
-	switch {
-	case errors.Is(err, hcn.ErrNotFound):
-		hr = hrNotFound
-	case errors.Is(err, hcn.ErrPortInUse):
-		hr = hrPortExists
-	case errors.Is(err, hcn.ErrAlreadyAttached):
-		hr = hrAlreadyAttached
-	case errors.Is(err, hcn.ErrInUse):
-		hr = hrHasReferences
-	case errors.Is(err, hcn.ErrInvalid):
-		hr = hrInvalidJSON
-	case errors.Is(err, hcn.ErrExists):
-		hr = hrObjectExists
-	}
+	hr := uint32(hcn.CodeOf(err))
 	return hr, 0, "", errorRecord(hr, err)
 }
 

@@ -6,6 +6,8 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/nri-hcn-portmap/nri-hcn-portmap/hcn"
 )
 
 func start(t *testing.T) string {
@@ -69,7 +71,7 @@ func TestWireAndSchema(t *testing.T) {
 	if hr != hrNotFound || !strings.Contains(res, `"Success":false`) {
 		t.Fatalf("missing endpoint: %#x %s", hr, res)
 	}
-	if hr, _, _ := call("HcnCreateEndpoint", "12345", "", "{}"); hr != hrInvalidJSON {
+	if hr, _, _ := call("HcnCreateEndpoint", "12345", "", "{}"); hr != uint32(hcn.CodeOf(hcn.ErrInvalid)) {
 		t.Fatalf("bad network handle: %#x", hr)
 	}
 	if hr, _, _ := call("HcnDeleteNetwork", list[0]); hr != hrNotImpl {

@@ -1,3 +1,6 @@
+// Around every HNS call: the time limit (Bounded, callBounded), the cap of
+// calls in flight (Limiter, Limited) and the metrics (Instrumented).
+
 package hcn
 
 import (
@@ -120,4 +123,80 @@ func (w *wrapped) RemoveNamespaceEndpoint(ctx context.Context, ns GUID, ep strin
 
 func (w *wrapped) GetNamespace(ctx context.Context, id GUID) (*Namespace, error) {
 	return wrap(w, ctx, "GetNamespace", func(ctx context.Context) (*Namespace, error) { return w.svc.GetNamespace(ctx, id) })
+}
+
+// callBounded runs fn, which cannot be cancelled (an HNS call), and returns
+// its result or ctx's error, whichever comes first. It starts nothing for a
+// caller whose ctx has already ended, and waits for a slot of lim (nil: no
+// limit). A call given up on keeps running inside HNS: its goroutine stays
+// parked until HNS answers and keeps its slot until then, so a hung HNS
+// holds at most lim's slots; the result channel is buffered so the late
+// answer does not block it. What such a late call creates is an endpoint of
+// ours by name, which the next Ensure adopts or the reconciler removes.
+func callBounded[T any](ctx context.Context, lim *Limiter, what string, fn func() (T, error)) (T, error) {
+	var zero T
+	if lim == nil {
+		lim = unlimited
+	}
+	if err := lim.acquire(ctx, what); err != nil {
+		return zero, err
+	}
+	type result struct {
+		v   T
+		err error
+	}
+	ch := make(chan result, 1)
+	go func() {
+		defer lim.release()
+		v, err := fn()
+		ch <- result{v, err}
+	}()
+	select {
+	case r := <-ch:
+		return r.v, r.err
+	case <-ctx.Done():
+		return zero, fmt.Errorf("%s: %w: %w", what, ErrTimeout, ctx.Err())
+	}
+}
+
+// unlimited is a limiter nobody waits for.
+var unlimited = NewLimiter(1 << 20)
+
+// Limiter caps the HNS calls in flight. HNS serializes much of its work: a
+// burst of calls beyond a few only queues inside HNS, each caller holding a
+// goroutine (and, on Windows, an OS thread in a syscall). With a limiter the
+// queue is ours, and a caller waits for a slot only as long as its context
+// allows.
+type Limiter struct{ slots chan struct{} }
+
+// NewLimiter allows n calls at a time (n < 1: one).
+func NewLimiter(n int) *Limiter { return &Limiter{slots: make(chan struct{}, max(n, 1))} }
+
+// acquire waits for a slot until ctx ends.
+func (l *Limiter) acquire(ctx context.Context, call string) error {
+	if err := ctx.Err(); err != nil { // never start a call for a caller who gave up
+		return fmt.Errorf("%s: %w: %w", call, ErrTimeout, err)
+	}
+	select {
+	case l.slots <- struct{}{}:
+		return nil
+	case <-ctx.Done():
+		return fmt.Errorf("%s: waiting for one of %d HNS call slots: %w: %w", call, cap(l.slots), ErrTimeout, ctx.Err())
+	}
+}
+
+func (l *Limiter) release() { <-l.slots }
+
+// Limited wraps a Service whose calls end when they return (the simulator)
+// so that at most lim's slots run at once. The Windows adapter takes the
+// limiter itself (NewWindowsService), because an HNS call it gave up on
+// keeps running inside HNS and must keep its slot until HNS answers.
+func Limited(svc Service, lim *Limiter) Service {
+	return &wrapped{svc: svc, around: func(ctx context.Context, call string, do func(context.Context) error) error {
+		if err := lim.acquire(ctx, call); err != nil {
+			return err
+		}
+		defer lim.release()
+		return do(ctx)
+	}}
 }
