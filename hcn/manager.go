@@ -75,6 +75,7 @@ func (m *Manager) Lookup(ctx context.Context, sandboxID string) ([]Endpoint, err
 	if err != nil {
 		return nil, stepErr(StepLookupEndpoint, name, err)
 	}
+	m.learnFromReadBack(eps)
 	return eps, nil
 }
 
@@ -119,6 +120,9 @@ type Desired struct {
 	SandboxID string
 	Namespace GUID // HCN namespace of the sandbox
 	Policies  []PortMappingPolicy
+	// DNS is the pod's own (its CRI sandbox config's); zero when not known
+	// (then HNS fills in the node's).
+	DNS DNS
 }
 
 // Outcome says what Ensure did.
@@ -291,23 +295,53 @@ func (m *Manager) Converge(ctx context.Context, d Desired, existing []Endpoint) 
 // matches reports whether an existing endpoint (attached or not) is the
 // one spec describes, in what decides its behaviour: its network, its port
 // mappings (protocol, ports, host IP, the local-routed and IPv6 flags) and
-// OutBoundNAT, and its routes as far as HNS keeps them. An endpoint HNS
-// reads back without routes matches a spec with routes when HNS said, at
-// the creation of one of ours, that it does not store them (older builds):
-// rebuilding could not change that. DNS is not compared: the plugin sends
-// none, and what HNS adds of its own a rebuild would add again.
+// OutBoundNAT, its DNS servers when the spec has the pod's, and its routes
+// as far as HNS keeps them. An endpoint HNS reads back without routes
+// matches a spec with routes unless HNS has been seen keeping an
+// endpoint's routes (older builds do not store them, and a fresh process
+// has not learned which HNS this is): a restart adopts, never rebuilds
+// what HNS reads back with less. A spec without DNS compares none: HNS
+// fills in the node's, and a rebuild would get the same.
 func (m *Manager) matches(ep *Endpoint, spec EndpointSpec) bool {
-	if !strings.EqualFold(ep.NetworkID, spec.NetworkID) || ep.OutboundNAT != spec.OutboundNAT ||
-		!sameBehaviour(ep.PortMappings, spec.PortMappings) {
+	if !strings.EqualFold(ep.NetworkID, spec.NetworkID) || ep.OutboundNAT != spec.OutboundNAT || !m.sameMappings(ep, spec) {
+		return false
+	}
+	if len(spec.DNS.ServerList) > 0 && !sameSet(ep.DNS.ServerList, spec.DNS.ServerList, slices.Sort) {
 		return false
 	}
 	if len(ep.Routes) == 0 && len(spec.Routes) > 0 {
-		return m.routesDropped()
+		return !m.routesStored()
 	}
 	return SameRoutes(canonicalRoutes(ep.Routes), canonicalRoutes(spec.Routes))
 }
 
-// sameBehaviour compares port mappings as HNS applies them.
+// sameMappings: ep maps what spec asks for, as HNS applies it. Policies HNS
+// read back in a form not decoded (ep.Undecoded) are taken for the ones
+// missing when the count agrees: what this HNS writes is not known, and a
+// rebuild would read back the same.
+func (m *Manager) sameMappings(ep *Endpoint, spec EndpointSpec) bool {
+	if len(ep.Undecoded) == 0 {
+		return sameBehaviour(ep.PortMappings, spec.PortMappings)
+	}
+	if len(ep.PortMappings)+len(ep.Undecoded) != len(spec.PortMappings) {
+		return false
+	}
+	want := slices.Clone(spec.PortMappings)
+	for _, p := range ep.PortMappings {
+		i := slices.IndexFunc(want, func(q PortMappingPolicy) bool { return sameBehaviour([]PortMappingPolicy{p}, []PortMappingPolicy{q}) })
+		if i < 0 {
+			return false
+		}
+		want = slices.Delete(want, i, i+1)
+	}
+	return true
+}
+
+// SameBehaviour compares port mappings as HNS applies them: a host IP in
+// any spelling ("" and the unspecified address alike), and of the flags
+// only the local-routed and IPv6 ones.
+func SameBehaviour(a, b []PortMappingPolicy) bool { return sameBehaviour(a, b) }
+
 func sameBehaviour(a, b []PortMappingPolicy) bool {
 	norm := func(ps []PortMappingPolicy) []PortMappingPolicy {
 		out := make([]PortMappingPolicy, len(ps))
@@ -351,16 +385,33 @@ func (m *Manager) learnRoutes(spec EndpointSpec, created *Endpoint) {
 	m.mu.Unlock()
 }
 
-// routesDropped: HNS said at a creation that it does not store routes.
-func (m *Manager) routesDropped() bool {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	return m.kept == routesNotKept
+// learnFromReadBack: an endpoint of ours HNS reads back with routes shows
+// that this HNS stores them (a listing after a restart teaches what the
+// creations before it did).
+func (m *Manager) learnFromReadBack(eps []Endpoint) {
+	for _, ep := range eps {
+		if len(ep.Routes) > 0 {
+			m.mu.Lock()
+			if m.kept == routesUnknown {
+				m.kept = routesKept
+			}
+			m.mu.Unlock()
+			return
+		}
+	}
 }
 
-// What HNS does with an endpoint's routes, as seen at a creation.
+// routesStored: HNS has been seen to store an endpoint's routes.
+func (m *Manager) routesStored() bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.kept == routesKept
+}
+
+// What HNS does with an endpoint's routes, as seen at a creation or in a
+// read-back.
 const (
-	routesUnknown = iota // no endpoint with routes created yet: a missing route is a difference
+	routesUnknown = iota // not seen yet: a missing route is taken as HNS's doing (adopted)
 	routesKept
 	routesNotKept
 )
@@ -376,7 +427,7 @@ func (m *Manager) spec(ctx context.Context, d Desired) (EndpointSpec, error) {
 		return EndpointSpec{}, err
 	}
 	return EndpointSpec{Name: m.EndpointName(d.SandboxID), NetworkID: netID, PortMappings: d.Policies,
-		OutboundNAT: m.cfg.OutboundNAT, Routes: routes}, nil
+		OutboundNAT: m.cfg.OutboundNAT, Routes: routes, DNS: d.DNS.Clone()}, nil
 }
 
 // create creates spec's endpoint, unattached. A network gone under us (HNS
@@ -408,9 +459,19 @@ func (m *Manager) create(ctx context.Context, spec EndpointSpec) (*Endpoint, err
 }
 
 // attach attaches ep to ns; when that fails ep is deleted again: an
-// unattached endpoint of ours would hold host ports for nothing.
+// unattached endpoint of ours would hold host ports for nothing. An
+// endpoint HNS says is attached already (an earlier attach that timed out
+// here but that HNS completed) is read back: attached to ns, it is done,
+// and the working endpoint is kept.
 func (m *Manager) attach(ctx context.Context, name string, ep *Endpoint, ns GUID) error {
-	if err := m.svc.AddNamespaceEndpoint(ctx, ns, ep.ID); err != nil {
+	err := m.svc.AddNamespaceEndpoint(ctx, ns, ep.ID)
+	if errors.Is(err, ErrAlreadyAttached) {
+		if back, gerr := m.svc.GetEndpoint(ctx, ep.ID); gerr == nil && back.Namespace == ns {
+			ep.Namespace = ns
+			return nil
+		}
+	}
+	if err != nil {
 		attachErr := stepErr(StepAttachEndpoint, name+" to namespace "+ns.String(), err)
 		if derr := m.svc.DeleteEndpoint(ctx, ep.ID); derr != nil && !errors.Is(derr, ErrNotFound) {
 			return errors.Join(attachErr, stepErr(StepDeleteEndpoint, ep.ID+" (rollback)", derr))
@@ -503,7 +564,9 @@ func (m *Manager) Owned(ctx context.Context) ([]Endpoint, error) {
 	if err != nil {
 		return nil, stepErr(StepListEndpoints, "of network "+m.cfg.Network.Name, err)
 	}
-	return m.ours(all), nil
+	owned := m.ours(all)
+	m.learnFromReadBack(owned)
+	return owned, nil
 }
 
 // OwnedEverywhere lists every endpoint whose name carries our prefix, on

@@ -71,6 +71,7 @@ func TestManager(t *testing.T) {
 		{"FlagChangeAloneRebuilds", testFlagChangeAloneRebuilds},
 		{"ListingThatRacedADeleteIsTakenAgainBounded", testListingThatRacedADeleteIsTakenAgainBounded},
 		{"OwnEndpointIsNoNeighbour", testOwnEndpointIsNoNeighbour},
+		{"AttachHNSCompletedIsKept", testAttachHNSCompletedIsKept},
 	}
 	for _, rules := range hcnsim.AllRules() {
 		hns := func() *hcnsim.Sim {
@@ -831,5 +832,37 @@ func testOwnEndpointIsNoNeighbour(t *testing.T, hns func() *hcnsim.Sim) {
 	got, err := mgr.Neighbours(ctx, ns, "sb1")
 	if err != nil || len(got) != 1 || got[0].ID != cni.ID {
 		t.Fatalf("Neighbours = %+v, %v; want the CNI's %s alone, not our %s", got, err, cni.ID, own.ID)
+	}
+}
+
+// Issue 30, 7: an attach HNS completed although its call failed (a timed-out
+// attach HNS finished, then the retry's attach answers "already attached")
+// is done: the endpoint attached where it belongs is kept, not rolled back.
+func testAttachHNSCompletedIsKept(t *testing.T, hns func() *hcnsim.Sim) {
+	sim, mgr := setup(hns, true)
+	ns := sim.CreateNamespace("")
+	if err := sim.InjectFault(hcnsim.Fault{Op: hcnsim.OpAddNamespaceEndpoint, Kind: "already-attached", After: true}); err != nil {
+		t.Fatal(err)
+	}
+	ep, out, err := mgr.Ensure(ctx, hcn.Desired{SandboxID: "sb1", Namespace: ns, Policies: web})
+	if err != nil || out != hcn.Created || ep.Namespace != ns {
+		t.Fatalf("Ensure = %+v, %v, %v; want the endpoint HNS attached kept", ep, out, err)
+	}
+	if got := ours(t, sim, mgr, "sb1"); got == nil || got.ID != ep.ID || got.Namespace != ns {
+		t.Fatalf("HNS holds %+v, want %s attached to %s", got, ep.ID, ns)
+	}
+	// attached elsewhere: not ours to keep, rolled back as before
+	other := sim.CreateNamespace("")
+	if _, err := mgr.Remove(ctx, "sb1"); err != nil {
+		t.Fatal(err)
+	}
+	if err := sim.InjectFault(hcnsim.Fault{Op: hcnsim.OpAddNamespaceEndpoint, Kind: "already-attached"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := mgr.Ensure(ctx, hcn.Desired{SandboxID: "sb1", Namespace: other, Policies: web}); !errors.Is(err, hcn.ErrAlreadyAttached) {
+		t.Fatalf("Ensure into a namespace HNS did not attach it to = %v, want ErrAlreadyAttached", err)
+	}
+	if got := ours(t, sim, mgr, "sb1"); got != nil {
+		t.Fatalf("the unattached endpoint was left: %+v", got)
 	}
 }

@@ -22,7 +22,7 @@ func podWithPrimary(t *testing.T, sim *hcnsim.Sim) (hcn.GUID, *hcn.Endpoint) {
 		t.Fatal(err)
 	}
 	ns := sim.CreateNamespace("")
-	primary, err := sim.CreateEndpoint(ctx, hcn.EndpointSpec{Name: "cni-primary", NetworkID: cni.ID, DNSServers: []string{"10.96.0.10"}})
+	primary, err := sim.CreateEndpoint(ctx, hcn.EndpointSpec{Name: "cni-primary", NetworkID: cni.ID, DNS: hcn.DNS{ServerList: []string{"10.96.0.10"}}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -45,8 +45,10 @@ func namespaceOf(t *testing.T, sim *hcnsim.Sim, id hcn.GUID) hcnsim.Namespace {
 
 // TestEndpointNeverTakesThePodsDefaultRoute: with the CNI's endpoint in the
 // pod's namespace, ours must leave the pod one lowest-metric default route,
-// the CNI's, and add no DNS server, in every mode but hns, where HNS's
-// implicit route competes at the same metric (shown, so the test can fail).
+// the CNI's, in every mode but hns, where HNS's implicit route competes at
+// the same metric (shown, so the test can fail); and it carries the pod's
+// own DNS, so the pod's resolvers stay the pod's (HNS would fill in the
+// node's on an endpoint without DNS).
 func TestEndpointNeverTakesThePodsDefaultRoute(t *testing.T) {
 	const gw = "172.30.0.1"
 	tests := []struct {
@@ -73,12 +75,12 @@ func TestEndpointNeverTakesThePodsDefaultRoute(t *testing.T) {
 			ns, primary := podWithPrimary(t, sim)
 			mgr := hcn.NewManager(sim, hcn.ManagerConfig{CreateNetwork: true, DefaultRoute: tc.mode, RouteMetric: tc.metric,
 				Network: hcn.NetworkSpec{Name: "nat", Type: hcn.NetworkNAT, Subnet: "172.30.0.0/24", Gateway: gw}})
-			ep, _, err := mgr.Ensure(ctx, hcn.Desired{SandboxID: "sb1", Namespace: ns, Policies: web})
+			ep, _, err := mgr.Ensure(ctx, hcn.Desired{SandboxID: "sb1", Namespace: ns, Policies: web, DNS: primary.DNS})
 			if err != nil {
 				t.Fatal(err)
 			}
-			if !hcn.SameRoutes(ep.Routes, tc.sent) || len(ep.DNSServers) != 0 {
-				t.Errorf("our endpoint carries routes %v, DNS %v; want routes %v and no DNS", ep.Routes, ep.DNSServers, tc.sent)
+			if !hcn.SameRoutes(ep.Routes, tc.sent) || !slices.Equal(ep.DNS.ServerList, primary.DNS.ServerList) {
+				t.Errorf("our endpoint carries routes %v, DNS %v; want routes %v and the pod's DNS %v", ep.Routes, ep.DNS, tc.sent, primary.DNS)
 			}
 			got := namespaceOf(t, sim, ns)
 			defaults := got.DefaultRoutes()
@@ -88,8 +90,10 @@ func TestEndpointNeverTakesThePodsDefaultRoute(t *testing.T) {
 			if !slices.Equal(defaults, tc.table) {
 				t.Errorf("namespace default routes = %v, want %v", defaults, tc.table)
 			}
-			if !slices.Equal(got.DNSServers, primary.DNSServers) {
-				t.Errorf("namespace DNS = %v, want only the CNI's %v", got.DNSServers, primary.DNSServers)
+			for _, s := range got.DNSServers {
+				if !slices.Contains(primary.DNS.ServerList, s) {
+					t.Errorf("namespace DNS = %v: %s is not the pod's (%v)", got.DNSServers, s, primary.DNS.ServerList)
+				}
 			}
 			lowest := 0
 			for _, r := range defaults {
@@ -111,7 +115,11 @@ func TestEndpointNeverTakesThePodsDefaultRoute(t *testing.T) {
 }
 
 // TestRouteModeChangeReplacesEndpoints: an endpoint built under another
-// mode is rebuilt, so a changed default_route reaches running pods.
+// mode is rebuilt, so a changed default_route reaches running pods. One
+// built under hns (no routes) is told from one an HNS that stores no
+// routes read back without them only once this HNS has shown that it
+// stores routes (an endpoint of ours read back with routes, or the next one
+// created): until then a restart adopts it (issue 30, 2).
 func TestRouteModeChangeReplacesEndpoints(t *testing.T) {
 	sim := hcnsim.New()
 	ns, _ := podWithPrimary(t, sim)
@@ -121,6 +129,13 @@ func TestRouteModeChangeReplacesEndpoints(t *testing.T) {
 		t.Fatal(err)
 	}
 	mgr := hcn.NewManager(sim, hcn.ManagerConfig{Network: spec, DefaultRoute: hcn.RouteLowPriority, RouteMetric: 5000})
+	if _, out, err := mgr.Ensure(ctx, hcn.Desired{SandboxID: "sb1", Namespace: ns, Policies: web}); err != nil || out != hcn.Unchanged {
+		t.Fatalf("Ensure before HNS showed it stores routes = %v, %v; want it adopted", out, err)
+	}
+	// another pod's endpoint: created with routes, read back with them
+	if _, _, err := mgr.Ensure(ctx, hcn.Desired{SandboxID: "sb2", Namespace: sim.CreateNamespace(""), Policies: web2}); err != nil {
+		t.Fatal(err)
+	}
 	ep, out, err := mgr.Ensure(ctx, hcn.Desired{SandboxID: "sb1", Namespace: ns, Policies: web})
 	if err != nil || out != hcn.Created {
 		t.Fatalf("Ensure under low-priority = %v, %v; want created", out, err)
@@ -153,5 +168,42 @@ func TestLowPriorityRouteNeedsAGateway(t *testing.T) {
 	ep, _, err := withGW.Ensure(ctx, hcn.Desired{SandboxID: "sb1", Namespace: ns, Policies: web})
 	if err != nil || len(ep.Routes) != 1 || ep.Routes[0].NextHop != "10.1.0.254" {
 		t.Fatalf("Ensure with hcn.gateway = %+v, %v", ep, err)
+	}
+}
+
+// Issue 30, 1: HNS fills in the node's DNS on an endpoint created without
+// any (hcsshim#2369; the simulator's default, switchable). An endpoint
+// without the pod's DNS would give the pod the node's resolvers beside its
+// own; with the pod's, the pod's resolvers are the pod's under both
+// variants. And the fill-in is no reason to rebuild.
+func TestEndpointCarriesThePodsDNS(t *testing.T) {
+	pod := hcn.DNS{ServerList: []string{"10.96.0.10"}, Search: []string{"default.svc.cluster.local", "svc.cluster.local"}, Options: []string{"ndots:5"}}
+	for _, fill := range []bool{true, false} {
+		for _, sent := range []hcn.DNS{pod, {}} {
+			t.Run(fmt.Sprintf("fill=%v/pod-dns=%v", fill, !sent.IsZero()), func(t *testing.T) {
+				sim := hcnsim.New()
+				sim.SetRules(hcnsim.Rules{NoDNSFill: !fill})
+				ns, _ := podWithPrimary(t, sim)
+				mgr := hcn.NewManager(sim, hcn.ManagerConfig{CreateNetwork: true, DefaultRoute: hcn.RouteLowPriority, RouteMetric: 5000,
+					Network: hcn.NetworkSpec{Name: "nat", Type: hcn.NetworkNAT, Subnet: "172.30.0.0/24", Gateway: "172.30.0.1"}})
+				ep, _, err := mgr.Ensure(ctx, hcn.Desired{SandboxID: "sb1", Namespace: ns, Policies: web, DNS: sent})
+				if err != nil {
+					t.Fatal(err)
+				}
+				nodes := false
+				for _, s := range namespaceOf(t, sim, ns).DNSServers {
+					nodes = nodes || !slices.Contains(pod.ServerList, s)
+				}
+				if want := fill && sent.IsZero(); nodes != want {
+					t.Errorf("the pod's resolvers %v hold the node's: %v, want %v", namespaceOf(t, sim, ns).DNSServers, nodes, want)
+				}
+				if !sent.IsZero() && (!slices.Equal(ep.DNS.Search, pod.Search) || !slices.Equal(ep.DNS.Options, pod.Options)) {
+					t.Errorf("our endpoint's DNS %+v, want the pod's %+v", ep.DNS, pod)
+				}
+				if _, out, err := mgr.Ensure(ctx, hcn.Desired{SandboxID: "sb1", Namespace: ns, Policies: web, DNS: sent}); err != nil || out != hcn.Unchanged {
+					t.Errorf("Ensure again = %v, %v: what HNS filled in made a rebuild", out, err)
+				}
+			})
+		}
 	}
 }

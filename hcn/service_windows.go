@@ -7,7 +7,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"strings"
 
 	hcsshim "github.com/Microsoft/hcsshim/hcn"
 	"golang.org/x/sys/windows"
@@ -104,19 +103,19 @@ func toEndpoint(e *hcsshim.HostComputeEndpoint) Endpoint {
 	for _, r := range e.Routes {
 		out.Routes = append(out.Routes, Route{DestinationPrefix: r.DestinationPrefix, NextHop: r.NextHop, Metric: r.Metric})
 	}
-	out.DNSServers = e.Dns.ServerList
+	out.DNS = DNS{Domain: e.Dns.Domain, Search: e.Dns.Search, ServerList: e.Dns.ServerList, Options: e.Dns.Options}
 	for _, p := range e.Policies {
 		switch p.Type {
 		case hcsshim.PortMapping:
-			var s hcsshim.PortMappingPolicySetting
-			if json.Unmarshal(p.Settings, &s) == nil {
-				out.PortMappings = append(out.PortMappings, PortMappingPolicy{Protocol: Protocol(s.Protocol),
-					InternalPort: s.InternalPort, ExternalPort: s.ExternalPort, VIP: s.VIP, Flags: NatFlags(s.Flags)})
+			if pm, err := DecodePortMapping(p.Settings); err == nil {
+				out.PortMappings = append(out.PortMappings, pm)
+			} else {
+				out.Undecoded = append(out.Undecoded, err.Error())
 			}
 		case hcsshim.OutBoundNAT:
 			out.OutboundNAT = true
 		case "NAT": // a v1 NAT policy, where HNS shows it as its own kind
-			if p, ok := v1NATPolicy(p.Settings); ok {
+			if p, ok := DecodeV1NAT(p.Settings); ok {
 				out.NATPolicies = append(out.NATPolicies, p)
 			}
 		}
@@ -124,30 +123,6 @@ func toEndpoint(e *hcsshim.HostComputeEndpoint) Endpoint {
 	SortPolicies(out.PortMappings)
 	SortPolicies(out.NATPolicies)
 	return out
-}
-
-// v1NATPolicy reads a v1 NAT policy's settings (protocol as a name, "TCP",
-// or a number), leniently: how HNS shows one through the v2 API is not
-// known.
-func v1NATPolicy(raw json.RawMessage) (PortMappingPolicy, bool) {
-	var s struct {
-		InternalPort, ExternalPort uint16
-		Protocol                   json.RawMessage
-		VIP                        string
-	}
-	if json.Unmarshal(raw, &s) != nil || s.ExternalPort == 0 {
-		return PortMappingPolicy{}, false
-	}
-	p := PortMappingPolicy{InternalPort: s.InternalPort, ExternalPort: s.ExternalPort, VIP: s.VIP, Protocol: TCP}
-	var name string
-	var num uint32
-	switch {
-	case json.Unmarshal(s.Protocol, &num) == nil && num != 0:
-		p.Protocol = Protocol(num)
-	case json.Unmarshal(s.Protocol, &name) == nil && strings.EqualFold(name, "udp"):
-		p.Protocol = UDP
-	}
-	return p, true
 }
 
 // endpointPolicies returns the HNS policy list of an endpoint spec: one
@@ -234,10 +209,10 @@ func (w WindowsService) CreateEndpoint(ctx context.Context, spec EndpointSpec) (
 	if err != nil {
 		return nil, err
 	}
-	// Dns stays empty for our endpoints (spec.DNSServers is nil): the pod's
-	// DNS is the CNI's endpoint's
+	// the pod's own DNS: HNS fills in the node's on an endpoint without any
 	ep := &hcsshim.HostComputeEndpoint{Name: spec.Name, HostComputeNetwork: spec.NetworkID, Policies: policies,
-		Dns: hcsshim.Dns{ServerList: spec.DNSServers}, SchemaVersion: hcsshim.V2SchemaVersion()}
+		Dns:           hcsshim.Dns{Domain: spec.DNS.Domain, Search: spec.DNS.Search, ServerList: spec.DNS.ServerList, Options: spec.DNS.Options},
+		SchemaVersion: hcsshim.V2SchemaVersion()}
 	for _, r := range spec.Routes {
 		ep.Routes = append(ep.Routes, hcsshim.Route{DestinationPrefix: r.DestinationPrefix, NextHop: r.NextHop, Metric: r.Metric})
 	}

@@ -215,9 +215,10 @@ type EndpointSpec struct {
 	PortMappings []PortMappingPolicy `json:"PortMappings,omitempty"`
 	OutboundNAT  bool                `json:"OutboundNAT,omitempty"`
 	Routes       []Route             `json:"Routes,omitempty"`
-	// DNSServers stays empty for the plugin's endpoints: the pod's DNS is
-	// the CNI's. Tests set it to build a CNI-like endpoint.
-	DNSServers []string `json:"DNSServers,omitempty"`
+	// DNS is the pod's own (its CRI sandbox config's), so that the second
+	// interface adds no other resolvers: HNS fills in the node's DNS on an
+	// endpoint created without any (hcsshim#2369).
+	DNS DNS `json:"Dns,omitzero"`
 	// NATPolicies are HNS v1 NAT policies (a CNI creating its endpoint
 	// through the v1 API, as win-bridge and sdnbridge do unless told to use
 	// v2): only tests' CNI-like endpoints have them; the plugin sends none.
@@ -234,12 +235,48 @@ type Endpoint struct {
 	PortMappings []PortMappingPolicy `json:"PortMappings,omitempty"`
 	OutboundNAT  bool                `json:"OutboundNAT,omitempty"`
 	Routes       []Route             `json:"Routes,omitempty"`
-	DNSServers   []string            `json:"DNSServers,omitempty"`
+	DNS          DNS                 `json:"Dns,omitzero"`
 	// NATPolicies are v1 NAT policies as HNS reports them through the v2
 	// API where it does not show them as PortMapping policies (no flags: a
 	// v1 policy cannot ask for a local-routed VIP). Which of the two HNS
 	// does is not known (hcnsim.Rules.V1NATAsPortMapping); both are read.
 	NATPolicies []PortMappingPolicy `json:"NATPolicies,omitempty"`
+	// Undecoded names the PortMapping policies HNS read back in a form the
+	// plugin cannot decode (each with why): never dropped silently.
+	Undecoded []string `json:"Undecoded,omitempty"`
+}
+
+// DNS is an endpoint's DNS settings, as hcsshim's hcn.Dns: the suffix of
+// its connection (Domain), the search list, the resolvers, the options.
+type DNS struct {
+	Domain     string   `json:"Domain,omitempty"`
+	Search     []string `json:"Search,omitempty"`
+	ServerList []string `json:"ServerList,omitempty"`
+	Options    []string `json:"Options,omitempty"`
+}
+
+// IsZero reports whether no DNS setting is given.
+func (d DNS) IsZero() bool {
+	return d.Domain == "" && len(d.Search) == 0 && len(d.ServerList) == 0 && len(d.Options) == 0
+}
+
+func (d DNS) String() string {
+	if d.IsZero() {
+		return "none"
+	}
+	s := "servers " + strings.Join(d.ServerList, ",")
+	if len(d.Search) > 0 {
+		s += " search " + strings.Join(d.Search, ",")
+	}
+	if d.Domain != "" {
+		s += " suffix " + d.Domain
+	}
+	return s
+}
+
+// Clone returns a copy sharing no slices.
+func (d DNS) Clone() DNS {
+	return DNS{Domain: d.Domain, Search: slices.Clone(d.Search), ServerList: slices.Clone(d.ServerList), Options: slices.Clone(d.Options)}
 }
 
 // Namespace is an HNS (HCN) namespace: the network compartment of a pod.

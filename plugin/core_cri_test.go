@@ -24,6 +24,16 @@ func criMeta(annotation, portMappings string) []byte {
 		portMappings + `]` + ann + `}}}`)
 }
 
+// criMetaDNS is criMeta's record with the pod's DNS, as kubelet gives it.
+func criMetaDNS(annotation, server string) []byte {
+	ann := ""
+	if annotation != "" {
+		ann = `,"annotations":{"` + request.AnnotationPortMappings + `":"` + annotation + `"}`
+	}
+	return []byte(`{"Version":"v1","Metadata":{"ID":"x","Name":"p_ns_uid_0","Config":{"metadata":{"name":"p","uid":"uid","namespace":"ns"},` +
+		`"dns_config":{"servers":["` + server + `"],"searches":["ns.svc.cluster.local"]}` + ann + `}}}`)
+}
+
 // criPorts returns CRI port_mappings for host ports 9000+from .. 9000+to.
 func criPorts(from, to int) string {
 	var parts []string

@@ -163,32 +163,21 @@ func (f *fixture) endpoints(id string) []hcn.Endpoint {
 // start is the runtime's RunPodSandbox without its deadline: the trigger
 // StartPod records, and the outcome of the sync's first attempt.
 func (f *fixture) start(p Pod) (Change, error) {
-	ch, err, _ := f.core.await(ctx, p.ID, func(in *inbox) {
-		setPod(in, p)
-		in.sawStart()
-		in.claimed = true
-	}, true)
+	ch, err, _ := f.core.await(ctx, p.ID, sighting{pod: &p, start: true, claim: true}, true)
 	return ch, err
 }
 
 // startRetrying is start waiting for the final outcome (after the retries
 // of failures that pass), as an event's start does.
 func (f *fixture) startRetrying(p Pod) error {
-	_, err, _ := f.core.await(ctx, p.ID, func(in *inbox) {
-		setPod(in, p)
-		in.sawStart()
-		in.claimed = true
-	}, false)
+	_, err, _ := f.core.await(ctx, p.ID, sighting{pod: &p, start: true, claim: true}, false)
 	return err
 }
 
 // stop is the runtime's StopPodSandbox without its deadline: the outcome of
 // the sync's first attempt.
 func (f *fixture) stop(p Pod) (Change, error) {
-	ch, err, _ := f.core.await(ctx, p.ID, func(in *inbox) {
-		setPod(in, p)
-		in.stopped, in.claimed = true, true
-	}, true)
+	ch, err, _ := f.core.await(ctx, p.ID, sighting{pod: &p, stop: true, claim: true}, true)
 	return ch, err
 }
 

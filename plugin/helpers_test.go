@@ -4,11 +4,12 @@ package plugin
 // event path does not wait on (it is told nothing: the worker counts and
 // logs its outcome).
 
-// event hands the core a containerd event (Started, Exited or Deleted, by
-// its inbox function) and returns where its final outcome arrives.
-func (f *fixture) event(fn func(string) func(*inbox), kind, id string) <-chan error {
+// event hands the core a containerd event (what Started, Exited or Deleted
+// sees) and returns where its final outcome arrives.
+func (f *fixture) event(seen sighting) <-chan error {
 	results := make(chan result, 1)
-	f.core.enqueue(id, fn(id), &waiter{kind: kind, ch: results})
+	seen.wait.ch = results
+	f.core.enqueue(seen.pod.ID, seen)
 	done := make(chan error, 1)
 	go func() {
 		select {
@@ -21,9 +22,9 @@ func (f *fixture) event(fn func(string) func(*inbox), kind, id string) <-chan er
 	return done
 }
 
-func (f *fixture) started(id string) <-chan error { return f.event(startedEvent, "event-start", id) }
-func (f *fixture) exited(id string) <-chan error  { return f.event(exitedEvent, "event-stop", id) }
-func (f *fixture) deleted(id string) <-chan error { return f.event(deletedEvent, "event-stop", id) }
+func (f *fixture) started(id string) <-chan error { return f.event(startedEvent(id)) }
+func (f *fixture) exited(id string) <-chan error  { return f.event(exitedEvent(id)) }
+func (f *fixture) deleted(id string) <-chan error { return f.event(deletedEvent(id)) }
 
 // counts is what the state holds.
 type counts struct{ records, holding, tombstones int }

@@ -52,7 +52,7 @@ func TestPortIndexConflicts(t *testing.T) {
 
 // hold commits, as a sync of id would, that id holds policies.
 func hold(x *state, id, name string, policies []hcn.PortMappingPolicy) {
-	x.trigger(id, true, nil, nil)
+	x.trigger(id, sighting{})
 	sn, _ := x.snapshot(id, 1)
 	k := sn.known
 	k.ports, k.name, k.epsKnown = policies, name, true
@@ -101,7 +101,7 @@ func TestListingIsLearnedOrDoubted(t *testing.T) {
 	hold(f.core.st, "known", "ns/known", mk("known", 9000)[0].PortMappings)
 	hold(f.core.st, "agrees", "ns/agrees", mk("agrees", 9001)[0].PortMappings)
 	for id, eps := range map[string][]hcn.Endpoint{"new": mk("new", 9002), "known": mk("known", 9100), "agrees": mk("agrees", 9001)} {
-		f.core.st.trigger(id, false, func(in *inbox) { in.sawListing(eps) }, nil)
+		f.core.st.trigger(id, sighting{learn: true, listing: true, listed: eps})
 		sn, _ := f.core.st.snapshot(id, 1)
 		o := f.core.sync(ctx, sn)
 		if o.err != nil || o.change != NoChange {

@@ -213,40 +213,59 @@ func TestUnclassifiedErrorsAreRetriedABoundedNumberOfTimes(t *testing.T) {
 	}
 }
 
-// Issue 24, 2, through the controller: an HNS that reads endpoints back
-// without their routes (older builds do not store them) does not make
-// every resync delete and re-create them; after a restart the plugin
-// rebuilds at most once while it learns what this HNS keeps.
-func TestResyncDoesNotRebuildWhatHNSReadsBackWithLess(t *testing.T) {
-	for _, dropped := range []bool{false, true} {
-		t.Run(fmt.Sprintf("routes-dropped=%v", dropped), func(t *testing.T) {
-			f := newFixture(t)
-			f.sim.SetRules(hcnsim.Rules{DropRoutes: dropped})
-			if err := f.core.LoadPorts(ctx); err != nil {
-				t.Fatal(err)
-			}
-			p := f.sandbox("p", "8080:80")
-			if err := f.core.StartPod(ctx, p); err != nil {
-				t.Fatal(err)
-			}
-			for range 3 {
-				if sum, err := f.core.ReconcileAll(ctx); err != nil || sum.Created != 0 {
-					t.Fatalf("resync = %+v, %v: rebuilt", sum, err)
-				}
-			}
-			f.core.Close()
-			mgr := hcn.NewManager(f.sim, testManagerConfig())
-			restarted := NewCore(mgr, f.store, f.core.opt, f.core.log)
-			t.Cleanup(restarted.Close)
-			before := f.sim.Calls()[hcnsim.OpCreateEndpoint]
-			for range 3 {
-				if _, err := restarted.ReconcileAll(ctx); err != nil {
+// Issue 24, 2 and issue 30, 2, through the controller: an HNS that reads
+// endpoints back with less than was sent (without their routes: older
+// builds do not store them) or with more (the node's DNS filled in) does
+// not make a resync rebuild them, and neither does a restart: a fresh
+// process has not learned what this HNS keeps, and adopts what it finds.
+// Under every read-back variant the simulator has, with the pod's DNS
+// known (the CRI record) or not.
+func TestNothingIsRebuiltByAResyncOrARestart(t *testing.T) {
+	for _, rules := range []hcnsim.Rules{{}, {DropRoutes: true}, {NoDNSFill: true}, {DropRoutes: true, NoDNSFill: true}} {
+		for _, dns := range []bool{true, false} {
+			t.Run(fmt.Sprintf("%s/pod-dns=%v", rules, dns), func(t *testing.T) {
+				f := newFixture(t)
+				f.sim.SetRules(rules)
+				if err := f.core.LoadPorts(ctx); err != nil {
 					t.Fatal(err)
 				}
-			}
-			if n := f.sim.Calls()[hcnsim.OpCreateEndpoint] - before; n > 1 {
-				t.Fatalf("%d rebuilds after a restart, want at most one", n)
-			}
-		})
+				var ids []string
+				for i := range 3 {
+					id := fmt.Sprint("p", i)
+					p := f.eventPod(id, fmt.Sprintf("%d:80", 8080+i))
+					if dns {
+						f.store.sbs[id].Metadata = criMetaDNS(fmt.Sprintf("%d:80", 8080+i), "10.96.0.10")
+					}
+					if err := f.core.StartPod(ctx, p); err != nil {
+						t.Fatal(err)
+					}
+					ids = append(ids, f.endpoints(id)[0].ID)
+				}
+				check := func(when string) {
+					t.Helper()
+					for i, want := range ids {
+						if eps := f.endpoints(fmt.Sprint("p", i)); len(eps) != 1 || eps[0].ID != want || eps[0].Namespace == "" {
+							t.Fatalf("%s: p%d has %+v, want %s kept", when, i, eps, want)
+						}
+					}
+				}
+				for range 3 {
+					if sum, err := f.core.ReconcileAll(ctx); err != nil || sum.Created != 0 {
+						t.Fatalf("resync = %+v, %v: rebuilt", sum, err)
+					}
+				}
+				check("after resyncs")
+				f.restartWith(t, testManagerConfig(), nil) // a new process: nothing learned
+				if err := f.core.LoadPorts(ctx); err != nil {
+					t.Fatal(err)
+				}
+				for range 3 {
+					if sum, err := f.core.ReconcileAll(ctx); err != nil || sum.Created != 0 {
+						t.Fatalf("resync after a restart = %+v, %v: rebuilt", sum, err)
+					}
+				}
+				check("after a restart")
+			})
+		}
 	}
 }

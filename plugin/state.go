@@ -9,6 +9,7 @@ import (
 	"sync"
 
 	"github.com/nri-hcn-portmap/nri-hcn-portmap/hcn"
+	"github.com/nri-hcn-portmap/nri-hcn-portmap/plugin/request"
 )
 
 // The controller's state: one record per sandbox, in two halves with one
@@ -59,15 +60,6 @@ type inbox struct {
 	waiters   []waiter
 }
 
-// sawStart records a start (the sandbox runs).
-func (in *inbox) sawStart() { in.startGen = in.gen }
-
-// sawListing records what a listing of HNS showed of the sandbox (none:
-// nothing of ours).
-func (in *inbox) sawListing(eps []hcn.Endpoint) {
-	in.listedGen, in.listed = in.gen, slices.Clone(eps)
-}
-
 // known is what the workers found and made of a sandbox: written whole by
 // commit, from the sandbox's own sync.
 type known struct {
@@ -115,11 +107,24 @@ func newState() *state {
 	return &state{recs: map[string]*record{}, index: newPortIndex()}
 }
 
-// trigger records what a trigger saw of id: fn sees the inbox with its
-// generation already bumped; w, if set, waits for the outcome of a sync
-// that begins after this. act: the trigger asks for a decision (all but
-// the start-up listing, which only tells what HNS holds).
-func (s *state) trigger(id string, act bool, fn func(in *inbox), w *waiter) {
+// sighting is what a trigger saw of a sandbox: a value, which the state
+// writes into the sandbox's inbox (trigger).
+type sighting struct {
+	pod     *Pod // the request as the trigger knows it (nil: nothing new)
+	start   bool // the sandbox runs
+	stop    bool // it stopped, for good
+	remove  bool // containerd no longer has it
+	claim   bool // it is a CRI sandbox (an NRI request, Synchronize's list)
+	verify  bool // a listing of containerd lacked it
+	listing bool // a listing of HNS was taken: listed is what it showed of the sandbox
+	listed  []hcn.Endpoint
+	learn   bool    // the start-up listing: it only tells what HNS holds, and asks for no decision
+	wait    *waiter // told the outcome of a sync that begins after this
+}
+
+// trigger writes what a trigger saw of id into its inbox (making the
+// record when it is new): the one writer of inboxes.
+func (s *state) trigger(id string, seen sighting) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	r := s.recs[id]
@@ -127,17 +132,43 @@ func (s *state) trigger(id string, act bool, fn func(in *inbox), w *waiter) {
 		r = &record{}
 		s.recs[id] = r
 	}
-	r.in.gen++
-	if act {
-		r.in.actGen = r.in.gen
+	in := &r.in
+	in.gen++
+	if !seen.learn {
+		in.actGen = in.gen
 	}
-	if fn != nil {
-		fn(&r.in)
+	if seen.pod != nil && (in.pod.ID == "" || !seen.pod.Partial) { // a whole request is not replaced by a partial one
+		in.pod = podOf(*seen.pod)
 	}
-	if w != nil {
-		w.gen = r.in.gen
-		r.in.waiters = append(r.in.waiters, *w)
+	if seen.start {
+		in.startGen = in.gen
 	}
+	if seen.verify {
+		in.verifyGen = in.gen
+	}
+	if seen.listing {
+		in.listedGen, in.listed = in.gen, slices.Clone(seen.listed)
+	}
+	in.stopped = in.stopped || seen.stop
+	in.removed = in.removed || seen.remove
+	in.claimed = in.claimed || seen.claim
+	if seen.wait != nil {
+		w := *seen.wait
+		w.gen = in.gen
+		in.waiters = append(in.waiters, w)
+	}
+}
+
+// podOf is the request a trigger gives, keeping only what the controller
+// reads (the runtime's maps are not held on to).
+func podOf(p Pod) Pod {
+	out := p
+	out.Annotations = nil
+	if v, ok := p.Annotations[request.AnnotationPortMappings]; ok {
+		out.Annotations = map[string]string{request.AnnotationPortMappings: v}
+	}
+	out.Labels = maps.Clone(p.Labels)
+	return out
 }
 
 // snap is what one sync reads of its sandbox: one copy, taken as it begins.

@@ -100,7 +100,7 @@ func (c *Core) process(id string) {
 	tell := c.st.commit(id, sn, out.known, again)
 	c.tell(sn, out, again, tell)
 	for _, h := range out.also {
-		c.enqueue(h, nil, nil)
+		c.enqueue(h, sighting{}) // a conflict asks: does the holder still run?
 	}
 	if again {
 		c.q.AddRateLimited(id)
@@ -313,7 +313,7 @@ func (c *Core) decide(ctx context.Context, sn snap) outcome {
 		o.tellOwners(p, nil, nil, nil, err)
 		return o.fail(err)
 	}
-	return c.converge(ctx, sn, o, sb, policies, cni) // 8
+	return c.converge(ctx, sn, o, sb, policies, cni, req.dns) // 8
 }
 
 // holderDecided says whether a conflict with holder is decided: the
@@ -330,7 +330,8 @@ func (c *Core) holderDecided(sn snap, o *outcome, holder string) bool {
 }
 
 // converge makes HNS hold the sandbox's endpoint with policies.
-func (c *Core) converge(ctx context.Context, sn snap, o outcome, sb *SandboxInfo, policies []hcn.PortMappingPolicy, cni []CNIMapping) outcome {
+func (c *Core) converge(ctx context.Context, sn snap, o outcome, sb *SandboxInfo, policies []hcn.PortMappingPolicy, cni []CNIMapping,
+	dns hcn.DNS) outcome {
 	p := o.pod
 	existing := o.known.eps
 	if !o.known.epsKnown {
@@ -341,7 +342,7 @@ func (c *Core) converge(ctx context.Context, sn snap, o outcome, sb *SandboxInfo
 			return o.fail(err)
 		}
 	}
-	ep, built, err := c.mgr.Converge(ctx, hcn.Desired{SandboxID: sn.id, Namespace: sb.NetNS, Policies: policies}, existing)
+	ep, built, err := c.mgr.Converge(ctx, hcn.Desired{SandboxID: sn.id, Namespace: sb.NetNS, Policies: policies, DNS: dns}, existing)
 	if err != nil {
 		o.known.eps, o.known.epsKnown = nil, false // what HNS holds now is not known; its ports stay held
 		if errors.Is(err, hcn.ErrPortInUse) {      // HNS holds the port, and no pod of ours did
@@ -569,6 +570,8 @@ type podRequest struct {
 	// unreadable: the CRI record does not decode; its hostPorts (and, for
 	// a partial pod, everything) are unknown
 	unreadable error
+	// dns is the pod's own DNS, from its CRI record (zero: not known)
+	dns hcn.DNS
 }
 
 // request works out what the sandbox asks for from the pod the trigger
@@ -582,14 +585,19 @@ type podRequest struct {
 func (c *Core) request(p Pod, sb *SandboxInfo, annotated []request.PortMapping, parsed bool) (podRequest, error) {
 	r := podRequest{pod: p, known: !p.Partial}
 	var meta *request.CRIMetadata
-	if len(sb.Metadata) > 0 && (p.Partial || c.opt.Inputs.CRI) {
+	if len(sb.Metadata) > 0 {
 		var err error
-		if meta, err = request.DecodeCRIMetadata(sb.Metadata); err != nil {
+		switch meta, err = request.DecodeCRIMetadata(sb.Metadata); {
+		case err != nil && (p.Partial || c.opt.Inputs.CRI): // what the pod asks for is not (all) known
 			r.unreadable = fmt.Errorf("sandbox %s: %w", p.ID, err)
-		} else if p.Partial {
+		case err != nil: // the pod's DNS alone is not known
+		case p.Partial:
 			r.pod = Pod{ID: p.ID, Name: meta.PodName, Namespace: meta.PodNamespace, UID: meta.PodUID,
 				Annotations: meta.Annotations, Labels: meta.Labels, RuntimeHandler: meta.RuntimeHandler}
 			r.known = true
+		}
+		if meta != nil {
+			r.dns = meta.DNS
 		}
 	}
 	if !r.known {

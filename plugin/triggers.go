@@ -9,7 +9,6 @@ import (
 	"github.com/sirupsen/logrus"
 
 	"github.com/nri-hcn-portmap/nri-hcn-portmap/hcn"
-	"github.com/nri-hcn-portmap/nri-hcn-portmap/plugin/request"
 )
 
 // The entry points: each records what its trigger saw in the sandbox's
@@ -32,21 +31,22 @@ type result struct {
 	err    error
 }
 
-// enqueue records what a trigger saw of a sandbox (fn, may be nil) and
-// adds it to the queue; w, if set, is told the outcome.
-func (c *Core) enqueue(id string, fn func(in *inbox), w *waiter) {
+// enqueue records what a trigger saw of a sandbox and adds it to the
+// queue.
+func (c *Core) enqueue(id string, seen sighting) {
 	if c.closing.Load() {
 		return
 	}
-	c.st.trigger(id, true, fn, w)
+	c.st.trigger(id, seen)
 	c.q.Add(id)
 }
 
 // await enqueues and waits for the outcome until ctx ends or the core
 // closes; answered is false when ctx ended first (the work goes on).
-func (c *Core) await(ctx context.Context, id string, fn func(in *inbox), first bool) (ch Change, err error, answered bool) {
+func (c *Core) await(ctx context.Context, id string, seen sighting, first bool) (ch Change, err error, answered bool) {
 	results := make(chan result, 1)
-	c.enqueue(id, fn, &waiter{first: first, ch: results})
+	seen.wait = &waiter{first: first, ch: results}
+	c.enqueue(id, seen)
 	select {
 	case r := <-results:
 		return r.change, r.err, true
@@ -66,26 +66,6 @@ func (c *Core) shutdownQueue() {
 	c.workers.Wait()
 }
 
-// podOf is the request a trigger gives, keeping only what the controller
-// reads (the runtime's maps are not held on to).
-func podOf(p Pod) Pod {
-	out := p
-	out.Annotations = nil
-	if v, ok := p.Annotations[request.AnnotationPortMappings]; ok {
-		out.Annotations = map[string]string{request.AnnotationPortMappings: v}
-	}
-	out.Labels = maps.Clone(p.Labels)
-	return out
-}
-
-// setPod records the trigger's pod unless the inbox knows more (a whole
-// request is not replaced by a partial one).
-func setPod(in *inbox, p Pod) {
-	if in.pod.ID == "" || !p.Partial {
-		in.pod = podOf(p)
-	}
-}
-
 // StartPod is the runtime's RunPodSandbox: the sandbox runs (the request
 // says so) and asks for what the pod's request gives. It waits for the
 // sync's outcome at most the deadline, and that outcome is the answer:
@@ -97,11 +77,7 @@ func setPod(in *inbox, p Pod) {
 func (c *Core) StartPod(ctx context.Context, p Pod) error {
 	dctx, cancel := context.WithTimeout(ctx, c.opt.Deadline)
 	defer cancel()
-	_, err, answered := c.await(dctx, p.ID, func(in *inbox) {
-		setPod(in, p)
-		in.sawStart()
-		in.claimed = true
-	}, false)
+	_, err, answered := c.await(dctx, p.ID, sighting{pod: &p, start: true, claim: true}, false)
 	if answered {
 		c.opt.Observer.Operation("start", Classify(err))
 		return err
@@ -112,7 +88,7 @@ func (c *Core) StartPod(ctx context.Context, p Pod) error {
 		log.Warn("HCN is slower than the deadline: the pod proceeds, its endpoint is completed in the background (fail-open)")
 		return nil
 	}
-	c.enqueue(p.ID, func(in *inbox) { in.stopped = true }, nil) // the runtime is told the pod failed: leave nothing behind
+	c.enqueue(p.ID, sighting{stop: true}) // the runtime is told the pod failed: leave nothing behind
 	log.Warn("HCN is slower than the deadline: the pod fails, its endpoint is rolled back (fail-closed)")
 	return fmt.Errorf("pod %s: %w (%s, failure_policy fail-closed); what was started is rolled back", p, ErrDeadline, c.opt.Deadline)
 }
@@ -134,11 +110,7 @@ func (c *Core) RemovePod(ctx context.Context, p Pod) {
 func (c *Core) stopPod(ctx context.Context, p Pod, removed bool) {
 	dctx, cancel := context.WithTimeout(ctx, c.opt.Deadline)
 	defer cancel()
-	_, err, answered := c.await(dctx, p.ID, func(in *inbox) {
-		setPod(in, p)
-		in.stopped, in.claimed = true, true
-		in.removed = in.removed || removed
-	}, false)
+	_, err, answered := c.await(dctx, p.ID, sighting{pod: &p, stop: true, remove: removed, claim: true}, false)
 	switch {
 	case answered:
 		c.opt.Observer.Operation("stop", Classify(err))
@@ -151,44 +123,29 @@ func (c *Core) stopPod(ctx context.Context, p Pod, removed bool) {
 // Started: containerd's /tasks/start for the container id (a sandbox's, or
 // an application container's, which the sync tells apart). Its outcome is
 // counted and logged by the worker that syncs it.
-func (c *Core) Started(id string) {
-	c.enqueue(id, startedEvent(id), &waiter{kind: "event-start"})
-}
+func (c *Core) Started(id string) { c.enqueue(id, startedEvent(id)) }
 
 // Exited: containerd's /tasks/exit or /tasks/delete of the container id's
 // init process: if id is a sandbox, it stopped for good. Nothing is asked
 // of containerd: a stop is recorded for any container, and costs nothing
 // for one that has no endpoint.
-func (c *Core) Exited(id string) {
-	c.enqueue(id, exitedEvent(id), &waiter{kind: "event-stop"})
-}
+func (c *Core) Exited(id string) { c.enqueue(id, exitedEvent(id)) }
 
 // Deleted: containerd's /containers/delete: containerd no longer has the
 // container id.
-func (c *Core) Deleted(id string) {
-	c.enqueue(id, deletedEvent(id), &waiter{kind: "event-stop"})
-}
+func (c *Core) Deleted(id string) { c.enqueue(id, deletedEvent(id)) }
 
 // What each containerd event says of a container.
-func startedEvent(id string) func(*inbox) {
-	return func(in *inbox) {
-		setPod(in, Pod{ID: id, Partial: true})
-		in.sawStart()
-	}
+func startedEvent(id string) sighting {
+	return sighting{pod: &Pod{ID: id, Partial: true}, start: true, wait: &waiter{kind: "event-start"}}
 }
 
-func exitedEvent(id string) func(*inbox) {
-	return func(in *inbox) {
-		setPod(in, Pod{ID: id, Partial: true})
-		in.stopped = true
-	}
+func exitedEvent(id string) sighting {
+	return sighting{pod: &Pod{ID: id, Partial: true}, stop: true, wait: &waiter{kind: "event-stop"}}
 }
 
-func deletedEvent(id string) func(*inbox) {
-	return func(in *inbox) {
-		setPod(in, Pod{ID: id, Partial: true})
-		in.stopped, in.removed = true, true
-	}
+func deletedEvent(id string) sighting {
+	return sighting{pod: &Pod{ID: id, Partial: true}, stop: true, remove: true, wait: &waiter{kind: "event-stop"}}
 }
 
 // Summary counts what a reconcile did.
@@ -246,11 +203,7 @@ func (c *Core) Reconcile(ctx context.Context, pods []Pod) (Summary, error) {
 		}
 		seen[p.ID] = true
 		n++
-		c.enqueue(p.ID, func(in *inbox) {
-			setPod(in, p)
-			in.claimed = true
-			in.sawListing(listed[p.ID])
-		}, &waiter{first: true, ch: results})
+		c.enqueue(p.ID, sighting{pod: &p, claim: true, listing: true, listed: listed[p.ID], wait: &waiter{first: true, ch: results}})
 	}
 	for _, id := range ids {
 		if seen[id] {
@@ -258,13 +211,8 @@ func (c *Core) Reconcile(ctx context.Context, pods []Pod) (Summary, error) {
 		}
 		seen[id] = true
 		n++
-		c.enqueue(id, func(in *inbox) {
-			setPod(in, Pod{ID: id, Partial: true})
-			if !inList[id] {
-				in.verifyGen = in.gen
-			}
-			in.sawListing(listed[id])
-		}, &waiter{first: true, ch: results})
+		c.enqueue(id, sighting{pod: &Pod{ID: id, Partial: true}, verify: !inList[id], listing: true, listed: listed[id],
+			wait: &waiter{first: true, ch: results}})
 	}
 	c.st.markLoaded()
 	var sum Summary
@@ -308,8 +256,7 @@ func (c *Core) LoadPorts(ctx context.Context) error {
 	}
 	results := make(chan result, len(listed))
 	for id, eps := range listed {
-		c.st.trigger(id, false, func(in *inbox) { in.sawListing(eps) }, &waiter{first: true, ch: results})
-		c.q.Add(id)
+		c.enqueue(id, sighting{learn: true, listing: true, listed: eps, wait: &waiter{first: true, ch: results}})
 	}
 	c.st.markLoaded()
 	for range listed {

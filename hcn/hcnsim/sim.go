@@ -127,6 +127,17 @@ type Rules struct {
 	// SecondNATRefused: HNS refuses a NAT network while another exists
 	// (docker/for-win 1384), instead of creating it.
 	SecondNATRefused bool `json:"secondNATRefused,omitempty"`
+	// EnumsAsNames: HNS reads a PortMapping policy's protocol and flags
+	// back as names ("TCP", "LocalRoutedVip"), as its schema writes enums,
+	// instead of as the numbers hcsshim's types hold. Only the emulator's
+	// JSON shows it (the simulator's types are already decoded).
+	// Unverified either way.
+	EnumsAsNames bool `json:"enumsAsNames,omitempty"`
+	// NoDNSFill: HNS leaves an endpoint created without DNS servers without
+	// any, instead of filling in the node's resolvers and DNS suffix (as
+	// hcsshim#2369, hcsshim#1940 and Windows-Containers#563 show it does:
+	// the default).
+	NoDNSFill bool `json:"noDNSFill,omitempty"`
 	// V1NATAsPortMapping: a v1 NAT policy (a CNI's endpoint made through
 	// the v1 API) reads back through the v2 API as a PortMapping policy
 	// without flags, instead of as a policy of its own kind (NATPolicies).
@@ -165,6 +176,12 @@ func (r Rules) String() string {
 	if r.V1NATAsPortMapping {
 		s += ",v1-nat-as-portmapping"
 	}
+	if r.NoDNSFill {
+		s += ",no-dns-fill"
+	}
+	if r.EnumsAsNames {
+		s += ",enums-as-names"
+	}
 	return s
 }
 
@@ -194,7 +211,12 @@ type Sim struct {
 	late       sync.WaitGroup // calls completing after their caller gave up
 	serial     sync.Mutex     // held through a whole call when serialized
 	serialized bool
+	hostDNS    hcn.DNS // what HNS fills in on an endpoint created without DNS servers
 }
+
+// HostDNS is the node's DNS the simulator fills in: the one hcsshim#2369
+// shows (a VPC resolver and the host's suffix).
+func HostDNS() hcn.DNS { return hcn.DNS{ServerList: []string{"10.0.0.2"}, Domain: "node.internal"} }
 
 var _ hcn.Node = (*Sim)(nil)
 
@@ -203,7 +225,7 @@ const SimVersion = "15.1"
 
 // New returns an empty simulator.
 func New() *Sim {
-	s := &Sim{}
+	s := &Sim{hostDNS: HostDNS()}
 	s.Reset()
 	return s
 }
@@ -419,7 +441,7 @@ func (s *Sim) State() State {
 				continue
 			}
 			ns.Routes = append(ns.Routes, s.routesOf(ep)...)
-			ns.DNSServers = append(ns.DNSServers, ep.DNSServers...)
+			ns.DNSServers = append(ns.DNSServers, ep.DNS.ServerList...)
 		}
 		st.Namespaces = append(st.Namespaces, ns)
 	}
@@ -450,8 +472,9 @@ func cloneEP(ep *hcn.Endpoint) hcn.Endpoint {
 	c := *ep
 	c.PortMappings = slices.Clone(ep.PortMappings)
 	c.Routes = slices.Clone(ep.Routes)
-	c.DNSServers = slices.Clone(ep.DNSServers)
+	c.DNS = ep.DNS.Clone()
 	c.NATPolicies = slices.Clone(ep.NATPolicies)
+	c.Undecoded = slices.Clone(ep.Undecoded)
 	return c
 }
 
@@ -667,7 +690,10 @@ func (s *Sim) createEndpoint(spec hcn.EndpointSpec) (*hcn.Endpoint, error) {
 	}
 	ep := &hcn.Endpoint{ID: newGUID(), Name: spec.Name, NetworkID: n.ID,
 		PortMappings: slices.Clone(spec.PortMappings), OutboundNAT: spec.OutboundNAT,
-		Routes: slices.Clone(spec.Routes), DNSServers: slices.Clone(spec.DNSServers), NATPolicies: slices.Clone(spec.NATPolicies)}
+		Routes: slices.Clone(spec.Routes), DNS: spec.DNS.Clone(), NATPolicies: slices.Clone(spec.NATPolicies)}
+	if len(ep.DNS.ServerList) == 0 && !s.rules.NoDNSFill { // HNS fills in the node's (hcsshim#2369)
+		ep.DNS.ServerList, ep.DNS.Domain = slices.Clone(s.hostDNS.ServerList), cmp.Or(ep.DNS.Domain, s.hostDNS.Domain)
+	}
 	if s.rules.DropRoutes {
 		ep.Routes = nil // not stored, not applied: HNS's implicit route it is
 	}

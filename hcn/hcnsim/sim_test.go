@@ -388,7 +388,7 @@ func TestImplicitRouteAndNamespaceView(t *testing.T) {
 		t.Fatalf("NAT network without a subnet = %+v, %v; want HNS's subnet and gateway", nat, err)
 	}
 	ns := s.CreateNamespace("")
-	plain, _ := s.CreateEndpoint(ctx, hcn.EndpointSpec{Name: "plain", NetworkID: nat.ID, DNSServers: []string{"10.0.0.10"}})
+	plain, _ := s.CreateEndpoint(ctx, hcn.EndpointSpec{Name: "plain", NetworkID: nat.ID, DNS: hcn.DNS{ServerList: []string{"10.0.0.10"}}})
 	none, _ := s.CreateEndpoint(ctx, hcn.EndpointSpec{Name: "none", NetworkID: nat.ID,
 		Routes: []hcn.Route{{DestinationPrefix: "0.0.0.0/0", NextHop: "0.0.0.0"}, {DestinationPrefix: "10.9.0.0/16", NextHop: nat.Gateway, Metric: 7}}})
 	for _, ep := range []*hcn.Endpoint{plain, none} {
@@ -403,8 +403,10 @@ func TestImplicitRouteAndNamespaceView(t *testing.T) {
 		}
 	}
 	want := []hcn.Route{{DestinationPrefix: "0.0.0.0/0", NextHop: nat.Gateway, Metric: ImplicitRouteMetric}, {DestinationPrefix: "10.9.0.0/16", NextHop: nat.Gateway, Metric: 7}}
-	if !hcn.SameRoutes(view.Routes, want) || !slices.Equal(view.DNSServers, []string{"10.0.0.10"}) {
-		t.Errorf("namespace view = routes %v DNS %v; want %v and the one DNS server", view.Routes, view.DNSServers, want)
+	// the endpoint without DNS servers got the node's (HNS fills them in)
+	dns := slices.Sorted(slices.Values(view.DNSServers)) // in endpoint order: by their random IDs
+	if !hcn.SameRoutes(view.Routes, want) || !slices.Equal(dns, slices.Sorted(slices.Values(append([]string{"10.0.0.10"}, HostDNS().ServerList...)))) {
+		t.Errorf("namespace view = routes %v DNS %v; want %v and the DNS servers of both", view.Routes, view.DNSServers, want)
 	}
 	if d := view.DefaultRoutes(); len(d) != 1 || d[0].NextHop != nat.Gateway {
 		t.Errorf("default routes %v", d)

@@ -104,7 +104,7 @@ func (d *Doctor) SelfTest(ctx context.Context, o SelfTestOptions) (r Report) {
 	}()
 
 	sctx, cancel = step()
-	ep, _, err := mgr.Ensure(sctx, hcn.Desired{SandboxID: id, Namespace: ns, Policies: policies})
+	ep, _, err := mgr.Ensure(sctx, hcn.Desired{SandboxID: id, Namespace: ns, Policies: policies, DNS: selfTestDNS()})
 	cancel()
 	if err != nil {
 		add("selftest: endpoint", Fail, err.Error(), fixFor(err, o.HostPort))
@@ -132,15 +132,22 @@ func (d *Doctor) SelfTest(ctx context.Context, o SelfTestOptions) (r Report) {
 	if back.Namespace != ns {
 		differ("namespace", ns, back.Namespace)
 	}
-	if !hcn.SamePolicies(back.PortMappings, policies) {
+	var notes []string
+	switch { // compared as the plugin compares them (hcn.SameBehaviour)
+	case !hcn.SameBehaviour(back.PortMappings, policies):
 		differ("port mappings", policies, back.PortMappings)
+	case !hcn.SamePolicies(back.PortMappings, policies):
+		notes = append(notes, fmt.Sprintf("port mappings read back as %v (sent %v: the same behaviour)", back.PortMappings, policies))
 	}
 	routesDropped := len(back.Routes) == 0 && len(routes) > 0
 	if !routesDropped && !hcn.SameRoutes(back.Routes, routes) {
 		differ("routes", routes, back.Routes)
 	}
-	if len(back.DNSServers) != 0 {
-		differ("DNS servers", "none", back.DNSServers)
+	if !slices.Equal(back.DNS.ServerList, selfTestDNS().ServerList) {
+		differ("DNS servers", selfTestDNS().ServerList, back.DNS.ServerList)
+	}
+	if !slices.Equal(back.DNS.Search, selfTestDNS().Search) {
+		notes = append(notes, fmt.Sprintf("DNS search list read back as %v (sent %v)", back.DNS.Search, selfTestDNS().Search))
 	}
 	if back.OutboundNAT != c.OutboundNAT {
 		differ("OutBoundNAT", c.OutboundNAT, back.OutboundNAT)
@@ -160,9 +167,20 @@ func (d *Doctor) SelfTest(ctx context.Context, o SelfTestOptions) (r Report) {
 				"a newer Windows build stores endpoint routes")
 		return r
 	}
-	add("selftest: read back", Pass, fmt.Sprintf("network, namespace, %d port mapping(s), routes %v, no DNS, OutBoundNAT %v: as sent",
-		len(policies), routes, c.OutboundNAT), "")
+	detail := fmt.Sprintf("network, namespace, %d port mapping(s), routes %v, DNS %s, OutBoundNAT %v: as sent",
+		len(policies), routes, selfTestDNS(), c.OutboundNAT)
+	if len(notes) > 0 {
+		detail += "; " + strings.Join(notes, "; ")
+	}
+	add("selftest: read back", Pass, detail, "")
 	return r
+}
+
+// selfTestDNS is the DNS the self-test's endpoint carries, as a pod's does
+// (the plugin gives its endpoint the pod's own: kubelet's cluster resolver
+// and search list).
+func selfTestDNS() hcn.DNS {
+	return hcn.DNS{ServerList: []string{"10.96.0.10"}, Search: []string{"default.svc.cluster.local", "svc.cluster.local"}}
 }
 
 // removeLeftovers deletes endpoints an earlier self-test left (a kept one,

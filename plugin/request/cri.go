@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
@@ -28,6 +29,9 @@ type CRIMetadata struct {
 	RawPortMappings       []*runtimeapi.PortMapping // as stored; see HostPorts
 	NetNSPath             string
 	RuntimeHandler        string // the CRI runtime handler the pod asked for
+	// DNS is the pod's DNS configuration (kubelet's: the cluster's
+	// resolvers and search list), zero when the record has none.
+	DNS hcn.DNS
 }
 
 // criMetadataJSON is containerd's versioned sandbox metadata (the envelope
@@ -64,6 +68,9 @@ func DecodeCRIMetadata(raw []byte) (*CRIMetadata, error) {
 		Labels: cfg.GetLabels(), RawPortMappings: cfg.GetPortMappings()}
 	if pm := cfg.GetMetadata(); pm != nil {
 		out.PodName, out.PodNamespace, out.PodUID = pm.GetName(), pm.GetNamespace(), pm.GetUid()
+	}
+	if d := cfg.GetDnsConfig(); d != nil {
+		out.DNS = hcn.DNS{ServerList: slices.Clone(d.GetServers()), Search: slices.Clone(d.GetSearches()), Options: slices.Clone(d.GetOptions())}
 	}
 	return out, nil
 }

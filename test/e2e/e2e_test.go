@@ -44,7 +44,7 @@ func sandboxID(name string) string {
 }
 
 func pod(name, annotation string) harness.Pod {
-	p := harness.Pod{ID: sandboxID(name), Name: name, Namespace: "default", UID: "uid-" + name}
+	p := harness.Pod{ID: sandboxID(name), Name: name, Namespace: "default", UID: "uid-" + name, DNS: harness.ClusterDNS("default")}
 	if annotation != "" {
 		p.Annotations = map[string]string{request.AnnotationPortMappings: annotation}
 	}

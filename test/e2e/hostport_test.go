@@ -73,7 +73,7 @@ func TestHostPortsAndTheCNI(t *testing.T) {
 						t.Fatal(err)
 					}
 					// the CNI's endpoint, made before the start (CNI ADD)
-					spec := hcn.EndpointSpec{Name: "cbr0_" + p.ID, NetworkID: bridge.ID, DNSServers: []string{"10.96.0.10"}}
+					spec := hcn.EndpointSpec{Name: "cbr0_" + p.ID, NetworkID: bridge.ID, DNS: hcn.DNS{ServerList: []string{"10.96.0.10"}}}
 					for j, shape := range tc.cni {
 						pol := hcn.PortMappingPolicy{Protocol: hcn.TCP, ExternalPort: ports[j], InternalPort: uint16(80 + j)}
 						if shape == cniRouted {

@@ -38,6 +38,16 @@ type Pod struct {
 	// RuntimeHandler is the CRI runtime handler, in the metadata and the
 	// NRI pod.
 	RuntimeHandler string
+	// DNS is the pod's DNS configuration as kubelet gives it (nil: none).
+	DNS *runtimeapi.DNSConfig
+}
+
+// ClusterDNS is the DNS configuration kubelet gives a pod of namespace ns
+// with the default dnsPolicy (ClusterFirst): the cluster's resolver and its
+// search list.
+func ClusterDNS(ns string) *runtimeapi.DNSConfig {
+	return &runtimeapi.DNSConfig{Servers: []string{"10.96.0.10"},
+		Searches: []string{ns + ".svc.cluster.local", "svc.cluster.local", "cluster.local"}, Options: []string{"ndots:5"}}
 }
 
 // criMetadataTypeURL is the type URL containerd's CRI stores the sandbox
@@ -71,6 +81,7 @@ func (p Pod) CRIMetadata(netnsPath string) ([]byte, error) {
 			Metadata:     &runtimeapi.PodSandboxMetadata{Name: p.Name, Uid: p.UID, Namespace: p.Namespace},
 			Annotations:  p.Annotations,
 			PortMappings: p.HostPorts,
+			DnsConfig:    p.DNS,
 		},
 	}})
 }

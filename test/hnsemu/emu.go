@@ -128,6 +128,21 @@ func (e *Emulator) nextHRESULT(fn string) (uint32, bool) {
 	return q[0], true
 }
 
+// flagNames writes NAT flags as HNS's schema names them.
+func flagNames(f hcn.NatFlags) string {
+	var names []string
+	if f&hcn.NatFlagsLocalRoutedVip != 0 {
+		names = append(names, "LocalRoutedVip")
+	}
+	if f&hcn.NatFlagsIPv6 != 0 {
+		names = append(names, "IPv6")
+	}
+	if len(names) == 0 {
+		return "None"
+	}
+	return strings.Join(names, ",")
+}
+
 // fail maps the model's typed errors onto the HRESULTs HNS answers, as
 // hcn's table of HNS errors says (the first code of each kind).
 func fail(err error) (uint32, uint64, string, string) {
@@ -218,8 +233,11 @@ type (
 		Routes               []route    `json:",omitempty"`
 		SchemaVersion        version    `json:",omitempty"`
 	}
-	dnsJSON struct {
+	dnsJSON struct { // hcsshim's hcn.Dns
+		Domain     string   `json:",omitempty"`
+		Search     []string `json:",omitempty"`
 		ServerList []string `json:",omitempty"`
+		Options    []string `json:",omitempty"`
 	}
 	route struct {
 		NextHop           string `json:",omitempty"`
@@ -310,6 +328,10 @@ func endpointOut(ep hcn.Endpoint, rules hcnsim.Rules) endpointJSON {
 	for _, p := range ep.PortMappings {
 		raw, _ := json.Marshal(portMappingSettings{Protocol: uint32(p.Protocol), InternalPort: p.InternalPort,
 			ExternalPort: p.ExternalPort, VIP: p.VIP, Flags: uint32(p.Flags)})
+		if rules.EnumsAsNames { // as HNS's schema writes enums (unverified for a read-back)
+			raw, _ = json.Marshal(map[string]any{"Protocol": strings.ToUpper(p.Protocol.String()), "InternalPort": p.InternalPort,
+				"ExternalPort": p.ExternalPort, "VIP": p.VIP, "Flags": flagNames(p.Flags)})
+		}
 		out.Policies = append(out.Policies, policy{Type: "PortMapping", Settings: raw})
 	}
 	for _, p := range ep.NATPolicies {
@@ -330,7 +352,7 @@ func endpointOut(ep hcn.Endpoint, rules hcnsim.Rules) endpointJSON {
 	for _, r := range ep.Routes {
 		out.Routes = append(out.Routes, route{NextHop: r.NextHop, DestinationPrefix: r.DestinationPrefix, Metric: r.Metric})
 	}
-	out.Dns.ServerList = ep.DNSServers
+	out.Dns = dnsJSON{Domain: ep.DNS.Domain, Search: ep.DNS.Search, ServerList: ep.DNS.ServerList, Options: ep.DNS.Options}
 	return out
 }
 
@@ -427,7 +449,7 @@ func (e *Emulator) dispatch(fn string, a []string) (uint32, uint64, string, stri
 			return fail(fmt.Errorf("endpoint settings: %v: %w", err, hcn.ErrInvalid))
 		}
 		spec := hcn.EndpointSpec{Name: in.Name, NetworkID: netID, Namespace: hcn.ParseGUID(in.HostComputeNamespace),
-			DNSServers: in.Dns.ServerList}
+			DNS: hcn.DNS{Domain: in.Dns.Domain, Search: in.Dns.Search, ServerList: in.Dns.ServerList, Options: in.Dns.Options}}
 		for _, r := range in.Routes {
 			spec.Routes = append(spec.Routes, hcn.Route{DestinationPrefix: r.DestinationPrefix, NextHop: r.NextHop, Metric: r.Metric})
 		}
