@@ -374,7 +374,7 @@ func testLifecycleAndForeignNames(t *testing.T) {
 
 // testRouteTable: with a CNI-like endpoint in the pod's namespace, ours
 // (low-priority) leaves the pod one lowest-metric default route, the
-// CNI's, and no DNS server of its own, as the emulator's HNS model builds
+// CNI's, and the pod's own DNS (no other resolver), as the emulator's HNS model builds
 // the compartment from what hcsshim sent.
 func testRouteTable(t *testing.T) {
 	svc, n := emuSetup(t)

@@ -30,9 +30,13 @@ var errHolderPending = errors.New("waiting for the pod holding the host port to 
 var (
 	// ErrAPIGone: the pod (or its namespace) is gone: nothing to report to.
 	ErrAPIGone = errors.New("the API server no longer has the object")
-	// ErrAPIRefused: the API server refused the request as not allowed or
-	// invalid (RBAC, admission, a bad object): a retry cannot help.
+	// ErrAPIRefused: the API server refused the request as invalid (a bad
+	// object, admission): a retry cannot help.
 	ErrAPIRefused = errors.New("the API server refused the request")
+	// ErrAPIDenied: the API server did not let the plugin do it (401, 403):
+	// its RBAC or its token, which may pass (a token rotated, an API server
+	// whose authorizer is still starting): a few tries.
+	ErrAPIDenied = errors.New("the API server denied the plugin the request")
 	// ErrAPIUnavailable: the API server did not answer, is overloaded
 	// (429, 5xx) or the object changed meanwhile (409): a retry may help.
 	ErrAPIUnavailable = errors.New("the API server is unavailable")
@@ -108,7 +112,8 @@ var errorTable = []row{
 	{is(ErrPortConflict), rejected(ClassConflict, ReasonConflict)},
 	{is(ErrDeadline), errorKind{retry: retryNever, class: ClassDeadline, reason: ReasonHNS, counted: true, level: logrus.WarnLevel, says: "HCN slower than the deadline"}},
 	{is(ErrAPIGone), errorKind{retry: retryNever, class: ClassError, quiet: true, level: logrus.DebugLevel, says: "not reported: the pod is gone"}},
-	{is(ErrAPIRefused), errorKind{retry: retryNever, class: ClassError, level: logrus.ErrorLevel, says: "not reported: the API server refused it (check the plugin's RBAC)"}},
+	{is(ErrAPIRefused), errorKind{retry: retryNever, class: ClassError, level: logrus.ErrorLevel, says: "not reported: the API server refused it"}},
+	{is(ErrAPIDenied), errorKind{retry: retryBounded, class: ClassError, level: logrus.ErrorLevel, says: "not reported: the API server denied it (check the plugin's RBAC and token)"}},
 	{is(ErrAPIUnavailable), errorKind{retry: retryBounded, class: ClassError, level: logrus.ErrorLevel, says: "not reported: the API server did not take it"}},
 	{is(hcn.ErrPortInUse), rejected(ClassConflict, ReasonConflict)},
 	{hcn.Retryable, errorKind{retry: retryAlways, class: ClassError, reason: ReasonHNS, counted: true, level: logrus.ErrorLevel, says: "endpoint not built; retrying"}},

@@ -160,6 +160,7 @@ func TestErrorTable(t *testing.T) {
 		{fmt.Errorf("x: %w", request.ErrBadMetadata), retryNever, ClassError, ReasonHostPortsUnknown},
 		{fmt.Errorf("x: %w", ErrAPIGone), retryNever, ClassError, ""},
 		{fmt.Errorf("x: %w", ErrAPIRefused), retryNever, ClassError, ""},
+		{fmt.Errorf("x: %w", ErrAPIDenied), retryBounded, ClassError, ""},
 		{fmt.Errorf("x: %w", ErrAPIUnavailable), retryBounded, ClassError, ""},
 		{fmt.Errorf("x: %w", ErrPortConflict), retryNever, ClassConflict, ReasonConflict},
 		{fmt.Errorf("x: %w", errHolderPending), retryAlways, ClassError, ""},

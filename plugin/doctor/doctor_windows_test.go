@@ -55,7 +55,7 @@ func TestSelfTestThroughHcsshim(t *testing.T) {
 			for check, detail := range map[string]string{
 				"HNS":                        "version 15.1",
 				"network " + cfg.HCN.Network: "gateway 172.28.0.1",
-				"selftest: read back":        "routes [0.0.0.0/0 via 172.28.0.1 metric 5000], no DNS, OutBoundNAT true",
+				"selftest: read back":        "routes [0.0.0.0/0 via 172.28.0.1 metric 5000], DNS servers 10.96.0.10 search default.svc.cluster.local,svc.cluster.local, OutBoundNAT true",
 				"selftest: cleanup":          "removed",
 			} {
 				if st, got := statusOf(rep, check); st != Pass || !strings.Contains(got, detail) {

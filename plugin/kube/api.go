@@ -34,13 +34,20 @@ type API interface {
 var ErrAPI = errors.New("API server refused the request")
 
 // kindOfStatus is the plugin's kind of an HTTP status from the API server:
-// gone (404, 410), refused for good (other 4xx: RBAC, admission, a bad
-// object), or worth a retry (409 conflict, 429, 5xx).
+// gone (404, 410), denied (401, 403: RBAC or the token, a few tries: an API
+// server just restarted may deny before its authorizer has synced),
+// unavailable (408, 409, 429, 5xx: retried), refused for good (any other
+// 4xx: a bad object, admission).
 func kindOfStatus(code int) error {
-	switch {
-	case code == http.StatusNotFound || code == http.StatusGone:
+	switch code {
+	case http.StatusNotFound, http.StatusGone:
 		return plugin.ErrAPIGone
-	case code == http.StatusConflict || code == http.StatusTooManyRequests || code >= 500:
+	case http.StatusUnauthorized, http.StatusForbidden:
+		return plugin.ErrAPIDenied
+	case http.StatusRequestTimeout, http.StatusConflict, http.StatusTooManyRequests:
+		return plugin.ErrAPIUnavailable
+	}
+	if code >= 500 {
 		return plugin.ErrAPIUnavailable
 	}
 	return plugin.ErrAPIRefused

@@ -251,7 +251,7 @@ func TestAPIErrorsAreJudgedByTheTable(t *testing.T) {
 		tries  int
 	}{
 		{http.StatusNotFound, plugin.ErrAPIGone, 1},
-		{http.StatusForbidden, plugin.ErrAPIRefused, 1},
+		{http.StatusForbidden, plugin.ErrAPIDenied, plugin.UnclassifiedAttempts},
 		{http.StatusUnprocessableEntity, plugin.ErrAPIRefused, 1},
 		{http.StatusConflict, plugin.ErrAPIUnavailable, plugin.UnclassifiedAttempts},
 		{http.StatusServiceUnavailable, plugin.ErrAPIUnavailable, plugin.UnclassifiedAttempts},
