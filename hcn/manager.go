@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"net/netip"
 	"slices"
 	"strings"
@@ -38,6 +39,9 @@ type ManagerConfig struct {
 	// Announce, when set, hears what the manager did to find its network:
 	// created it, or used another NAT network where HNS takes one only.
 	Announce func(n Network, what string)
+	// HostPrefixes lists the host's own address prefixes, which a subnet
+	// the manager picks must stay clear of (nil: the host's interfaces).
+	HostPrefixes func() ([]netip.Prefix, error)
 }
 
 // Manager performs the HNS steps of the plugin's endpoints through a
@@ -177,11 +181,28 @@ func (m *Manager) EnsureNetwork(ctx context.Context) (string, error) {
 
 // createNetwork creates the configured network. Where HNS takes one NAT
 // network only (docker/for-win 1384) and refuses a second, the NAT network
-// that exists is used instead.
+// that exists is used instead. A NAT network asked for without a subnet is
+// HNS's to place (HNS picks one, as hcsshim v0.15.0's
+// TestCreateDeleteNetworks relies on); where HNS refuses it as invalid
+// (not seen: hcnsim.Rules.NATNeedsSubnet), the manager picks a subnet clear
+// of the host's addresses and of every HNS network, and says so.
 func (m *Manager) createNetwork(ctx context.Context) (*Network, error) {
 	n, err := m.svc.CreateNetwork(ctx, m.cfg.Network)
 	if err == nil {
 		m.announce(*n, "created")
+		return n, nil
+	}
+	if spec := m.cfg.Network; errors.Is(err, ErrInvalid) && spec.Type == NetworkNAT && spec.Subnet == "" {
+		subnet, perr := m.freeSubnet(ctx)
+		if perr != nil {
+			return nil, errors.Join(err, perr)
+		}
+		spec.Subnet, spec.Gateway = subnet.String(), subnet.Addr().Next().String()
+		n, err2 := m.svc.CreateNetwork(ctx, spec)
+		if err2 != nil {
+			return nil, errors.Join(err, err2)
+		}
+		m.announce(*n, "created with subnet "+spec.Subnet+", picked clear of the host's addresses and of HNS's networks: HNS refused a NAT network without one")
 		return n, nil
 	}
 	if !errors.Is(err, ErrExists) || m.cfg.Network.Type != NetworkNAT {
@@ -198,6 +219,58 @@ func (m *Manager) createNetwork(ctx context.Context) (*Network, error) {
 		}
 	}
 	return nil, err
+}
+
+// freeSubnet is a /20 of 172.16.0.0/12 (where HNS places its own NAT
+// networks) that overlaps no HNS network and no address of the host.
+func (m *Manager) freeSubnet(ctx context.Context) (netip.Prefix, error) {
+	nets, err := m.svc.ListNetworks(ctx)
+	if err != nil {
+		return netip.Prefix{}, err
+	}
+	hostPrefixes := m.cfg.HostPrefixes
+	if hostPrefixes == nil {
+		hostPrefixes = interfacePrefixes
+	}
+	taken, err := hostPrefixes()
+	if err != nil {
+		return netip.Prefix{}, fmt.Errorf("the host's addresses: %w", err)
+	}
+	for _, n := range nets {
+		for _, s := range n.Subnets {
+			if p, err := netip.ParsePrefix(s); err == nil {
+				taken = append(taken, p)
+			}
+		}
+	}
+	for a := netip.MustParseAddr("172.16.0.0"); netip.MustParsePrefix("172.16.0.0/12").Contains(a); {
+		cand := netip.PrefixFrom(a, 20)
+		if !slices.ContainsFunc(taken, cand.Overlaps) {
+			return cand, nil
+		}
+		b := a.As4()
+		b[2] += 16
+		if b[2] == 0 {
+			b[1]++
+		}
+		a = netip.AddrFrom4(b)
+	}
+	return netip.Prefix{}, fmt.Errorf("no free /20 in 172.16.0.0/12 for the NAT network: set hcn.subnet and hcn.gateway: %w", ErrInvalid)
+}
+
+// interfacePrefixes are the host's interface addresses with their masks.
+func interfacePrefixes() ([]netip.Prefix, error) {
+	addrs, err := net.InterfaceAddrs()
+	if err != nil {
+		return nil, err
+	}
+	var out []netip.Prefix
+	for _, a := range addrs {
+		if p, err := netip.ParsePrefix(a.String()); err == nil {
+			out = append(out, p.Masked())
+		}
+	}
+	return out, nil
 }
 
 func (m *Manager) announce(n Network, what string) {
@@ -585,21 +658,12 @@ func (m *Manager) ours(all []Endpoint) []Endpoint {
 	return slices.DeleteFunc(all, func(ep Endpoint) bool { _, ok := m.SandboxID(ep.Name); return !ok })
 }
 
-// existingNetwork is the network's ID: looked up, or, when the manager
-// creates its network, made ready as a pod start would (so a listing at
-// start-up finds the NAT network used in the configured one's stead).
+// existingNetwork is the network's ID, made ready as a pod start would
+// (created when the manager creates it, so a listing at start-up finds the
+// NAT network used in the configured one's stead; checked, so a network
+// the plugin may not use is found at start, not at the first pod).
 func (m *Manager) existingNetwork(ctx context.Context) (string, error) {
-	if id := m.cachedNetwork(); id != "" {
-		return id, nil
-	}
-	if m.cfg.CreateNetwork {
-		return m.EnsureNetwork(ctx)
-	}
-	n, err := m.svc.GetNetworkByName(ctx, m.cfg.Network.Name)
-	if err != nil {
-		return "", err
-	}
-	return n.ID, nil
+	return m.EnsureNetwork(ctx)
 }
 
 // Health reports whether HNS answers for the configured network: it must

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/netip"
 	"strings"
 	"sync"
 	"testing"
@@ -864,5 +865,42 @@ func testAttachHNSCompletedIsKept(t *testing.T, hns func() *hcnsim.Sim) {
 	}
 	if got := ours(t, sim, mgr, "sb1"); got != nil {
 		t.Fatalf("the unattached endpoint was left: %+v", got)
+	}
+}
+
+// Issue 30, 5: the default creates a NAT network without a subnet. HNS
+// picks one (hcsshim v0.15.0's TestCreateDeleteNetworks creates such a
+// network); where HNS refuses (unverified: Rules.NATNeedsSubnet), the
+// manager picks a /20 clear of the host's addresses and of every HNS
+// network, and says so. Both ways a pod is mapped.
+func TestNATNetworkWithoutASubnet(t *testing.T) {
+	for _, needs := range []bool{false, true} {
+		t.Run(fmt.Sprint("nat-needs-subnet=", needs), func(t *testing.T) {
+			sim := hcnsim.New()
+			sim.SetRules(hcnsim.Rules{NATNeedsSubnet: needs})
+			if _, err := sim.CreateNetwork(ctx, hcn.NetworkSpec{Name: "docker-nat", Type: hcn.NetworkL2Bridge, Subnet: "172.16.0.0/20"}); err != nil {
+				t.Fatal(err)
+			}
+			var said []string
+			cfg := lowPriority(hcn.ManagerConfig{CreateNetwork: true, Network: hcn.NetworkSpec{Name: "nat", Type: hcn.NetworkNAT},
+				AllowCNINetwork: true, Announce: func(_ hcn.Network, what string) { said = append(said, what) },
+				HostPrefixes: func() ([]netip.Prefix, error) { return []netip.Prefix{netip.MustParsePrefix("172.16.16.0/24")}, nil }})
+			mgr := hcn.NewManager(sim, cfg)
+			ep, _, err := mgr.Ensure(ctx, hcn.Desired{SandboxID: "sb1", Namespace: sim.CreateNamespace(""), Policies: web})
+			if err != nil || ep.Namespace == "" {
+				t.Fatalf("Ensure = %+v, %v", ep, err)
+			}
+			n, err := sim.GetNetworkByName(ctx, "nat")
+			if err != nil || len(n.Subnets) != 1 || n.Gateway == "" {
+				t.Fatalf("network %+v, %v", n, err)
+			}
+			picked := netip.MustParsePrefix(n.Subnets[0])
+			if needs && (picked.String() != "172.16.32.0/20" || !strings.Contains(strings.Join(said, "; "), "picked clear of the host's addresses")) {
+				t.Fatalf("HNS refused a NAT network without a subnet: the manager made %s and said %q; want 172.16.32.0/20 (clear of 172.16.0.0/20 and the host's 172.16.16.0/24), said", picked, said)
+			}
+			if !needs && strings.Contains(strings.Join(said, "; "), "picked") {
+				t.Fatalf("the manager picked a subnet HNS would have picked: %q", said)
+			}
+		})
 	}
 }

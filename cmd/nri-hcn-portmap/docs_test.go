@@ -64,6 +64,10 @@ func commandFlags(t *testing.T) map[string]map[string]bool {
 	out := map[string]map[string]bool{}
 	flagLine := regexp.MustCompile(`(?m)^  -([a-z][a-z0-9-]*)`)
 	for _, cmd := range []string{"run", "status", "health", "reload", "cleanup", "doctor", "service install", "simulator"} {
+		if !builtHere(cmd) {
+			out[cmd] = nil // not in this build: its flags are checked where it is (the Linux run of this test)
+			continue
+		}
 		var stdout, stderr bytes.Buffer
 		args := append(strings.Fields(cmd), "-h")
 		if code := mainArgs(args, &stdout, &stderr); code != 0 {
@@ -329,7 +333,7 @@ func checkInvocations(file, line string, flags map[string]map[string]bool, bad f
 			}
 		}
 		fs, ok := flags[cmd]
-		if !ok {
+		if !ok || fs == nil {
 			continue
 		}
 		for _, a := range args {

@@ -16,6 +16,7 @@ import (
 
 	"github.com/nri-hcn-portmap/nri-hcn-portmap/cmd/nri-hcn-portmap/service"
 	"github.com/nri-hcn-portmap/nri-hcn-portmap/config"
+	"github.com/nri-hcn-portmap/nri-hcn-portmap/hcn"
 	"github.com/nri-hcn-portmap/nri-hcn-portmap/plugin"
 	"github.com/nri-hcn-portmap/nri-hcn-portmap/plugin/admin"
 	"github.com/nri-hcn-portmap/nri-hcn-portmap/plugin/admission"
@@ -66,6 +67,7 @@ func runCmd(args []string, stderr io.Writer) error {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	ctx = stopWithWrapper(ctx, log) // a HostProcess container's cmd /c wrapper
 	if nri.Launched() {
 		return runLaunched(ctx, flags, logger, stderr)
 	}
@@ -170,10 +172,17 @@ func (a *app) run(ctx context.Context) error {
 	defer a.core.Close()
 	{
 		lctx, cancel := context.WithTimeout(ctx, a.cfg.HCN.CallTimeout.Duration)
-		if err := a.core.LoadPorts(lctx); err != nil {
+		err := a.core.LoadPorts(lctx)
+		cancel()
+		switch {
+		case errors.Is(err, hcn.ErrInvalid):
+			// hcn.network names a network the plugin may not use (its type,
+			// IPv6 on NAT): no pod could be mapped, and a restart will not
+			// change that. Stop here, saying so, rather than run not ready.
+			return fmt.Errorf("hcn.network = %q cannot be used: %w", a.cfg.HCN.Network, err)
+		case err != nil:
 			a.log.WithError(err).Warn("could not read our endpoints from HCN at start; the first resync will")
 		}
-		cancel()
 	}
 	if a.kube != nil { // never waited for: the API server is off the path
 		go a.kube.Run(ctx)

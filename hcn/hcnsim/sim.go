@@ -127,6 +127,11 @@ type Rules struct {
 	// SecondNATRefused: HNS refuses a NAT network while another exists
 	// (docker/for-win 1384), instead of creating it.
 	SecondNATRefused bool `json:"secondNATRefused,omitempty"`
+	// NATNeedsSubnet: HNS refuses a NAT network created without a subnet
+	// (HCN_E_INVALID_NETWORK), instead of picking one itself, as hcsshim
+	// v0.15.0's integration test TestCreateDeleteNetworks expects it to (a
+	// NAT network with no Ipams is created). Not seen.
+	NATNeedsSubnet bool `json:"natNeedsSubnet,omitempty"`
 	// EnumsAsNames: HNS reads a PortMapping policy's protocol and flags
 	// back as names ("TCP", "LocalRoutedVip"), as its schema writes enums,
 	// instead of as the numbers hcsshim's types hold. Only the emulator's
@@ -181,6 +186,9 @@ func (r Rules) String() string {
 	}
 	if r.EnumsAsNames {
 		s += ",enums-as-names"
+	}
+	if r.NATNeedsSubnet {
+		s += ",nat-needs-subnet"
 	}
 	return s
 }
@@ -617,6 +625,9 @@ func (s *Sim) createNetwork(spec hcn.NetworkSpec) (*hcn.Network, error) {
 					spec.Name, other.Name, hcn.ErrExists)
 			}
 		}
+	}
+	if spec.Subnet == "" && spec.Type == hcn.NetworkNAT && s.rules.NATNeedsSubnet {
+		return nil, fmt.Errorf("network %q: a NAT network without a subnet (HCN_E_INVALID_NETWORK): %w", spec.Name, hcn.ErrInvalid)
 	}
 	n := &network{Network: hcn.Network{ID: newGUID(), Name: spec.Name, Type: spec.Type}}
 	if spec.Subnet == "" && spec.Type == hcn.NetworkNAT { // HNS picks one

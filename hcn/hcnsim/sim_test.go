@@ -5,8 +5,6 @@ import (
 	"errors"
 	"net/http"
 	"net/http/httptest"
-	"os"
-	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -31,21 +29,19 @@ func pol(port uint16, vip string, flags hcn.NatFlags) hcn.PortMappingPolicy {
 }
 
 // simulators returns the in-process simulator and a client of the same
-// simulator served over a unix socket: both must behave alike.
+// simulator served over its wire (testAddress): both must behave alike.
 func simulators(t *testing.T) map[string]func(t *testing.T) (hcn.Service, *Sim) {
 	return map[string]func(t *testing.T) (hcn.Service, *Sim){
 		"direct": func(t *testing.T) (hcn.Service, *Sim) { s := New(); return s, s },
 		"wire": func(t *testing.T) (hcn.Service, *Sim) {
 			s := New()
-			dir, err := os.MkdirTemp("", "hcnsim")
-			if err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(func() { os.RemoveAll(dir) })
-			addr := "unix://" + filepath.Join(dir, "s.sock")
+			addr := testAddress(t)
 			l, err := Listen(addr)
 			if err != nil {
 				t.Fatal(err)
+			}
+			if l.Addr().Network() == "tcp" {
+				addr = "tcp://" + l.Addr().String() // the port picked
 			}
 			srv := httptest.NewUnstartedServer(Handler(s))
 			srv.Listener = l

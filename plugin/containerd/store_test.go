@@ -7,6 +7,7 @@ import (
 
 	tasktypes "github.com/containerd/containerd/api/types/task"
 	"github.com/nri-hcn-portmap/nri-hcn-portmap/plugin"
+	"github.com/nri-hcn-portmap/nri-hcn-portmap/test/testfs"
 
 	"github.com/Microsoft/hcsshim/cmd/containerd-shim-runhcs-v1/options"
 	"google.golang.org/protobuf/proto"
@@ -15,7 +16,7 @@ import (
 // Regression (load and faults, 3): after Close the store reconnected on
 // the next call, so work still running at shutdown opened a new client.
 func TestClosedStoreDoesNotReconnect(t *testing.T) {
-	s := NewStore(filepath.Join(t.TempDir(), "containerd.sock"), "k8s.io")
+	s := NewStore(filepath.Join(testfs.TempDir(t), "containerd.sock"), "k8s.io")
 	if err := s.Close(); err != nil {
 		t.Fatal(err)
 	}

@@ -6,6 +6,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/nri-hcn-portmap/nri-hcn-portmap/test/testfs"
 )
 
 func TestRotation(t *testing.T) {
@@ -18,7 +20,7 @@ func TestRotation(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(fmt.Sprintf("keep=%d", tt.keep), func(t *testing.T) {
-			dir := t.TempDir()
+			dir := testfs.TempDir(t)
 			path := filepath.Join(dir, "sub", "log.txt")
 			w, err := Open(path, 100, tt.keep)
 			if err != nil {
@@ -63,7 +65,7 @@ func TestRotation(t *testing.T) {
 // (on Windows: any reader without delete sharing), the writer kept a closed
 // file and every later write failed: the log died for good.
 func TestFailedRotationKeepsLogging(t *testing.T) {
-	dir := t.TempDir()
+	dir := testfs.TempDir(t)
 	path := filepath.Join(dir, "log.txt")
 	// log.txt.1 is a non-empty directory: renaming onto it fails
 	if err := os.MkdirAll(filepath.Join(path+".1", "busy"), 0o755); err != nil {
@@ -89,7 +91,7 @@ func TestFailedRotationKeepsLogging(t *testing.T) {
 		t.Errorf("the failure is not said in the log: %q", cur)
 	}
 	// once the obstacle is gone, rotation works again
-	if err := os.RemoveAll(path + ".1"); err != nil {
+	if err := testfs.RemoveAll(path + ".1"); err != nil {
 		t.Fatal(err)
 	}
 	for i := 10; i < 20; i++ {

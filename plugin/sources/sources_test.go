@@ -13,13 +13,14 @@ import (
 	"github.com/nri-hcn-portmap/nri-hcn-portmap/hcn/hcnsim"
 	"github.com/nri-hcn-portmap/nri-hcn-portmap/plugin"
 	"github.com/nri-hcn-portmap/nri-hcn-portmap/plugin/containerd"
+	"github.com/nri-hcn-portmap/nri-hcn-portmap/test/testfs"
 )
 
 // On Windows auto means containerd's events at once: no NRI is tried (NRI
 // is nil here, so touching it would panic) and nothing waits for it.
 func TestAutoOnWindowsFollowsContainerdEventsAtOnce(t *testing.T) {
 	log := logrus.NewEntry(logrus.New())
-	store := containerd.NewStore(filepath.Join(t.TempDir(), "no-containerd.sock"), "k8s.io")
+	store := containerd.NewStore(filepath.Join(testfs.TempDir(t), "no-containerd.sock"), "k8s.io")
 	core := plugin.NewCore(hcn.NewManager(hcnsim.New(), hcn.ManagerConfig{}), store, plugin.Options{}, log)
 	defer core.Close()
 	chosen := make(chan string, 1)

@@ -99,7 +99,7 @@ func TestInstallUninstallFlow(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if c := cleanup.Spec.Template.Spec.Containers[0]; !strings.Contains(strings.Join(c.Args, " "), "cleanup --config etc/nri-hcn-portmap/config.toml &&") || c.ReadinessProbe == nil {
+	if c := cleanup.Spec.Template.Spec.Containers[0]; !strings.Contains(strings.Join(c.Args, " "), `cleanup --config %CONTAINER_SANDBOX_MOUNT_POINT%\etc\nri-hcn-portmap\config.toml &&`) || c.ReadinessProbe == nil {
 		t.Errorf("cleanup container %v, readiness %v: want the cleanup, then ready", c.Args, c.ReadinessProbe)
 	}
 	if cleanup.Spec.Template.Spec.Volumes[0].ConfigMap.Name != cm.Name {

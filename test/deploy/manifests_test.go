@@ -403,10 +403,10 @@ func TestChartCleanup(t *testing.T) {
 		t.Error("cleanup calls no Kubernetes API: no service account token may be mounted")
 	}
 	c := ds.Spec.Template.Spec.Containers[0]
-	if !strings.Contains(strings.Join(c.Args, " "), "nri-hcn-portmap.exe cleanup --config etc/nri-hcn-portmap/config.toml") {
+	if !strings.Contains(strings.Join(c.Args, " "), `nri-hcn-portmap.exe cleanup --config `+configPath) {
 		t.Errorf("cleanup container runs %v %v", c.Command, c.Args)
 	}
-	checkConfigMounted(t, ds, "etc/nri-hcn-portmap/config.toml")
+	checkConfigMounted(t, ds, configPath)
 }
 
 func configOf(t *testing.T, o objects) config.Config {
@@ -454,13 +454,18 @@ func checkHostProcess(t *testing.T, ds appsv1.DaemonSet) {
 	}
 }
 
-// checkConfigMounted: path (relative to the HostProcess mount point) is the
+// configPath is where the chart's containers read the configuration: by
+// the HostProcess mount point, with and without the bind filter
+// (hostprocess_test.go).
+const configPath = `%CONTAINER_SANDBOX_MOUNT_POINT%\etc\nri-hcn-portmap\config.toml`
+
+// checkConfigMounted: path (by the HostProcess mount point) is the
 // ConfigMap's config.toml in a mounted volume.
 func checkConfigMounted(t *testing.T, ds appsv1.DaemonSet, path string) {
 	t.Helper()
 	spec := ds.Spec.Template.Spec
 	c := spec.Containers[0]
-	cfgPath := "/" + strings.TrimPrefix(path, "/")
+	cfgPath := strings.ReplaceAll(strings.TrimPrefix(path, "%CONTAINER_SANDBOX_MOUNT_POINT%"), `\`, "/")
 	var mount *corev1.VolumeMount
 	for i := range c.VolumeMounts {
 		if strings.HasPrefix(cfgPath, c.VolumeMounts[i].MountPath+"/") {
@@ -492,7 +497,8 @@ func checkPluginDaemonSet(t *testing.T, ds appsv1.DaemonSet, image string) {
 	if c.Image != image {
 		t.Errorf("image %q, want %q", c.Image, image)
 	}
-	if !slices.Contains(c.Command, "nri-hcn-portmap.exe") || len(c.Args) != 3 || c.Args[0] != "run" || c.Args[1] != "--config" {
+	if !slices.Contains(c.Command, `%CONTAINER_SANDBOX_MOUNT_POINT%\nri-hcn-portmap.exe`) || len(c.Args) != 3 || c.Args[0] != "run" ||
+		c.Args[1] != "--config" || c.Args[2] != configPath {
 		t.Fatalf("container %s: command %v args %v", c.Name, c.Command, c.Args)
 	}
 	cfgPath := c.Args[2]

@@ -2,6 +2,9 @@ package e2e
 
 import (
 	"context"
+	"errors"
+	"fmt"
+	"os/exec"
 	"slices"
 	"strings"
 	"testing"
@@ -404,6 +407,7 @@ func TestDefaultConfigMapsAPodOnAFreshNode(t *testing.T) {
 		{"no network", hcnsim.Rules{}, "", "nat"},
 		{"another NAT network, HNS takes a second", hcnsim.Rules{}, "winnat", "nat"},
 		{"another NAT network, HNS takes one only", hcnsim.Rules{SecondNATRefused: true}, "winnat", "winnat"},
+		{"HNS wants a NAT network's subnet (unverified)", hcnsim.Rules{NATNeedsSubnet: true}, "", "nat"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			env, ctx := newEnv(t, "[plugin]\nresync_interval = \"0s\"\n") // defaults for everything else
@@ -435,6 +439,33 @@ func TestDefaultConfigMapsAPodOnAFreshNode(t *testing.T) {
 			}
 			if netName != tc.want {
 				t.Fatalf("the endpoint is on network %q, want %q (networks %+v)", netName, tc.want, st.Networks)
+			}
+		})
+	}
+}
+
+// Issue 30, 6: hcn.network naming a network the plugin may not use (an
+// L2Bridge network without hcn.allow_cni_network) stops it at start, with
+// an error naming hcn.network and the way out, instead of running (healthy)
+// while every pod fails.
+func TestANetworkThePluginMayNotUseStopsItAtStart(t *testing.T) {
+	for _, create := range []bool{true, false} {
+		t.Run(fmt.Sprint("create_network=", create), func(t *testing.T) {
+			env, ctx := newEnv(t, fmt.Sprintf("[hcn]\nnetwork = \"cbr0\"\ncreate_network = %v\n", create))
+			if _, err := env.SimClient.CreateNetwork(ctx, hcn.NetworkSpec{Name: "cbr0", Type: hcn.NetworkL2Bridge, Subnet: "10.246.0.0/24", Gateway: "10.246.0.1"}); err != nil {
+				t.Fatal(err)
+			}
+			cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+			defer cancel()
+			_, stderr, err := env.Command(cctx, "run", "--source", "containerd")
+			var exit *exec.ExitError
+			if !errors.As(err, &exit) || exit.ExitCode() != 1 || cctx.Err() != nil {
+				t.Fatalf("run: %v (%v): want exit 1 at start\n%s", err, cctx.Err(), stderr)
+			}
+			for _, want := range []string{`hcn.network = "cbr0" cannot be used`, "L2Bridge, not NAT", "hcn.allow_cni_network = true"} {
+				if !strings.Contains(stderr, want) {
+					t.Errorf("stderr does not say %q:\n%s", want, stderr)
+				}
 			}
 		})
 	}

@@ -65,3 +65,17 @@ volumes:
 {{- define "nri-hcn-portmap.tomlStrings" -}}
 [{{ range $i, $v := . }}{{ if $i }}, {{ end }}{{ $v | toString | quote }}{{ end }}]
 {{- end }}
+
+{{/*
+The plugin's executable and its configuration file, by
+%CONTAINER_SANDBOX_MOUNT_POINT% (hcsshim replaces it in command lines with
+where the image and its volumes show, with the bind filter and without),
+quoted for a YAML list.
+*/}}
+{{- define "nri-hcn-portmap.exe" -}}
+"%CONTAINER_SANDBOX_MOUNT_POINT%\\nri-hcn-portmap.exe"
+{{- end }}
+
+{{- define "nri-hcn-portmap.configPath" -}}
+"%CONTAINER_SANDBOX_MOUNT_POINT%\\etc\\nri-hcn-portmap\\config.toml"
+{{- end }}
