@@ -164,7 +164,7 @@ func (d *Doctor) checkNetwork(ctx context.Context) Result {
 	n, err := d.network(ctx)
 	switch {
 	case errors.Is(err, hcn.ErrNotFound) && c.CreateNetwork:
-		return Result{name, Warn, "does not exist; created at the first mapped pod (hcn.create_network)", ""}
+		return Result{name, Warn, "does not exist; the plugin creates it when it starts (hcn.create_network), HNS picking its subnet", ""}
 	case errors.Is(err, hcn.ErrNotFound):
 		return Result{name, Fail, "does not exist", "create it (e.g. a NAT network), or set hcn.network to an existing one, or hcn.create_network = true"}
 	case err != nil:

@@ -70,7 +70,7 @@ func TestChecks(t *testing.T) {
 		{"HNS unreachable", func(d *Doctor, _ *hcnsim.Sim) { d.HNSErr = errors.New("HNS v2 API not supported") }, "HNS", Fail, "not supported", "Start-Service hns"},
 		{"network missing", func(d *Doctor, _ *hcnsim.Sim) { d.Config.HCN.Network, d.Config.HCN.CreateNetwork = "pods", false },
 			"network pods", Fail, "does not exist", "hcn.create_network"},
-		{"network created later", func(d *Doctor, _ *hcnsim.Sim) { d.Config.HCN.Network = "pods"; d.Config.HCN.CreateNetwork = true }, "network pods", Warn, "created at the first mapped pod", ""},
+		{"network created later", func(d *Doctor, _ *hcnsim.Sim) { d.Config.HCN.Network = "pods"; d.Config.HCN.CreateNetwork = true }, "network pods", Warn, "the plugin creates it when it starts", ""},
 		{"network without gateway", func(d *Doctor, s *hcnsim.Sim) {
 			_, _ = s.CreateNetwork(ctx, hcn.NetworkSpec{Name: "l2", Type: hcn.NetworkL2Bridge, Subnet: "10.1.0.0/24"})
 			d.Config.HCN.Network, d.Config.HCN.AllowCNINetwork = "l2", true

@@ -46,7 +46,7 @@ func TestDoctor(t *testing.T) {
 	}
 	want(t, rep, "event subscription", doctor.Warn, "not running")
 	want(t, rep, "admin address", doctor.Pass, "free")
-	want(t, rep, "network nat", doctor.Warn, "created at the first mapped pod")
+	want(t, rep, "network nat", doctor.Warn, "the plugin creates it when it starts")
 	want(t, rep, "containerd", doctor.Pass, env.CtrAddress)
 
 	if err := env.StartPluginEvents(ctx); err != nil {

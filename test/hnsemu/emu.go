@@ -621,6 +621,9 @@ func (e *Emulator) dispatch(fn string, a []string) (uint32, uint64, string, stri
 		}
 		e.sim.SetRules(r)
 		return ok("")
+	case "Emu.Rules": // the rule variants in force, as hcnsim.Rules JSON
+		b, _ := json.Marshal(e.sim.Rules())
+		return ok(string(b))
 	case "Emu.State":
 		b, _ := json.Marshal(e.sim.State())
 		return ok(string(b))
