@@ -1,6 +1,7 @@
 package plugin
 
 import (
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -367,5 +368,34 @@ func TestARecordThatDoesNotDecodeNeverFailsThePod(t *testing.T) {
 				t.Fatalf("after the record reads again: %+v, want hostPort 9001 mapped", eps)
 			}
 		})
+	}
+}
+
+// Issue 30, 7: a host port HNS says is taken (HCN_E_PORT_ALREADY_EXISTS)
+// while no pod of the plugin holds it (another process, a CNI endpoint in
+// another namespace, a port HNS kept after a delete) fails the pod as a
+// host-port conflict whose text says so and how to see who holds it.
+func TestPortHNSHoldsIsAConflictThatSaysWho(t *testing.T) {
+	rep := &reports{}
+	f := newFixture(t, func(o *Options) { o.Reporter = rep })
+	netID, err := f.core.mgr.EnsureNetwork(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.sim.CreateEndpoint(ctx, hcn.EndpointSpec{Name: "someone-else", NetworkID: netID,
+		PortMappings: []hcn.PortMappingPolicy{{Protocol: hcn.TCP, ExternalPort: 8080, InternalPort: 80}}}); err != nil {
+		t.Fatal(err)
+	}
+	err = f.core.StartPod(ctx, f.sandbox("p", "8080:80"))
+	if !errors.Is(err, hcn.ErrPortInUse) || Classify(err) != ClassConflict {
+		t.Fatalf("StartPod = %v (class %s), want the port in use, a conflict", err, Classify(err))
+	}
+	for _, want := range []string{"pod default/pod-p", "no pod this plugin manages held it", "Get-HnsEndpoint", "kubernetes#137530"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("error %q does not say %q", err, want)
+		}
+	}
+	if got, ok := rep.last(); !ok || got.Reason != ReasonConflict {
+		t.Errorf("report %+v, want %s", got, ReasonConflict)
 	}
 }

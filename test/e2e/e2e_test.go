@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/nri-hcn-portmap/nri-hcn-portmap/hcn"
+	"github.com/nri-hcn-portmap/nri-hcn-portmap/hcn/hcnsim"
 	"github.com/nri-hcn-portmap/nri-hcn-portmap/plugin/request"
 	"github.com/nri-hcn-portmap/nri-hcn-portmap/plugin/status"
 	"github.com/nri-hcn-portmap/nri-hcn-portmap/test/harness"
@@ -369,4 +370,47 @@ func TestPluginReconnectsWhenRuntimeRestarts(t *testing.T) {
 		t.Fatal(err)
 	}
 	wantEndpoint(t, ctx, env, p.ID, guid, []hcn.PortMappingPolicy{tcp(9101, 80, "", 1)})
+}
+
+// Issue 30, 2, end to end: the plugin restarted on an HNS that reads its
+// endpoints back with less than was sent (no routes) or with more (the
+// node's DNS filled in) adopts them: its Synchronize after the restart
+// rebuilds nothing, and every endpoint keeps its ID (the host port never
+// drops). Under each read-back variant.
+func TestARestartRebuildsNothing(t *testing.T) {
+	for _, rules := range []hcnsim.Rules{{}, {DropRoutes: true}, {NoDNSFill: true}, {DropRoutes: true, NoDNSFill: true}} {
+		t.Run(rules.String(), func(t *testing.T) {
+			env, ctx := newEnv(t, "")
+			if err := env.SimClient.SetRules(ctx, rules); err != nil {
+				t.Fatal(err)
+			}
+			if err := env.StartPlugin(ctx); err != nil {
+				t.Fatal(err)
+			}
+			pods := []harness.Pod{pod("adopt-a", "9011:80"), pod("adopt-b", "9012:80")}
+			pods[1].DNS = nil // a pod whose DNS is not known: HNS's fill-in is its
+			ids := map[string]string{}
+			for i, p := range pods {
+				guid, err := env.RunPod(ctx, p)
+				if err != nil {
+					t.Fatal(err)
+				}
+				ids[p.ID] = wantEndpoint(t, ctx, env, p.ID, guid, []hcn.PortMappingPolicy{tcp(uint16(9011+i), 80, "", 1)}).Endpoint
+			}
+			env.Plugin.Kill()
+			if err := env.StartPlugin(ctx); err != nil { // registers; the runtime side synchronizes
+				t.Fatal(err)
+			}
+			waitMetric(t, env, `nri_hcn_portmap_reconcile_runs_total{trigger="synchronize"}`, 1)
+			m := scrape(t, env)
+			if n := m[`nri_hcn_portmap_reconcile_repairs_total{action="created"}`]; n != 0 {
+				t.Errorf("the Synchronize after the restart rebuilt %v endpoints", n)
+			}
+			for _, p := range pods {
+				if e := endpointOf(t, ctx, env, p.ID); e == nil || e.Endpoint != ids[p.ID] {
+					t.Errorf("%s: endpoint %+v after the restart, want %s kept", p.ID, e, ids[p.ID])
+				}
+			}
+		})
+	}
 }
