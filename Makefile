@@ -45,12 +45,15 @@ $(HELM):
 
 # The kustomize manifests are rendered from the Helm chart, the one source
 # (test/deploy fails when they drift): make manifests after changing it.
+# Rendered for Kubernetes 1.30, which has ValidatingAdmissionPolicy (helm
+# template asks no cluster, so it is told).
 KUBE_VERSION ?= 1.30.0
+KUBE_APIS    ?= admissionregistration.k8s.io/v1/ValidatingAdmissionPolicy
 manifests: $(HELM)
 	$(HELM) template nri-hcn-portmap deploy/helm/nri-hcn-portmap --namespace nri-hcn-portmap \
-		--kube-version $(KUBE_VERSION) > deploy/kustomize/base/nri-hcn-portmap.yaml
+		--kube-version $(KUBE_VERSION) --api-versions $(KUBE_APIS) > deploy/kustomize/base/nri-hcn-portmap.yaml
 	$(HELM) template nri-hcn-portmap deploy/helm/nri-hcn-portmap --namespace nri-hcn-portmap \
-		--kube-version $(KUBE_VERSION) --set daemonset.enabled=false --set cleanup.enabled=true \
+		--kube-version $(KUBE_VERSION) --api-versions $(KUBE_APIS) --set daemonset.enabled=false --set cleanup.enabled=true \
 		> deploy/kustomize/cleanup/nri-hcn-portmap-cleanup.yaml
 
 # containerd for the end-to-end tests and the demo, built from source with

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"net/netip"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -25,7 +26,37 @@ type Admission struct {
 	HostIPs []string `toml:"host_ips"`
 	// Deny lists host ports no pod may have: "3389", "5985-5986/tcp".
 	Deny []string `toml:"deny"`
+	// PodSecurity: "enforce" (the annotation's host ports only for pods
+	// of namespaces whose Pod Security enforce level is privileged, as
+	// Kubernetes does for hostPort) or "off" (another policy engine guards
+	// the annotation).
+	PodSecurity string `toml:"pod_security"`
+	// PodSecurityDefaultLevel is the level of a namespace without the
+	// pod-security.kubernetes.io/enforce label: the API server's
+	// admission configuration says it (defaults.enforce), which the plugin
+	// cannot read; Kubernetes' own default is privileged.
+	PodSecurityDefaultLevel string `toml:"pod_security_default_level"`
+	// PodSecurityExemptNamespaces mirrors the API server's Pod Security
+	// exemptions.namespaces: the level of these namespaces is not checked.
+	PodSecurityExemptNamespaces []string `toml:"pod_security_exempt_namespaces"`
 }
+
+// Pod Security modes of the annotation (admission.pod_security).
+const (
+	PodSecurityEnforce = "enforce"
+	PodSecurityOff     = "off"
+)
+
+// Pod Security levels, as Kubernetes names them
+// (k8s.io/pod-security-admission/api).
+const (
+	LevelPrivileged = "privileged"
+	LevelBaseline   = "baseline"
+	LevelRestricted = "restricted"
+)
+
+// Levels lists the Pod Security levels, from the least restricted.
+func Levels() []string { return []string{LevelPrivileged, LevelBaseline, LevelRestricted} }
 
 // DefaultAdmission protects the node: no host port below 1024, and none of the
 // Windows management and Kubernetes node ports.
@@ -34,6 +65,10 @@ func DefaultAdmission() Admission {
 		Namespaces:     []string{"*"},
 		HostPortRanges: []string{"1024-65535"},
 		Deny:           DefaultDeny(),
+		PodSecurity:    PodSecurityEnforce,
+		// Kubernetes' default (the PodSecurity admission plugin without
+		// a configuration enforces privileged)
+		PodSecurityDefaultLevel: LevelPrivileged,
 	}
 }
 
@@ -60,6 +95,10 @@ type AdmissionRules struct {
 	Ranges       []PortRange
 	HostIPs      []netip.Prefix
 	Deny         []PortRange
+	// PodSecurity: the annotation obeys the namespace's level
+	PodSecurity      bool
+	DefaultLevel     string
+	ExemptNamespaces []string
 }
 
 // Parse checks the rules. Errors name the key and the bad value.
@@ -110,6 +149,25 @@ func (r Admission) Parse() (AdmissionRules, error) {
 			continue
 		}
 		out.Deny = append(out.Deny, pr)
+	}
+	switch r.PodSecurity {
+	case PodSecurityEnforce:
+		out.PodSecurity = true
+	case PodSecurityOff:
+	default:
+		bad("admission.pod_security", r.PodSecurity, "must be enforce or off")
+	}
+	if slices.Contains(Levels(), r.PodSecurityDefaultLevel) {
+		out.DefaultLevel = r.PodSecurityDefaultLevel
+	} else {
+		bad("admission.pod_security_default_level", r.PodSecurityDefaultLevel, "must be privileged, baseline or restricted")
+	}
+	for _, ns := range r.PodSecurityExemptNamespaces {
+		if ns == "" || strings.ContainsAny(ns, " ,*") {
+			bad("admission.pod_security_exempt_namespaces", ns, "not a namespace name")
+			continue
+		}
+		out.ExemptNamespaces = append(out.ExemptNamespaces, ns)
 	}
 	return out, errors.Join(errs...)
 }

@@ -43,6 +43,9 @@ pod_selector = "hostports=allowed"
 host_port_ranges = ["80", "443", "30000-32767"]
 host_ips = ["10.0.0.0/24"]
 deny = []
+pod_security = "enforce"
+pod_security_default_level = "baseline"
+pod_security_exempt_namespaces = ["kube-system"]
 
 [nri]
 socket = "/run/nri/nri.sock"
@@ -102,7 +105,8 @@ max_files = 2
 			FailurePolicy: "fail-closed", Deadline: Duration{time.Second}, MaxMappingsPerPod: 16, MaxAnnotationBytes: 4096, ShutdownGrace: Duration{2 * time.Second},
 			HyperVRuntimeHandlers: []string{"runhcs-wcow-hypervisor", "wcow-vm"}},
 		Admission: Admission{Namespaces: []string{"ingress", "kube-system"}, PodSelector: "hostports=allowed",
-			HostPortRanges: []string{"80", "443", "30000-32767"}, HostIPs: []string{"10.0.0.0/24"}, Deny: []string{}},
+			HostPortRanges: []string{"80", "443", "30000-32767"}, HostIPs: []string{"10.0.0.0/24"}, Deny: []string{},
+			PodSecurity: "enforce", PodSecurityDefaultLevel: "baseline", PodSecurityExemptNamespaces: []string{"kube-system"}},
 		NRI:        NRI{Socket: "/run/nri/nri.sock", PluginName: "portmap", PluginIndex: "10", ReconnectMax: Duration{5 * time.Second}},
 		Containerd: Containerd{Address: "/run/containerd/containerd.sock", Namespace: "k8s.io"},
 		HCN: HCN{Backend: "simulated", SimulatorAddress: "unix:///tmp/sim.sock", Network: "pods", CreateNetwork: true, AllowCNINetwork: true,

@@ -21,6 +21,10 @@ type Options struct {
 	// Limits bound one pod's request.
 	Limits    request.Limits
 	Admission *admission.Policy // nil: admit everything
+	// Namespaces tells the namespaces' Pod Security labels (package kube's
+	// watch); nil: they cannot be read (kubernetes.enabled = false), and
+	// where the policy checks Pod Security the annotation is refused.
+	Namespaces admission.Namespaces
 	// Deadline bounds the HCN work a pod start may hold up the runtime for.
 	Deadline time.Duration
 	// FailOpen: when HCN misses the deadline the pod proceeds and the
@@ -133,6 +137,10 @@ func (c *Core) Go(fn func(ctx context.Context)) {
 // Endpoints is how many sandboxes have an endpoint of ours, as far as the
 // controller knows (a metric).
 func (c *Core) Endpoints() int { return c.st.endpointCount() }
+
+// Failing counts the pods whose mappings fail now, by the reason their
+// owners are told (Reason* constants).
+func (c *Core) Failing() map[string]int { return c.st.failing() }
 
 // PodLog is the core's logger with the pod's fields (pod, namespace,
 // sandbox).

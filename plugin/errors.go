@@ -109,6 +109,11 @@ var errorTable = []row{
 	{is(request.ErrBadMetadata), errorKind{retry: retryNever, class: ClassError, reason: ReasonHostPortsUnknown, quiet: true, counted: true, level: logrus.WarnLevel, says: "containerd's record of the sandbox does not decode"}},
 	{is(ErrInvalidPod), rejected(ClassInvalid, ReasonInvalid)},
 	{is(admission.ErrDenied), rejected(ClassDenied, ReasonDenied)},
+	{is(admission.ErrPodSecurity), rejected(ClassDenied, ReasonPodSecurity)},
+	// the API server not reached yet: waited out while the pod is live,
+	// never granted meanwhile
+	{is(admission.ErrLevelUnknown), errorKind{retry: retryAlways, class: ClassDenied, reason: ReasonPodSecurityUnknown, counted: true,
+		level: logrus.WarnLevel, says: "host ports held back: the namespace's Pod Security level is not known yet"}},
 	{is(ErrPortConflict), rejected(ClassConflict, ReasonConflict)},
 	{is(ErrDeadline), errorKind{retry: retryNever, class: ClassDeadline, reason: ReasonHNS, counted: true, level: logrus.WarnLevel, says: "HCN slower than the deadline"}},
 	{is(ErrAPIGone), errorKind{retry: retryNever, class: ClassError, quiet: true, level: logrus.DebugLevel, says: "not reported: the pod is gone"}},

@@ -44,6 +44,12 @@ const (
 	// its hostPorts are, does not decode (a containerd whose format
 	// changed): they are not mapped; the annotation's are.
 	ReasonHostPortsUnknown = "HostPortsUnknown"
+	// ReasonPodSecurity: the annotation refused by the namespace's Pod
+	// Security level (baseline, restricted), as hostPort is.
+	ReasonPodSecurity = "PodSecurityForbidsHostPorts"
+	// ReasonPodSecurityUnknown: the annotation held back while the
+	// namespace's level has not been read from the API server.
+	ReasonPodSecurityUnknown = "PodSecurityLevelUnknown"
 )
 
 // CNIMapping is one of the pod's host ports that another endpoint of its

@@ -34,7 +34,8 @@ import (
 //	inbox.waiters    added by triggers,        commit: each is told once
 //	                 taken by commit
 //	known.*          commit, from the outcome  snapshot, the read-only
-//	                 of the sandbox's own sync  queries (ports, holders, gauges)
+//	                 of the sandbox's own sync  queries (ports, holders, gauges,
+//	                 (known.err: its error)     a start past its deadline)
 //	index            commit (known.ports)      conflict
 //	loaded           the first listing of HNS  snapshot (a record never
 //	                 (markLoaded, once)         committed: no endpoint)
@@ -75,6 +76,7 @@ type known struct {
 	final     bool        // containerd said its task stopped: a tombstone
 	gone      bool        // containerd no longer has it
 	sandbox   bool        // containerd said it is a CRI sandbox
+	err       error       // what its last sync failed with (nil: it did not)
 	// set by commit
 	committed bool   // a sync has committed it
 	synced    uint64 // the inbox generation the last sync began with
@@ -237,7 +239,10 @@ func (s *state) commit(id string, sn snap, out known, retrying bool) []waiter {
 	// a sandbox's tombstone stays while containerd has it; an application
 	// container's exit (never known as a sandbox) leaves nothing
 	tombstone := (r.in.stopped || out.final) && !(r.in.removed || out.gone) && (r.in.claimed || out.sandbox)
-	if !retrying && len(keep) == 0 && r.in.gen <= sn.gen && !out.holds(s.loaded) && !tombstone {
+	// a pod whose mappings fail is kept while it is failing: it is counted
+	// (Failing), and the next trigger finds its record
+	failing := failureReason(out.err) != ""
+	if !retrying && len(keep) == 0 && r.in.gen <= sn.gen && !out.holds(s.loaded) && !tombstone && !failing {
 		delete(s.recs, id)
 	}
 	return tell
@@ -262,6 +267,17 @@ func (s *state) conflict(id string, policies []hcn.PortMappingPolicy) error {
 		}
 		return ""
 	})
+}
+
+// lastErr is what the last sync of id failed with (nil: it did not, or
+// none ran).
+func (s *state) lastErr(id string) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if r := s.recs[id]; r != nil {
+		return r.known.err
+	}
+	return nil
 }
 
 // confirmedOf is how many syncs found holder live with its endpoint.
@@ -300,6 +316,21 @@ func (s *state) ids() []string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return slices.Collect(maps.Keys(s.recs))
+}
+
+// failing counts the sandboxes whose last sync failed, by the reason their
+// owners are told (errors that are not the owners' business are not
+// counted: a sandbox gone, the plugin stopping).
+func (s *state) failing() map[string]int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := map[string]int{}
+	for _, r := range s.recs {
+		if reason := failureReason(r.known.err); reason != "" { // a stop's sync ends it
+			out[reason]++
+		}
+	}
+	return out
 }
 
 // endpointCount is how many sandboxes have an endpoint, as far as known.

@@ -93,6 +93,7 @@ func (c *Core) process(id string) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	out := c.sync(ctx, sn)
 	cancel()
+	out.known.err = out.err
 	again := out.err != nil && retries(out.err, sn.attempt) && !c.closing.Load()
 	if !again {
 		out.known.waitFor = nil // a conflict's wait ends with its work
@@ -163,8 +164,10 @@ func (c *Core) tell(sn snap, out outcome, again bool, waiters []waiter) {
 //     container is not ours;
 //  4. live? a start seen says so; otherwise containerd's task and HCN's
 //     namespace tell; a sandbox that no longer runs is stopped (1);
-//  5. the request: the mappings from its sources, limits, admission (a
-//     record that does not decode leaves its hostPorts unknown, reported);
+//  5. the request: the mappings from its sources, limits, the annotation's
+//     Pod Security, admission (a record that does not decode leaves its
+//     hostPorts unknown, reported); a pod whose endpoint is in place was
+//     admitted already;
 //  6. nothing asked for, no Windows namespace, Hyper-V isolation, or all
 //     of it mapped by the CNI already (asked only of a pod with hostPorts,
 //     the only mappings a CNI is given): no endpoint of ours;
@@ -240,7 +243,10 @@ func (c *Core) decide(ctx context.Context, sn snap) outcome {
 		o.known.cni = nil
 		return o.fail(c.teardown(ctx, &o))
 	}
-	req, err := c.request(p, sb, annotated, decided) // 5
+	// a pod whose endpoint is in place was admitted when it was built: a
+	// policy or a namespace label changed since does not take its ports
+	admitted := o.known.epsKnown && len(o.known.eps) > 0
+	req, err := c.request(p, sb, annotated, decided, admitted) // 5
 	o.pod, o.unreadable = req.pod, req.unreadable
 	p = req.pod
 	if err != nil {
@@ -536,7 +542,7 @@ func (c *Core) describeHolder(ctx context.Context, err error) {
 	if serr != nil || len(sb.Metadata) == 0 {
 		return
 	}
-	if r, rerr := c.request(Pod{ID: ce.HolderID, Partial: true}, sb, nil, false); rerr == nil && r.pod.Name != "" {
+	if r, rerr := c.request(Pod{ID: ce.HolderID, Partial: true}, sb, nil, false, true); rerr == nil && r.pod.Name != "" {
 		ce.Holder = r.pod.Namespace + "/" + r.pod.Name
 	}
 }
@@ -578,11 +584,13 @@ type podRequest struct {
 // gave and containerd's record: a partial pod is completed from the CRI
 // metadata, and the mappings come from the enabled sources (annotated:
 // the annotation's, parsed already when parsed is set), merged, and are
-// admitted by the node's policy. known is false for a partial pod whose
+// admitted by the node's policy (the annotation's also by its namespace's
+// Pod Security level), unless admitted already: a policy applies to
+// endpoints not yet built, never takes a built one away. known is false for a partial pod whose
 // record has no CRI metadata, or none that decodes. The record is the
 // runtime's, not the pod author's: one that does not decode never fails
 // the pod (unreadable says so), the annotation is still mapped.
-func (c *Core) request(p Pod, sb *SandboxInfo, annotated []request.PortMapping, parsed bool) (podRequest, error) {
+func (c *Core) request(p Pod, sb *SandboxInfo, annotated []request.PortMapping, parsed, admitted bool) (podRequest, error) {
 	r := podRequest{pod: p, known: !p.Partial}
 	var meta *request.CRIMetadata
 	if len(sb.Metadata) > 0 {
@@ -620,17 +628,16 @@ func (c *Core) request(p Pod, sb *SandboxInfo, annotated []request.PortMapping, 
 			return r, fmt.Errorf("pod %s: %w: %w", r.pod, ErrInvalidPod, err)
 		}
 	}
-	if err := c.admit(r.pod, r.mappings); err != nil {
-		return r, fmt.Errorf("pod %s: %w", r.pod, err)
+	if pol := c.policy.Load(); pol != nil && !admitted {
+		ap := admission.Pod{Namespace: r.pod.Namespace, Labels: r.pod.Labels}
+		if err := pol.Admit(ap, r.mappings); err != nil {
+			return r, fmt.Errorf("pod %s: %w", r.pod, err)
+		}
+		// hostPorts passed Pod Security at the API server; the annotation
+		// is held to it here
+		if err := pol.AdmitAnnotation(ap, annotated, c.opt.Namespaces); err != nil {
+			return r, fmt.Errorf("pod %s: %w", r.pod, err)
+		}
 	}
 	return r, nil
-}
-
-// admit applies the node's host-port admission policy to the pod's mappings.
-func (c *Core) admit(p Pod, ms []request.PortMapping) error {
-	pol := c.policy.Load()
-	if pol == nil || len(ms) == 0 {
-		return nil
-	}
-	return pol.Admit(admission.Pod{Namespace: p.Namespace, Labels: p.Labels}, ms)
 }

@@ -84,12 +84,20 @@ func (c *Core) StartPod(ctx context.Context, p Pod) error {
 	}
 	c.opt.Observer.Operation("start", ClassDeadline)
 	log := c.PodLog(p).WithField("deadline", c.opt.Deadline.String())
+	last := c.st.lastErr(p.ID) // what held it up, when a sync has said
+	if last != nil {
+		log = log.WithError(last)
+	}
 	if c.opt.FailOpen {
-		log.Warn("HCN is slower than the deadline: the pod proceeds, its endpoint is completed in the background (fail-open)")
+		log.Warn("host ports not in place within the deadline: the pod proceeds, its endpoint is completed in the background (fail-open)")
 		return nil
 	}
 	c.enqueue(p.ID, sighting{stop: true}) // the runtime is told the pod failed: leave nothing behind
-	log.Warn("HCN is slower than the deadline: the pod fails, its endpoint is rolled back (fail-closed)")
+	log.Warn("host ports not in place within the deadline: the pod fails, its endpoint is rolled back (fail-closed)")
+	if last != nil {
+		return fmt.Errorf("pod %s: %w (%s, failure_policy fail-closed); what was started is rolled back; the last attempt: %w",
+			p, ErrDeadline, c.opt.Deadline, last)
+	}
 	return fmt.Errorf("pod %s: %w (%s, failure_policy fail-closed); what was started is rolled back", p, ErrDeadline, c.opt.Deadline)
 }
 

@@ -154,6 +154,7 @@ func metricNames(t *testing.T) map[string]bool {
 	t.Helper()
 	m := telemetry.New("test")
 	m.CountEndpoints(func() int { return 0 })
+	m.CountFailing(func() map[string]int { return map[string]int{"HostPortDenied": 1} })
 	m.KubeReporter(true)
 	// every labelled family appears once it has a sample
 	m.Operation("start", "ok")

@@ -15,13 +15,9 @@ import (
 	"github.com/nri-hcn-portmap/nri-hcn-portmap/plugin/kube"
 )
 
-// newKubeReporter builds the client (nothing is dialled yet: start-up never
-// waits for the API server) and the reporter.
-func newKubeReporter(cfg config.Kubernetes, metrics kube.Metrics, log *logrus.Entry) (*kube.Reporter, error) {
-	node := cmp.Or(cfg.NodeName, os.Getenv("NODE_NAME"))
-	if node == "" {
-		return nil, fmt.Errorf("kubernetes.enabled: kubernetes.node_name is empty and NODE_NAME is not set (the DaemonSet passes it from the downward API)")
-	}
+// newKubeAPI builds the API server's client from [kubernetes] (nothing is
+// dialled yet: start-up never waits for the API server).
+func newKubeAPI(cfg config.Kubernetes) (*kube.RESTAPI, error) {
 	var (
 		rc  *rest.Config
 		err error
@@ -38,6 +34,15 @@ func newKubeReporter(cfg config.Kubernetes, metrics kube.Metrics, log *logrus.En
 	api, err := kube.NewRESTAPI(rc)
 	if err != nil {
 		return nil, fmt.Errorf("kubernetes client: %w", err)
+	}
+	return api, nil
+}
+
+// newKubeReporter is the reporter to pods of this node.
+func newKubeReporter(cfg config.Kubernetes, api *kube.RESTAPI, metrics kube.Metrics, log *logrus.Entry) (*kube.Reporter, error) {
+	node := cmp.Or(cfg.NodeName, os.Getenv("NODE_NAME"))
+	if node == "" {
+		return nil, fmt.Errorf("kubernetes.enabled: kubernetes.node_name is empty and NODE_NAME is not set (the DaemonSet passes it from the downward API)")
 	}
 	return kube.New(kube.Options{API: api, Node: node, QueueSize: cfg.QueueSize, Metrics: metrics,
 		Log: log.WithField("component", "kubernetes")}), nil

@@ -103,8 +103,9 @@ type app struct {
 	srcs    *sources.Sources
 	admin   *admin.Admin
 	metrics *telemetry.Metrics
-	kube    *kube.Reporter // nil unless kubernetes.enabled
-	reloads sync.Mutex     // one reload at a time (SIGHUP, /reload, SCM)
+	kube    *kube.Reporter   // nil unless kubernetes.enabled
+	nss     *kube.Namespaces // nil unless kubernetes.enabled
+	reloads sync.Mutex       // one reload at a time (SIGHUP, /reload, SCM)
 }
 
 // build wires the plugin: HCN (bounded, instrumented), containerd, the core
@@ -125,7 +126,13 @@ func build(ctx context.Context, cfg config.Config, flags *config.Flags, log *log
 	var reporter plugin.Reporter
 	if cfg.Kubernetes.Enabled {
 		// the reporter never stops the plugin from mapping ports
-		if a.kube, err = newKubeReporter(cfg.Kubernetes, a.metrics, log); err != nil {
+		api, err := newKubeAPI(cfg.Kubernetes)
+		if err == nil {
+			a.nss = kube.NewNamespaces(api, a.metrics, log.WithField("component", "namespaces"))
+			opt.Namespaces = a.nss
+			a.kube, err = newKubeReporter(cfg.Kubernetes, api, a.metrics, log)
+		}
+		if err != nil {
 			log.WithError(err).Error("kubernetes.enabled, but the API server cannot be reached: pods' owners are not told " +
 				"(no events, no condition); ports are mapped all the same")
 			a.metrics.KubeReporter(false)
@@ -134,9 +141,11 @@ func build(ctx context.Context, cfg config.Config, flags *config.Flags, log *log
 			a.metrics.KubeReporter(true)
 		}
 	}
+	sayPodSecurity(cfg, a.nss != nil, log)
 	opt.Observer, opt.Reporter = a.metrics, reporter
 	a.core = plugin.NewCore(mgr, a.store, opt, log)
 	a.metrics.CountEndpoints(a.core.Endpoints)
+	a.metrics.CountFailing(a.core.Failing)
 	resync := plugin.NewResyncer(a.core, cfg.Plugin.ResyncInterval.Duration, log)
 	mode, nriSrc := cfg.Plugin.Source, launched
 	if nriSrc != nil {
@@ -187,6 +196,9 @@ func (a *app) run(ctx context.Context) error {
 	if a.kube != nil { // never waited for: the API server is off the path
 		go a.kube.Run(ctx)
 	}
+	if a.nss != nil { // until it has listed, annotations wait (never granted)
+		go a.nss.Run(ctx)
+	}
 	if a.cfg.Admin.Listen != "" {
 		go func() {
 			if err := a.admin.Serve(ctx, a.cfg.Admin.Listen); err != nil {
@@ -208,6 +220,26 @@ func (a *app) run(ctx context.Context) error {
 	err := a.srcs.Run(ctx)
 	a.log.Info("nri-hcn-portmap stopping: finishing in-flight work")
 	return err
+}
+
+// sayPodSecurity says at start how the annotation meets Pod Security:
+// checked against the namespaces' levels, off (another policy engine's
+// job), or refused on every pod because no namespace can be read.
+func sayPodSecurity(cfg config.Config, readable bool, log *logrus.Entry) {
+	a := cfg.Admission
+	switch {
+	case !cfg.Plugin.UsesMappings(config.MappingsAnnotations):
+	case a.PodSecurity == config.PodSecurityOff:
+		log.WithField("admission.pod_security", a.PodSecurity).Warn("Pod Security is not checked for the port-mappings annotation: " +
+			"any pod the other admission rules allow gets its host ports, whatever its namespace's level")
+	case !readable:
+		log.WithField("admission.pod_security", a.PodSecurity).Warn("the namespaces' Pod Security levels cannot be read " +
+			"(kubernetes.enabled = false, or no API server configuration): every pod's port-mappings annotation is refused; " +
+			"enable [kubernetes], or set admission.pod_security = \"off\" where another policy engine guards the annotation")
+	default:
+		log.WithFields(logrus.Fields{"admission.pod_security": a.PodSecurity, "default_level": a.PodSecurityDefaultLevel,
+			"exempt": fmt.Sprint(a.PodSecurityExemptNamespaces)}).Info("the port-mappings annotation obeys the namespaces' Pod Security levels")
+	}
 }
 
 // reload re-reads the configuration file (and flags): the admission policy

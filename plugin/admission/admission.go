@@ -4,7 +4,9 @@
 // Kubernetes PodSecurity admission does not inspect, so it enforces a policy
 // of its own: namespaces and an optional label selector say which pods may
 // have host ports, ranges and host IPs say which, and a deny list wins over
-// everything.
+// everything. And the annotation obeys the namespace's Pod Security level
+// as Kubernetes' hostPort does (AdmitAnnotation): baseline and restricted
+// forbid host ports.
 package admission
 
 import (
@@ -45,6 +47,9 @@ func has(r config.PortRange, m request.PortMapping) bool {
 
 // Policy is the configuration's admission rules, compiled.
 type Policy struct {
+	podSecurity  bool
+	defaultLevel string
+	exempt       map[string]bool
 	anyNamespace bool
 	namespaces   map[string]bool
 	selector     labels.Selector // nil: every pod
@@ -71,9 +76,13 @@ func Compile(r config.Admission) (*Policy, error) {
 		return nil, err
 	}
 	p := &Policy{anyNamespace: rules.AnyNamespace, namespaces: map[string]bool{}, selectorText: rules.PodSelector,
-		ranges: rules.Ranges, hostIPs: rules.HostIPs, deny: rules.Deny}
+		ranges: rules.Ranges, hostIPs: rules.HostIPs, deny: rules.Deny,
+		podSecurity: rules.PodSecurity, defaultLevel: rules.DefaultLevel, exempt: map[string]bool{}}
 	for _, ns := range rules.Namespaces {
 		p.namespaces[ns] = true
+	}
+	for _, ns := range rules.ExemptNamespaces {
+		p.exempt[ns] = true
 	}
 	if rules.PodSelector != "" {
 		if p.selector, err = labels.Parse(rules.PodSelector); err != nil {

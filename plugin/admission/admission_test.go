@@ -84,7 +84,7 @@ func TestAdmit(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			p, err := Compile(tt.rules)
+			p, err := Compile(withoutPodSecurity(tt.rules))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -103,6 +103,13 @@ func TestAdmit(t *testing.T) {
 	}
 }
 
+// withoutPodSecurity is rules with the Pod Security check off (its own
+// test is TestAdmitAnnotation).
+func withoutPodSecurity(rules config.Admission) config.Admission {
+	rules.PodSecurity, rules.PodSecurityDefaultLevel = config.PodSecurityOff, config.LevelPrivileged
+	return rules
+}
+
 func TestCompileRejects(t *testing.T) {
 	tests := []struct {
 		rules config.Admission
@@ -119,6 +126,11 @@ func TestCompileRejects(t *testing.T) {
 		{config.Admission{Deny: []string{"3389/sctp"}}, `admission.deny = "3389/sctp": protocol "sctp"`},
 		{config.Admission{Deny: []string{"rdp"}}, `admission.deny = "rdp"`},
 		{config.Admission{HostIPs: []string{"10.0.0.0/33"}}, `admission.host_ips = "10.0.0.0/33"`},
+		{config.Admission{PodSecurity: "warn", PodSecurityDefaultLevel: "privileged"}, `admission.pod_security = "warn": must be enforce or off`},
+		{config.Admission{PodSecurity: "", PodSecurityDefaultLevel: "privileged"}, `admission.pod_security = "": must be enforce or off`},
+		{config.Admission{PodSecurity: "off", PodSecurityDefaultLevel: "Baseline"}, `admission.pod_security_default_level = "Baseline": must be privileged, baseline or restricted`},
+		{config.Admission{PodSecurity: "off", PodSecurityDefaultLevel: "privileged", PodSecurityExemptNamespaces: []string{"kube system"}},
+			`admission.pod_security_exempt_namespaces = "kube system"`},
 	}
 	for _, tt := range tests {
 		if _, err := Compile(tt.rules); err == nil || !strings.Contains(err.Error(), tt.want) {

@@ -114,13 +114,32 @@ func (a *RESTAPI) PatchPodStatus(ctx context.Context, namespace, name string, pa
 // do sends one request; a non-2xx answer is an ErrAPI error carrying the
 // API server's own message (a metav1.Status) and code.
 func (a *RESTAPI) do(ctx context.Context, method, path, contentType string, body []byte, into any) error {
-	u := *a.base
-	u.Path = strings.TrimSuffix(u.Path, "/") + path
-	req, err := http.NewRequestWithContext(ctx, method, u.String(), bytes.NewReader(body))
+	res, err := a.send(ctx, method, path, "application/json", contentType, body)
 	if err != nil {
 		return err
 	}
-	req.Header.Set("Accept", "application/json")
+	return decode(res, into)
+}
+
+// doAccept is do for a GET asking for accept.
+func (a *RESTAPI) doAccept(ctx context.Context, method, path, accept string, into any) error {
+	res, err := a.send(ctx, method, path, accept, "", nil)
+	if err != nil {
+		return err
+	}
+	return decode(res, into)
+}
+
+// send sends one request and returns the answer, whatever its status.
+func (a *RESTAPI) send(ctx context.Context, method, path, accept, contentType string, body []byte) (*http.Response, error) {
+	u := *a.base
+	p, query, _ := strings.Cut(path, "?")
+	u.Path, u.RawQuery = strings.TrimSuffix(u.Path, "/")+p, query
+	req, err := http.NewRequestWithContext(ctx, method, u.String(), bytes.NewReader(body))
+	if err != nil {
+		return nil, err
+	}
+	req.Header.Set("Accept", accept)
 	if contentType != "" {
 		req.Header.Set("Content-Type", contentType)
 	}
@@ -129,23 +148,140 @@ func (a *RESTAPI) do(ctx context.Context, method, path, contentType string, body
 	}
 	res, err := a.client.Do(req)
 	if err != nil {
-		return fmt.Errorf("%w: %w", plugin.ErrAPIUnavailable, err)
+		return nil, fmt.Errorf("%w: %w", plugin.ErrAPIUnavailable, err)
 	}
+	return res, nil
+}
+
+// decode reads an answer into into (nil: discarded), or its error.
+func decode(res *http.Response, into any) error {
 	defer res.Body.Close()
+	if err := statusError(res); err != nil {
+		return err
+	}
 	data, err := io.ReadAll(io.LimitReader(res.Body, 4<<20))
 	if err != nil {
 		return err
-	}
-	if res.StatusCode/100 != 2 {
-		var st metav1.Status
-		msg := strings.TrimSpace(string(data))
-		if json.Unmarshal(data, &st) == nil && st.Message != "" {
-			msg = st.Message
-		}
-		return fmt.Errorf("%w (%w): HTTP %d: %s", ErrAPI, kindOfStatus(res.StatusCode), res.StatusCode, msg)
 	}
 	if into != nil {
 		return json.Unmarshal(data, into)
 	}
 	return nil
+}
+
+// statusError is a non-2xx answer as an ErrAPI error carrying the API
+// server's own message (a metav1.Status) and the plugin's kind of its
+// code; nil for a 2xx one.
+func statusError(res *http.Response) error {
+	if res.StatusCode/100 == 2 {
+		return nil
+	}
+	data, _ := io.ReadAll(io.LimitReader(res.Body, 64<<10))
+	var st metav1.Status
+	msg := strings.TrimSpace(string(data))
+	if json.Unmarshal(data, &st) == nil && st.Message != "" {
+		msg = st.Message
+	}
+	return fmt.Errorf("%w (%w): HTTP %d: %s", ErrAPI, kindOfStatus(res.StatusCode), res.StatusCode, msg)
+}
+
+var _ NamespaceAPI = (*RESTAPI)(nil)
+
+// objectMeta is what the plugin decodes of an object: its metadata alone
+// (the API server is asked for PartialObjectMetadata, as client-go's
+// metadata informers ask, and plain objects decode the same).
+type objectMeta struct {
+	Metadata struct {
+		Name            string            `json:"name"`
+		Labels          map[string]string `json:"labels"`
+		ResourceVersion string            `json:"resourceVersion"`
+	} `json:"metadata"`
+}
+
+func (o objectMeta) namespace() Namespace {
+	return Namespace{Name: o.Metadata.Name, Labels: o.Metadata.Labels}
+}
+
+// metadataAccept asks for metadata only, or the object where the API server
+// cannot (every supported one can: Kubernetes 1.15+).
+const (
+	metadataListAccept = "application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1,application/json"
+	metadataAccept     = "application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1,application/json"
+)
+
+// listPage is how many namespaces one list request reads.
+const listPage = 500
+
+// ListNamespaces implements NamespaceAPI: pages of listPage, one
+// consistent list.
+func (a *RESTAPI) ListNamespaces(ctx context.Context) ([]Namespace, string, error) {
+	var out []Namespace
+	cont := ""
+	for {
+		q := url.Values{"limit": {fmt.Sprint(listPage)}}
+		if cont != "" {
+			q.Set("continue", cont)
+		}
+		var page struct {
+			Metadata struct {
+				ResourceVersion string `json:"resourceVersion"`
+				Continue        string `json:"continue"`
+			} `json:"metadata"`
+			Items []objectMeta `json:"items"`
+		}
+		if err := a.doAccept(ctx, http.MethodGet, "/api/v1/namespaces?"+q.Encode(), metadataListAccept, &page); err != nil {
+			return nil, "", fmt.Errorf("listing namespaces: %w", err)
+		}
+		for _, it := range page.Items {
+			out = append(out, it.namespace())
+		}
+		if cont = page.Metadata.Continue; cont == "" {
+			return out, page.Metadata.ResourceVersion, nil
+		}
+	}
+}
+
+// watchSeconds is how long the API server is asked to keep a watch open:
+// client-go's reflector picks 5 to 10 minutes.
+const watchSeconds = 300
+
+// WatchNamespaces implements NamespaceAPI: a watch with bookmarks, read as
+// the API server streams it.
+func (a *RESTAPI) WatchNamespaces(ctx context.Context, resourceVersion string, each func(WatchEvent)) error {
+	q := url.Values{"watch": {"true"}, "allowWatchBookmarks": {"true"}, "resourceVersion": {resourceVersion},
+		"timeoutSeconds": {fmt.Sprint(watchSeconds)}}
+	res, err := a.send(ctx, http.MethodGet, "/api/v1/namespaces?"+q.Encode(), metadataAccept, "", nil)
+	if err != nil {
+		return fmt.Errorf("watching namespaces: %w", err)
+	}
+	defer res.Body.Close()
+	if res.StatusCode == http.StatusGone {
+		return fmt.Errorf("watching namespaces: %w", errWatch(res.StatusCode, "resource version "+resourceVersion))
+	}
+	if err := statusError(res); err != nil {
+		return fmt.Errorf("watching namespaces: %w", err)
+	}
+	dec := json.NewDecoder(res.Body)
+	for {
+		var ev struct {
+			Type   string          `json:"type"`
+			Object json.RawMessage `json:"object"`
+		}
+		if err := dec.Decode(&ev); err != nil {
+			if errors.Is(err, io.EOF) || ctx.Err() != nil {
+				return ctx.Err() // the API server ended it (nil), or we did
+			}
+			return fmt.Errorf("watching namespaces: %w: %w", plugin.ErrAPIUnavailable, err)
+		}
+		if ev.Type == "ERROR" {
+			var st metav1.Status
+			_ = json.Unmarshal(ev.Object, &st)
+			return errWatch(int(st.Code), st.Message)
+		}
+		var obj objectMeta
+		if err := json.Unmarshal(ev.Object, &obj); err != nil {
+			return fmt.Errorf("watching namespaces: a %s event: %w", ev.Type, err)
+		}
+		each(WatchEvent{Type: ev.Type, Namespace: obj.namespace(), ResourceVersion: obj.Metadata.ResourceVersion})
+	}
 }

@@ -29,6 +29,7 @@ type Metrics struct {
 	kube       *prometheus.CounterVec
 	kubeDrop   prometheus.Counter
 	kubeUp     prometheus.Gauge
+	nsSynced   prometheus.Gauge
 	// kubeUpRegistered: the gauge is there only with kubernetes.enabled
 	kubeUpRegistered bool
 }
@@ -76,6 +77,8 @@ func New(version string) *Metrics {
 		Help: "Reports dropped because the queue to the API server was full (the oldest goes)."})
 	m.kubeUp = prometheus.NewGauge(prometheus.GaugeOpts{Name: "nri_hcn_portmap_kubernetes_reporter_up",
 		Help: "With kubernetes.enabled: 1 when the reporter runs, 0 when it could not be built (no API server configuration); ports are mapped either way."})
+	m.nsSynced = prometheus.NewGauge(prometheus.GaugeOpts{Name: "nri_hcn_portmap_kubernetes_namespaces_synced",
+		Help: "With kubernetes.enabled: 1 while the namespaces' labels (their Pod Security levels) are listed and watched, 0 while not (annotations in namespaces never read wait)."})
 	for _, c := range []prometheus.Collector{m.kube, m.kubeDrop, m.skipped, m.nri, m.source, m.operations, m.denials, m.hcnCalls, m.hcnErrors, m.reconciles, m.repairs, m.reconnects, m.reloads} {
 		f(c)
 	}
@@ -87,6 +90,28 @@ func New(version string) *Metrics {
 func (m *Metrics) CountEndpoints(count func() int) {
 	m.reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "nri_hcn_portmap_endpoints_managed",
 		Help: "HCN endpoints the plugin manages."}, func() float64 { return float64(count()) }))
+}
+
+// CountFailing registers the gauge of the pods whose mappings fail now, by
+// reason, read from count at every scrape.
+func (m *Metrics) CountFailing(count func() map[string]int) {
+	m.reg.MustRegister(&failing{count: count, desc: prometheus.NewDesc("nri_hcn_portmap_pods_failing",
+		"Pods whose host ports are not mapped now, by the reason their owners are told (HostPortDenied, HostPortConflict, PodSecurityForbidsHostPorts, HNSError, ...).",
+		[]string{"reason"}, nil)})
+}
+
+// failing is the pods_failing gauge, read at each scrape.
+type failing struct {
+	count func() map[string]int
+	desc  *prometheus.Desc
+}
+
+func (f *failing) Describe(ch chan<- *prometheus.Desc) { ch <- f.desc }
+
+func (f *failing) Collect(ch chan<- prometheus.Metric) {
+	for reason, n := range f.count() {
+		ch <- prometheus.MustNewConstMetric(f.desc, prometheus.GaugeValue, float64(n), reason)
+	}
 }
 
 // Handler serves /metrics.
@@ -143,7 +168,7 @@ func (m *Metrics) KubeReport(what, result string) { m.kube.WithLabelValues(what,
 // KubeReporter records whether the Kubernetes reporter runs.
 func (m *Metrics) KubeReporter(up bool) {
 	if !m.kubeUpRegistered {
-		m.reg.MustRegister(m.kubeUp)
+		m.reg.MustRegister(m.kubeUp, m.nsSynced)
 		m.kubeUpRegistered = true
 	}
 	v := 0.0
@@ -151,6 +176,15 @@ func (m *Metrics) KubeReporter(up bool) {
 		v = 1
 	}
 	m.kubeUp.Set(v)
+}
+
+// NamespacesSynced records whether the namespaces' labels are current.
+func (m *Metrics) NamespacesSynced(synced bool) {
+	v := 0.0
+	if synced {
+		v = 1
+	}
+	m.nsSynced.Set(v)
 }
 
 // KubeDropped counts a report dropped from a full queue.

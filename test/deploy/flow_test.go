@@ -76,7 +76,7 @@ func TestInstallUninstallFlow(t *testing.T) {
 	}
 
 	// a second release in the same namespace: its own objects and selector
-	helmOn(t, ctx, kubeconfig, "install", "canary", chart, "-n", ns, "--set", "kubernetes.enabled=false")
+	helmOn(t, ctx, kubeconfig, "install", "canary", chart, "-n", ns, "--set", "kubernetes.enabled=false", "--set", "config.admission.podSecurity=off")
 	canary, err := k.Admin.AppsV1().DaemonSets(ns).Get(ctx, "canary-nri-hcn-portmap", metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)

@@ -8,6 +8,7 @@ package deploy
 
 import (
 	"bytes"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -16,6 +17,7 @@ import (
 	"strings"
 	"testing"
 
+	admissionv1 "k8s.io/api/admissionregistration/v1"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
@@ -30,7 +32,10 @@ const (
 	chart       = "../../deploy/helm/nri-hcn-portmap"
 	kustomize   = "../../deploy/kustomize"
 	kubeVersion = "1.30.0"
-	appVersion  = "0.1.0" // Chart.yaml
+	// vapAPI is what an API server with ValidatingAdmissionPolicy lists
+	// (1.30+), as make manifests tells helm
+	vapAPI     = "admissionregistration.k8s.io/v1/ValidatingAdmissionPolicy"
+	appVersion = "0.1.0" // Chart.yaml
 )
 
 // helmBin is the helm that `make helm` installs ($HELM_BIN), or one on PATH.
@@ -59,7 +64,17 @@ func fileExists(p string) bool { _, err := os.Stat(p); return err == nil }
 // render runs helm template as `make manifests` does.
 func render(t *testing.T, release string, set ...string) []byte {
 	t.Helper()
-	args := []string{"template", release, chart, "--namespace", "nri-hcn-portmap", "--kube-version", kubeVersion}
+	out, err := renderErr(t, release, set...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return []byte(out)
+}
+
+// renderErr is render's output, or its error with helm's stderr.
+func renderErr(t *testing.T, release string, set ...string) (string, error) {
+	t.Helper()
+	args := []string{"template", release, chart, "--namespace", "nri-hcn-portmap", "--kube-version", kubeVersion, "--api-versions", vapAPI}
 	for _, s := range set {
 		args = append(args, "--set", s)
 	}
@@ -68,9 +83,9 @@ func render(t *testing.T, release string, set ...string) []byte {
 	cmd.Stderr = &stderr
 	out, err := cmd.Output()
 	if err != nil {
-		t.Fatalf("helm %v: %v\n%s", args, err, stderr.String())
+		return stderr.String(), fmt.Errorf("helm %v: %w\n%s", args, err, stderr.String())
 	}
-	return out
+	return string(out), nil
 }
 
 // objects decodes a rendered stream strictly, by kind.
@@ -83,6 +98,8 @@ type objects struct {
 	bindings        []rbacv1.ClusterRoleBinding
 	services        []corev1.Service
 	monitors        []monitor // PodMonitor and ServiceMonitor (Prometheus Operator)
+	policies        []admissionv1.ValidatingAdmissionPolicy
+	policyBindings  []admissionv1.ValidatingAdmissionPolicyBinding
 }
 
 // monitor is the part of a Prometheus Operator PodMonitor or
@@ -147,6 +164,14 @@ func decodeAll(t *testing.T, stream []byte) objects {
 			var svc corev1.Service
 			strict(&svc)
 			o.services = append(o.services, svc)
+		case "ValidatingAdmissionPolicy":
+			var p admissionv1.ValidatingAdmissionPolicy
+			strict(&p)
+			o.policies = append(o.policies, p)
+		case "ValidatingAdmissionPolicyBinding":
+			var b admissionv1.ValidatingAdmissionPolicyBinding
+			strict(&b)
+			o.policyBindings = append(o.policyBindings, b)
 		case "PodMonitor", "ServiceMonitor":
 			var m monitor
 			strict(&m)
@@ -351,8 +376,8 @@ func TestChartSchema(t *testing.T) {
 
 // TestChartRBAC: the DaemonSet reports to the API server under its own
 // ServiceAccount, with the node name from the downward API and least
-// privilege: pods get, pods/status patch, events.k8s.io events create;
-// nothing else. kubernetes.enabled=false renders none of it.
+// privilege: pods get, pods/status patch, events.k8s.io events create,
+// namespaces get/list/watch; nothing else. kubernetes.enabled=false renders none of it.
 func TestChartRBAC(t *testing.T) {
 	o := decodeAll(t, render(t, "nri-hcn-portmap"))
 	if cfg := configOf(t, o); !cfg.Kubernetes.Enabled || cfg.Kubernetes.Kubeconfig != "" {
@@ -366,6 +391,7 @@ func TestChartRBAC(t *testing.T) {
 		{APIGroups: []string{""}, Resources: []string{"pods"}, Verbs: []string{"get"}},
 		{APIGroups: []string{""}, Resources: []string{"pods/status"}, Verbs: []string{"patch"}},
 		{APIGroups: []string{"events.k8s.io"}, Resources: []string{"events"}, Verbs: []string{"create"}},
+		{APIGroups: []string{""}, Resources: []string{"namespaces"}, Verbs: []string{"get", "list", "watch"}}, // Pod Security labels
 	}
 	if !reflect.DeepEqual(role.Rules, want) {
 		t.Errorf("ClusterRole rules %+v, want exactly %+v", role.Rules, want)
@@ -382,7 +408,13 @@ func TestChartRBAC(t *testing.T) {
 		env[0].ValueFrom.FieldRef.FieldPath != "spec.nodeName" {
 		t.Errorf("env %+v: want NODE_NAME from spec.nodeName", env)
 	}
-	off := decodeAll(t, render(t, "nri-hcn-portmap", "kubernetes.enabled=false"))
+	// without the API server the annotation's Pod Security cannot be
+	// checked: the chart says so, unless the check is off
+	if out, err := renderErr(t, "nri-hcn-portmap", "kubernetes.enabled=false"); err == nil ||
+		!strings.Contains(out, "config.admission.podSecurity=enforce needs kubernetes.enabled=true") {
+		t.Errorf("kubernetes.enabled=false with Pod Security enforced: %v\n%s", err, out)
+	}
+	off := decodeAll(t, render(t, "nri-hcn-portmap", "kubernetes.enabled=false", "config.admission.podSecurity=off"))
 	if len(off.serviceAccounts)+len(off.clusterRoles)+len(off.bindings) != 0 || configOf(t, off).Kubernetes.Enabled {
 		t.Errorf("kubernetes.enabled=false still renders RBAC or enables reporting")
 	}

@@ -396,7 +396,10 @@ func TestNRISourceUsesCRIHostPorts(t *testing.T) {
 // node: no Docker, so no nat network; the plugin creates it (NAT: HNS hands
 // out its addresses, so the endpoint's address is one no CNI's IPAM gives
 // away). Where HNS takes one NAT network only and another NAT network
-// exists, the plugin uses that one.
+// exists, the plugin uses that one. The pod asks by hostPort: the
+// annotation obeys Pod Security (issue 31), which the default
+// configuration, with no [kubernetes], cannot read, so an annotated pod is
+// refused, the error naming the way out.
 func TestDefaultConfigMapsAPodOnAFreshNode(t *testing.T) {
 	for _, tc := range []struct {
 		name     string
@@ -422,7 +425,8 @@ func TestDefaultConfigMapsAPodOnAFreshNode(t *testing.T) {
 			if err := env.StartPluginEvents(ctx); err != nil {
 				t.Fatal(err)
 			}
-			p := pod("fresh-node", "8690:80")
+			p := pod("fresh-node", "")
+			p.HostPorts = []*runtimeapi.PortMapping{hostPort(runtimeapi.Protocol_TCP, 80, 8690, "")}
 			guid := runSandbox(t, ctx, env, p)
 			wantEndpoint(t, ctx, env, p.ID, guid, []hcn.PortMappingPolicy{tcp(8690, 80, "", 1)})
 			st, _, err := env.SimClient.State(ctx)

@@ -201,7 +201,10 @@ func TestReload(t *testing.T) {
 		t.Fatal(err)
 	}
 	// a valid file: 8950-8959 are now denied, for new pods only
-	write(string(original) + "\n[admission]\ndeny = [\"8950-8959\"]\n")
+	admission := func(keys string) string { // the [admission] section gains keys
+		return strings.Replace(string(original), "[admission]\n", "[admission]\n"+keys, 1)
+	}
+	write(admission("deny = [\"8950-8959\"]\n"))
 	out, _, err := env.Command(ctx, "reload")
 	if err != nil || out != "reloaded: admission policy applied to new pods\n" {
 		t.Fatalf("reload: %q, %v", out, err)
@@ -215,7 +218,7 @@ func TestReload(t *testing.T) {
 	wantEndpoint(t, ctx, env, keep.ID, keepNS, []hcn.PortMappingPolicy{tcp(8950, 80, "", 1)}) // admitted before: kept
 
 	// an invalid file is rejected and the policy in force stays
-	bad := string(original) + "\n[admission]\ndeny = [\"8950-8959\"]\nhost_port_range = [\"1-65535\"]\n"
+	bad := admission("deny = [\"8950-8959\"]\nhost_port_range = [\"1-65535\"]\n")
 	write(bad)
 	badLine := strings.Count(bad[:strings.Index(bad, "host_port_range")], "\n") + 1
 	out, stderr, err := env.Command(ctx, "reload")

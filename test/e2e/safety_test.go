@@ -23,7 +23,8 @@ mapping_sources = ["annotations", "cri"]
 [admission]
 namespaces = ["ingress"]
 host_port_ranges = ["443", "1024-65535"]
-`+harness.NetworkConfig)
+pod_security = "off"
+`+harness.HCNConfig)
 	if err := env.StartPlugin(ctx); err != nil {
 		t.Fatal(err)
 	}

@@ -81,9 +81,9 @@ type Options struct {
 	Simulator string
 }
 
-// NetworkConfig creates the NAT network the endpoints go on and logs at
-// debug level.
-const NetworkConfig = `
+// HCNConfig creates the NAT network the endpoints go on and logs at debug
+// level.
+const HCNConfig = `
 [hcn]
 network = "nat"
 create_network = true
@@ -94,6 +94,17 @@ gateway = "172.30.0.1"
 [log]
 level = "debug"
 `
+
+// NoPodSecurity turns the annotation's Pod Security check off: the tests
+// of other behaviours run no API server to read namespace labels from
+// (the check's own tests do: test/e2e/podsecurity_test.go).
+const NoPodSecurity = `
+[admission]
+pod_security = "off"
+`
+
+// NetworkConfig is HCNConfig for tests that run no API server.
+const NetworkConfig = HCNConfig + NoPodSecurity
 
 // DefaultConfig takes mappings from annotations and Kubernetes hostPort.
 const DefaultConfig = `[plugin]

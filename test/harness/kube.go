@@ -195,13 +195,43 @@ func (k *Kube) Stop() {
 // namespace/name (TokenRequest) and writes a kubeconfig with it: the plugin
 // then has exactly that ServiceAccount's RBAC.
 func (k *Kube) ServiceAccountKubeconfig(ctx context.Context, namespace, name string) (string, error) {
+	token, err := k.Token(ctx, namespace, name)
+	if err != nil {
+		return "", err
+	}
+	return k.writeKubeconfig(name, token)
+}
+
+// Client is a clientset that authenticates with token.
+func (k *Kube) Client(token string) (*kubernetes.Clientset, error) {
+	return kubernetes.NewForConfig(k.config(token))
+}
+
+// PodToken mints a token of the ServiceAccount namespace/sa bound to pod
+// (which runs as sa), as kubelet gets one for the pod's projected volume:
+// the API server names the pod's node in it
+// (authentication.kubernetes.io/node-name, Kubernetes 1.30+).
+func (k *Kube) PodToken(ctx context.Context, namespace, sa string, pod *corev1.Pod) (string, error) {
 	exp := int64(3600)
-	tr, err := k.Admin.CoreV1().ServiceAccounts(namespace).CreateToken(ctx, name,
+	tr, err := k.Admin.CoreV1().ServiceAccounts(namespace).CreateToken(ctx, sa, &authv1.TokenRequest{Spec: authv1.TokenRequestSpec{
+		ExpirationSeconds: &exp,
+		BoundObjectRef:    &authv1.BoundObjectReference{Kind: "Pod", APIVersion: "v1", Name: pod.Name, UID: pod.UID},
+	}}, metav1.CreateOptions{})
+	if err != nil {
+		return "", fmt.Errorf("token for %s/%s bound to pod %s: %w", namespace, sa, pod.Name, err)
+	}
+	return tr.Status.Token, nil
+}
+
+// Token mints a token of the ServiceAccount namespace/sa bound to nothing.
+func (k *Kube) Token(ctx context.Context, namespace, sa string) (string, error) {
+	exp := int64(3600)
+	tr, err := k.Admin.CoreV1().ServiceAccounts(namespace).CreateToken(ctx, sa,
 		&authv1.TokenRequest{Spec: authv1.TokenRequestSpec{ExpirationSeconds: &exp}}, metav1.CreateOptions{})
 	if err != nil {
-		return "", fmt.Errorf("token for %s/%s: %w", namespace, name, err)
+		return "", fmt.Errorf("token for %s/%s: %w", namespace, sa, err)
 	}
-	return k.writeKubeconfig(name, tr.Status.Token)
+	return tr.Status.Token, nil
 }
 
 func (k *Kube) writeKubeconfig(name, token string) (string, error) {

@@ -1,0 +1,202 @@
+package kube
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/sirupsen/logrus"
+
+	"github.com/nri-hcn-portmap/nri-hcn-portmap/plugin"
+	"github.com/nri-hcn-portmap/nri-hcn-portmap/plugin/admission"
+	"github.com/nri-hcn-portmap/nri-hcn-portmap/plugin/backoff"
+)
+
+// Namespace is what the plugin reads of a namespace: its name and labels.
+type Namespace struct {
+	Name   string
+	Labels map[string]string
+}
+
+// WatchEvent is one change a watch of namespaces reports.
+type WatchEvent struct {
+	Type      string // ADDED, MODIFIED, DELETED, BOOKMARK
+	Namespace Namespace
+	// ResourceVersion is the object's (a bookmark's: where the watch is)
+	ResourceVersion string
+}
+
+// ErrExpired: the resource version a watch starts from is too old for the
+// API server (410 Gone): the namespaces are listed again.
+var ErrExpired = errors.New("the watch's resource version is too old")
+
+// NamespaceAPI is what the namespace cache asks of the API server (the
+// process boundary, and the seam of the unit tests).
+type NamespaceAPI interface {
+	// ListNamespaces reads every namespace and the resource version the
+	// list is as of.
+	ListNamespaces(ctx context.Context) ([]Namespace, string, error)
+	// WatchNamespaces reports every change after resourceVersion to each
+	// until the watch ends (nil: the API server closed it, as it does
+	// every few minutes) or fails (ErrExpired: list again).
+	WatchNamespaces(ctx context.Context, resourceVersion string, each func(WatchEvent)) error
+}
+
+// NamespaceMetrics is told whether the cache holds the API server's view.
+type NamespaceMetrics interface {
+	NamespacesSynced(synced bool)
+}
+
+// Namespaces is the plugin's view of the namespaces' Pod Security enforce
+// labels (admission.Namespaces), kept by a list and a watch of the API
+// server, as client-go's reflector keeps an informer's store: no request
+// per pod start. What it holds is the API server's word as last read:
+// while the watch is broken and relisted (the API server restarting,
+// unreachable), the labels last read stay in force, and a label changed
+// meanwhile takes effect once the watch is back. A namespace never read
+// (before the first list, or newer than what the watch has shown) is not
+// known: the core then holds the annotation back, never grants it.
+type Namespaces struct {
+	api     NamespaceAPI
+	log     *logrus.Entry
+	metrics NamespaceMetrics
+	// retryMin and retryMax bound the wait before a failed list or watch
+	// is tried again
+	retryMin, retryMax time.Duration
+
+	mu     sync.RWMutex
+	labels map[string]enforceLabel
+}
+
+type enforceLabel struct {
+	value    string
+	labelled bool
+}
+
+var _ admission.Namespaces = (*Namespaces)(nil)
+
+// NewNamespaces returns the cache; Run fills and keeps it. metrics may be
+// nil.
+func NewNamespaces(api NamespaceAPI, metrics NamespaceMetrics, log *logrus.Entry) *Namespaces {
+	return &Namespaces{api: api, log: log, metrics: metrics, retryMin: 200 * time.Millisecond, retryMax: 10 * time.Second,
+		labels: map[string]enforceLabel{}}
+}
+
+// EnforceLabel implements admission.Namespaces.
+func (n *Namespaces) EnforceLabel(namespace string) (string, bool, bool) {
+	n.mu.RLock()
+	defer n.mu.RUnlock()
+	l, ok := n.labels[namespace]
+	return l.value, l.labelled, ok
+}
+
+func labelOf(ns Namespace) enforceLabel {
+	v, ok := ns.Labels[admission.LabelEnforce]
+	return enforceLabel{value: v, labelled: ok}
+}
+
+// Run lists the namespaces, then watches them, until ctx ends: a watch the
+// API server ends is taken up again from where it was, a failed one after
+// a wait, and an expired one by listing again.
+func (n *Namespaces) Run(ctx context.Context) {
+	retry := backoff.New(n.retryMin, max(n.retryMax, n.retryMin))
+	failed := 0
+	for ctx.Err() == nil {
+		items, rv, err := n.api.ListNamespaces(ctx)
+		if err != nil {
+			n.synced(false)
+			failed++
+			n.failure(ctx, err, failed, "listing namespaces failed: annotations in namespaces not read yet are held back")
+			if !retry.Wait(ctx) {
+				return
+			}
+			continue
+		}
+		n.replace(items)
+		level := logrus.DebugLevel
+		if failed > 0 {
+			level = logrus.InfoLevel // said once it works again
+		}
+		n.log.WithField("namespaces", len(items)).Log(level, "namespaces listed: their Pod Security levels are known")
+		failed = 0
+		retry.Reset()
+		for ctx.Err() == nil {
+			n.synced(true)
+			err = n.api.WatchNamespaces(ctx, rv, func(ev WatchEvent) {
+				if ev.ResourceVersion != "" {
+					rv = ev.ResourceVersion
+				}
+				n.apply(ev)
+			})
+			if err == nil {
+				retry.Reset()
+				continue // the API server ended it: take it up again
+			}
+			if errors.Is(err, ErrExpired) || ctx.Err() != nil {
+				break // list again
+			}
+			failed++
+			n.synced(false) // not current: what it holds is what was read last
+			n.failure(ctx, err, failed, "watching namespaces failed: the labels last read stay in force meanwhile")
+			if !retry.Wait(ctx) {
+				return
+			}
+		}
+	}
+}
+
+// failure logs a failed list or watch: the first, and then every tenth,
+// at warning level (or error when the plugin is denied: its RBAC).
+func (n *Namespaces) failure(ctx context.Context, err error, failed int, msg string) {
+	if ctx.Err() != nil {
+		return
+	}
+	level := logrus.DebugLevel
+	if failed == 1 || failed%10 == 0 {
+		level = logrus.WarnLevel
+		if errors.Is(err, plugin.ErrAPIDenied) {
+			level, msg = logrus.ErrorLevel, msg+" (the plugin's ClusterRole needs get, list and watch on namespaces)"
+		}
+	}
+	n.log.WithError(err).WithField("attempt", failed).Log(level, msg)
+}
+
+func (n *Namespaces) synced(on bool) {
+	if n.metrics != nil {
+		n.metrics.NamespacesSynced(on)
+	}
+}
+
+// replace makes a list the whole view.
+func (n *Namespaces) replace(items []Namespace) {
+	next := make(map[string]enforceLabel, len(items))
+	for _, ns := range items {
+		next[ns.Name] = labelOf(ns)
+	}
+	n.mu.Lock()
+	n.labels = next
+	n.mu.Unlock()
+}
+
+func (n *Namespaces) apply(ev WatchEvent) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	switch ev.Type {
+	case "ADDED", "MODIFIED":
+		n.labels[ev.Namespace.Name] = labelOf(ev.Namespace)
+	case "DELETED":
+		delete(n.labels, ev.Namespace.Name)
+	}
+}
+
+// errWatch is a watch's ERROR event as an error: 410 is ErrExpired, the
+// rest the plugin's kind of the status code.
+func errWatch(code int, msg string) error {
+	if code == http.StatusGone {
+		return fmt.Errorf("%w: %s", ErrExpired, msg)
+	}
+	return fmt.Errorf("%w (%w): watch: HTTP %d: %s", ErrAPI, kindOfStatus(code), code, msg)
+}

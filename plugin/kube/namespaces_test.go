@@ -1,0 +1,217 @@
+package kube
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/sirupsen/logrus"
+
+	"github.com/nri-hcn-portmap/nri-hcn-portmap/plugin"
+)
+
+// fakeNamespaces is an API server's namespaces: the test changes them, and
+// what it pushes reaches the watch that runs.
+type fakeNamespaces struct {
+	mu      sync.Mutex
+	ns      map[string]map[string]string // name -> labels
+	listErr error
+	lists   int
+	watches chan chan any // each watch asks for its stream: WatchEvent or error
+}
+
+func newFakeNamespaces() *fakeNamespaces {
+	return &fakeNamespaces{ns: map[string]map[string]string{}, watches: make(chan chan any)}
+}
+
+func (f *fakeNamespaces) ListNamespaces(ctx context.Context) ([]Namespace, string, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.lists++
+	if f.listErr != nil {
+		return nil, "", f.listErr
+	}
+	var out []Namespace
+	for name, l := range f.ns {
+		out = append(out, Namespace{Name: name, Labels: l})
+	}
+	return out, fmt.Sprint(f.lists), nil
+}
+
+func (f *fakeNamespaces) WatchNamespaces(ctx context.Context, rv string, each func(WatchEvent)) error {
+	stream := make(chan any)
+	select {
+	case f.watches <- stream:
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	for {
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case x := <-stream:
+			switch v := x.(type) {
+			case WatchEvent:
+				each(v)
+			case error:
+				if errors.Is(v, io.EOF) {
+					return nil
+				}
+				return v
+			}
+		}
+	}
+}
+
+func (f *fakeNamespaces) set(listErr error, ns map[string]map[string]string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.listErr = listErr
+	if ns != nil {
+		f.ns = ns
+	}
+}
+
+// next is the next watch's stream, once the cache watches.
+func (f *fakeNamespaces) next(t *testing.T) chan any {
+	t.Helper()
+	select {
+	case s := <-f.watches:
+		return s
+	case <-time.After(10 * time.Second): // a guard against a hang
+		t.Fatal("the cache never watched")
+		return nil
+	}
+}
+
+type syncedMetric struct {
+	mu sync.Mutex
+	on []bool
+}
+
+func (m *syncedMetric) NamespacesSynced(on bool) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.on = append(m.on, on)
+}
+
+func (m *syncedMetric) last() (bool, bool) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if len(m.on) == 0 {
+		return false, false
+	}
+	return m.on[len(m.on)-1], true
+}
+
+func eventually(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	end := time.Now().Add(10 * time.Second)
+	for !cond() {
+		if time.Now().After(end) {
+			t.Fatalf("gave up waiting: %s", what)
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
+}
+
+type want struct {
+	value           string
+	labelled, known bool
+}
+
+func label(n *Namespaces, ns string) want {
+	v, l, k := n.EnforceLabel(ns)
+	return want{v, l, k}
+}
+
+const enforce = "pod-security.kubernetes.io/enforce"
+
+// Issue 31: the namespaces' labels come from a list, then a watch. Never
+// read is not known; a watch's changes apply; a broken watch keeps the
+// labels last read (and the metric says the view is not current); an
+// expired one lists again, so a namespace gone meanwhile is no longer
+// known; an API server down from the start leaves everything unknown until
+// it answers.
+func TestNamespacesFollowTheAPIServer(t *testing.T) {
+	api := newFakeNamespaces()
+	api.set(errors.New("connection refused"), map[string]map[string]string{
+		"team": {enforce: "baseline"}, "open": {enforce: "privileged"}, "plain": {"app": "x"}})
+	m := &syncedMetric{}
+	n := NewNamespaces(api, m, logrus.NewEntry(logrus.New()))
+	n.retryMin, n.retryMax = time.Millisecond, 2*time.Millisecond
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	done := make(chan struct{})
+	go func() { n.Run(ctx); close(done) }()
+
+	// the API server down from the start: nothing known, not synced
+	eventually(t, "lists tried", func() bool { api.mu.Lock(); defer api.mu.Unlock(); return api.lists >= 3 })
+	if got := label(n, "team"); got.known {
+		t.Fatalf("team known %+v before any list worked", got)
+	}
+	if on, ok := m.last(); !ok || on {
+		t.Fatalf("synced metric %v (set %v), want 0 while listing fails", on, ok)
+	}
+	api.set(nil, nil)
+	w := api.next(t)
+	for ns, wt := range map[string]want{"team": {"baseline", true, true}, "open": {"privileged", true, true}, "plain": {"", false, true}, "new": {}} {
+		if got := label(n, ns); got != wt {
+			t.Errorf("after the list, %s: %+v, want %+v", ns, got, wt)
+		}
+	}
+	if on, _ := m.last(); !on {
+		t.Error("synced metric 0 after a list")
+	}
+
+	// the watch's changes
+	w <- WatchEvent{Type: "MODIFIED", Namespace: Namespace{Name: "team", Labels: map[string]string{enforce: "privileged"}}, ResourceVersion: "5"}
+	w <- WatchEvent{Type: "ADDED", Namespace: Namespace{Name: "new", Labels: map[string]string{enforce: "restricted"}}, ResourceVersion: "6"}
+	w <- WatchEvent{Type: "DELETED", Namespace: Namespace{Name: "open"}, ResourceVersion: "7"}
+	w <- WatchEvent{Type: "BOOKMARK", ResourceVersion: "8"}
+	eventually(t, "the watch's changes", func() bool {
+		return label(n, "team") == want{"privileged", true, true} && label(n, "new") == want{"restricted", true, true} && !label(n, "open").known
+	})
+
+	// the API server ends the watch: taken up again, nothing listed
+	api.mu.Lock()
+	lists := api.lists
+	api.mu.Unlock()
+	w <- io.EOF
+	w = api.next(t)
+
+	// broken, and the API server unreachable: the labels last read stay
+	api.set(errors.New("connection refused"), nil)
+	w <- fmt.Errorf("%w: reset", plugin.ErrAPIUnavailable)
+	w = api.next(t) // watched again after a wait, from where it was
+	m.mu.Lock()
+	if h := m.on; len(h) < 2 || h[len(h)-2] {
+		t.Errorf("synced metric history %v: want 0 while the watch was broken, 1 once it is back", h)
+	}
+	m.mu.Unlock()
+	if got := label(n, "team"); got != (want{"privileged", true, true}) {
+		t.Fatalf("team after a broken watch: %+v, want the label last read", got)
+	}
+	api.mu.Lock()
+	if api.lists != lists {
+		t.Errorf("a broken watch listed again (%d lists, want %d): it is taken up from where it was", api.lists, lists)
+	}
+	api.mu.Unlock()
+
+	// expired: listed again, as the API server has it now
+	api.set(nil, map[string]map[string]string{"team": {enforce: "restricted"}})
+	w <- fmt.Errorf("%w: too old", ErrExpired)
+	w = api.next(t)
+	for ns, wt := range map[string]want{"team": {"restricted", true, true}, "new": {}, "plain": {}} {
+		if got := label(n, ns); got != wt {
+			t.Errorf("after the relist, %s: %+v, want %+v", ns, got, wt)
+		}
+	}
+	_ = w
+	cancel()
+	<-done
+}

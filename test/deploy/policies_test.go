@@ -1,0 +1,181 @@
+package deploy
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	eventsv1 "k8s.io/api/events/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/nri-hcn-portmap/nri-hcn-portmap/test/harness"
+)
+
+// Issue 31: the chart's admission policies, installed by helm on a real
+// kube-apiserver (its admission plugins on: ValidatingAdmissionPolicy,
+// PodSecurity). An annotated pod in a baseline namespace is refused at
+// create, saying why; in a privileged one, or without the annotation, it
+// is created; the default level for an unlabelled namespace is the chart's
+// value. The plugin's ServiceAccount, with a token bound to its pod on
+// node win-a as kubelet gets it, may write the status of and events on
+// win-a's pods only; a token that names no node may write nothing.
+func TestAdmissionPoliciesOnTheAPIServer(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	defer cancel()
+	k, err := harness.StartKube(ctx, t.TempDir())
+	if k != nil {
+		defer k.Stop()
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	kubeconfig, err := k.AdminKubeconfig()
+	if err != nil {
+		t.Fatal(err)
+	}
+	const ns, release = "nri-hcn-portmap", "nri-hcn-portmap"
+	for name, level := range map[string]string{ns: "privileged", "team": "baseline", "open": "privileged", "plain": ""} {
+		labels := map[string]string{}
+		if level != "" {
+			labels["pod-security.kubernetes.io/enforce"] = level
+		}
+		if _, err := k.Admin.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: labels}},
+			metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	helmOn(t, ctx, kubeconfig, "install", release, chart, "-n", ns)
+	for _, name := range []string{"nri-hcn-portmap-pod-security", "nri-hcn-portmap-node-restriction"} {
+		if _, err := k.Admin.AdmissionregistrationV1().ValidatingAdmissionPolicies().Get(ctx, name, metav1.GetOptions{}); err != nil {
+			t.Fatalf("helm did not install the policy %s on an API server that has the API: %v", name, err)
+		}
+	}
+
+	create := func(namespace, name, node string, annotated bool) (*corev1.Pod, error) {
+		pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: namespace},
+			Spec: corev1.PodSpec{NodeName: node, Containers: []corev1.Container{{Name: "app", Image: "example/app:1"}}}}
+		if annotated {
+			pod.Annotations = map[string]string{"hcn.nri.io/port-mappings": "8080:80"}
+		}
+		return k.Admin.CoreV1().Pods(namespace).Create(ctx, pod, metav1.CreateOptions{})
+	}
+	// a policy takes effect once the API server has loaded it: the first
+	// refusal is waited for, every other answer is then checked once
+	err = harness.Eventually(ctx, 30*time.Second, func() error {
+		if _, err := create("team", "annotated", "win-a", true); err == nil {
+			_ = k.Admin.CoreV1().Pods("team").Delete(ctx, "annotated", metav1.DeleteOptions{})
+			return fmt.Errorf("an annotated pod in a baseline namespace was created")
+		} else if !strings.Contains(err.Error(), "namespace team enforces Pod Security level baseline, which forbids host ports") {
+			return fmt.Errorf("refused, but not saying why: %w", err)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		namespace string
+		annotated bool
+		refused   bool
+	}{
+		{"team", false, false}, // no annotation: not the policy's business
+		{"open", true, false},  // privileged
+		{"plain", true, false}, // unlabelled: the default level, privileged
+	} {
+		name := fmt.Sprintf("pod-%v", tc.annotated)
+		if _, err := create(tc.namespace, name, "win-a", tc.annotated); err != nil {
+			t.Errorf("%s/%s (annotated %v): %v, want created", tc.namespace, name, tc.annotated, err)
+		}
+	}
+	// the cluster's default level, told to the chart
+	helmOn(t, ctx, kubeconfig, "upgrade", release, chart, "-n", ns, "--reuse-values", "--set", "config.admission.podSecurityDefaultLevel=baseline")
+	err = harness.Eventually(ctx, 30*time.Second, func() error {
+		if _, err := create("plain", "annotated-2", "win-a", true); err == nil {
+			_ = k.Admin.CoreV1().Pods("plain").Delete(ctx, "annotated-2", metav1.DeleteOptions{})
+			return fmt.Errorf("an annotated pod in an unlabelled namespace was created with the default level baseline")
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	// the plugin's writes stay on its node
+	plugin, err := k.Admin.CoreV1().Pods(ns).Create(ctx, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "plugin-win-a", Namespace: ns},
+		Spec: corev1.PodSpec{NodeName: "win-a", ServiceAccountName: release,
+			Containers: []corev1.Container{{Name: "plugin", Image: "nri-hcn-portmap:test"}}}}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	token, err := k.PodToken(ctx, ns, release, plugin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sa, err := k.Client(token)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mine, err := create("open", "mine", "win-a", false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	theirs, err := create("open", "theirs", "win-b", false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = harness.Eventually(ctx, 30*time.Second, func() error {
+		if err := patchStatus(ctx, sa, theirs); err == nil {
+			return fmt.Errorf("the plugin of win-a patched the status of a pod of win-b")
+		} else if !apierrors.IsForbidden(err) || !strings.Contains(err.Error(), "nri-hcn-portmap on node win-a may not write the status of pod open/theirs") {
+			return fmt.Errorf("refused, but not by the policy: %w", err)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := patchStatus(ctx, sa, mine); err != nil {
+		t.Errorf("the plugin of win-a patching its own node's pod: %v", err)
+	}
+	if err := createEvent(ctx, sa, mine, "win-a"); err != nil {
+		t.Errorf("the plugin of win-a creating its event: %v", err)
+	}
+	if err := createEvent(ctx, sa, mine, "win-b"); err == nil || !apierrors.IsForbidden(err) {
+		t.Errorf("the plugin of win-a creating an event as win-b's: %v, want forbidden", err)
+	}
+	// a token bound to no pod names no node: nothing is written with it
+	unbound, err := k.Token(ctx, ns, release)
+	if err != nil {
+		t.Fatal(err)
+	}
+	nowhere, err := k.Client(unbound)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := patchStatus(ctx, nowhere, mine); err == nil || !strings.Contains(err.Error(), "token names no node") {
+		t.Errorf("a token naming no node patching a pod: %v, want refused", err)
+	}
+}
+
+// patchStatus sets the plugin's condition on pod, as the reporter does.
+func patchStatus(ctx context.Context, c *kubernetes.Clientset, pod *corev1.Pod) error {
+	patch := `{"status":{"conditions":[{"type":"hcn.nri.io/port-mappings-ready","status":"True","reason":"PortsMapped","lastTransitionTime":"2026-12-01T00:00:00Z"}]}}`
+	_, err := c.CoreV1().Pods(pod.Namespace).Patch(ctx, pod.Name, types.StrategicMergePatchType, []byte(patch), metav1.PatchOptions{}, "status")
+	return err
+}
+
+// createEvent creates the plugin's event on pod, signed as node's.
+func createEvent(ctx context.Context, c *kubernetes.Clientset, pod *corev1.Pod, node string) error {
+	ev := &eventsv1.Event{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("%s.%s.%d", pod.Name, node, time.Now().UnixNano()), Namespace: pod.Namespace},
+		EventTime: metav1.NewMicroTime(time.Now()), ReportingController: "hcn.nri.io/nri-hcn-portmap", ReportingInstance: "nri-hcn-portmap-" + node,
+		Action: "MapHostPorts", Reason: "PortsMapped", Type: corev1.EventTypeNormal, Note: "test",
+		Regarding: corev1.ObjectReference{Kind: "Pod", APIVersion: "v1", Namespace: pod.Namespace, Name: pod.Name, UID: pod.UID}}
+	_, err := c.EventsV1().Events(pod.Namespace).Create(ctx, ev, metav1.CreateOptions{})
+	return err
+}
