@@ -35,6 +35,16 @@ const Config = `[plugin]
 resync_interval = "0s"
 ` + harness.NetworkConfig
 
+// ForSide is cfg as the side's plugin takes it: the plugin before the
+// one-writer core (the "before" side) has no admission.pod_security key,
+// and needs none (it does not check Pod Security).
+func ForSide(side, cfg string) string {
+	if side == "before" {
+		return strings.Replace(cfg, harness.NoPodSecurity, "", 1)
+	}
+	return cfg
+}
+
 // BuildNop builds the baseline plugin (do-nothing, or the I/O floor) into dir.
 func BuildNop(dir string) (string, error) {
 	return harness.BuildBinary(dir, "nopplugin", "test/bench", "./nopplugin")

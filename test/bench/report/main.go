@@ -164,7 +164,7 @@ func run(out, png string, rounds, churnPods int, beforeRev string) error {
 			continue
 		}
 		step(fmt.Sprintf("event churn (%s): %d pods, 50 at a time, HNS 50 ms per call (serialized %v), cap %d", c.side, c.pods, c.serialized, c.cap))
-		env, err := harness.Start(ctx, harness.Options{PluginBin: bins[c.side], Config: bench.EventConfigCap(c.cap)})
+		env, err := harness.Start(ctx, harness.Options{PluginBin: bins[c.side], Config: bench.ForSide(c.side, bench.EventConfigCap(c.cap))})
 		if err != nil {
 			return err
 		}
@@ -268,7 +268,7 @@ func measure(ctx context.Context, sides []string, bins map[string]string, dir st
 		if bin == "" {
 			bin = bins["after"] // the environment's default plugin; a baseline replaces it
 		}
-		env, err := harness.Start(ctx, harness.Options{PluginBin: bin, Config: config})
+		env, err := harness.Start(ctx, harness.Options{PluginBin: bin, Config: bench.ForSide(name, config)})
 		if err != nil {
 			return nil, err
 		}
