@@ -110,7 +110,7 @@ func (d *Doctor) Run(ctx context.Context) Report {
 	d.seen = &seen{}
 	defer func() { d.seen = nil }()
 	checks := []func(context.Context) Result{d.checkHNS, d.checkNetwork, d.checkIPv6, d.checkContainerd,
-		d.checkEvents, d.checkNRISocket, d.checkAdmin, d.checkHyperV}
+		d.checkEvents, d.checkNRISocket, d.checkAdmin, d.checkHyperV, d.checkPodSecurity}
 	for _, c := range checks {
 		cctx, cancel := context.WithTimeout(ctx, d.timeout())
 		r.Results = append(r.Results, c(cctx))
@@ -292,6 +292,26 @@ func (d *Doctor) checkHyperV(ctx context.Context) Result {
 			"map host ports of Hyper-V pods with the CNI's portMappings"}
 	}
 	return Result{name, Pass, fmt.Sprintf("none among %d sandboxes (handlers treated as Hyper-V: %s)", len(ids), cmp.Or(handlers, "none")), ""}
+}
+
+// checkPodSecurity says how the annotation meets Pod Security, from the
+// configuration: checked, off, or refused on every pod (nothing to read
+// namespace labels from).
+func (d *Doctor) checkPodSecurity(context.Context) Result {
+	const name = "Pod Security"
+	a := d.Config.Admission
+	switch {
+	case !d.Config.Plugin.UsesMappings(config.MappingsAnnotations):
+		return Result{name, Pass, "the annotation is not a mapping source (plugin.mapping_sources)", ""}
+	case a.PodSecurity == config.PodSecurityOff:
+		return Result{name, Warn, "not checked (admission.pod_security = \"off\"): the annotation gets host ports in any namespace the admission rules allow",
+			"set admission.pod_security = \"enforce\" unless another policy engine guards the annotation"}
+	case !d.Config.Kubernetes.Enabled:
+		return Result{name, Fail, "every pod's port-mappings annotation is refused: the namespaces' levels cannot be read without [kubernetes]",
+			"set kubernetes.enabled = true (with kubernetes.kubeconfig for the service), or admission.pod_security = \"off\""}
+	}
+	return Result{name, Pass, fmt.Sprintf("enforced: baseline and restricted namespaces get no host ports by annotation (unlabelled: %s)",
+		a.PodSecurityDefaultLevel), ""}
 }
 
 // Write prints the report as a table (a fix under its row) or JSON.

@@ -43,6 +43,7 @@ func healthy(t *testing.T) (*Doctor, *hcnsim.Sim) {
 		t.Fatal(err)
 	}
 	cfg := config.Default()
+	cfg.Kubernetes.Enabled = true // the namespaces' Pod Security levels are read
 	return &Doctor{
 		Config:     cfg,
 		HNS:        sim,
@@ -112,6 +113,13 @@ func TestChecks(t *testing.T) {
 		{"Hyper-V pods", func(d *Doctor, _ *hcnsim.Sim) {
 			d.Containerd = &fakeContainerd{sandboxes: map[string]*plugin.SandboxInfo{"vm1": {ID: "vm1", HyperV: "runhcs options: HYPERVISOR"}}}
 		}, "Hyper-V pods", Warn, "1 of 1 sandboxes are Hyper-V isolated (vm1)", "portMappings"},
+		{"Pod Security enforced", func(*Doctor, *hcnsim.Sim) {}, "Pod Security", Pass, "enforced", ""},
+		{"Pod Security off", func(d *Doctor, _ *hcnsim.Sim) { d.Config.Admission.PodSecurity = config.PodSecurityOff }, "Pod Security", Warn, "not checked", "another policy engine"},
+		{"Pod Security without the API server", func(d *Doctor, _ *hcnsim.Sim) { d.Config.Kubernetes.Enabled = false }, "Pod Security", Fail,
+			"every pod's port-mappings annotation is refused", "kubernetes.enabled = true"},
+		{"no annotations", func(d *Doctor, _ *hcnsim.Sim) {
+			d.Config.Kubernetes.Enabled, d.Config.Plugin.MappingSources = false, []string{config.MappingsCRI}
+		}, "Pod Security", Pass, "not a mapping source", ""},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
