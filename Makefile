@@ -12,7 +12,11 @@ export CONTAINERD_BIN := $(CONTAINERD)
 # The version stamped into the binaries (nri-hcn-portmap version, the start
 # log line): the git description of the tree, or VERSION=... to override.
 VERSION            ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
-LDFLAGS            := -X main.version=$(VERSION)
+# the commit and its date (not the build's: the same tree builds the same
+# binary)
+COMMIT             ?= $(shell git rev-parse HEAD 2>/dev/null || echo unknown)
+DATE               ?= $(shell git log -1 --format=%cI 2>/dev/null || echo unknown)
+LDFLAGS            := -X main.version=$(VERSION) -X main.commit=$(COMMIT) -X main.date=$(DATE)
 
 .PHONY: all build build-windows vet test unit e2e demo containerd helm manifests clean fuzz bench test-windows e2e-windows kube compat
 

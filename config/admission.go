@@ -64,11 +64,13 @@ func DefaultAdmission() Admission {
 	return Admission{
 		Namespaces:     []string{"*"},
 		HostPortRanges: []string{"1024-65535"},
+		HostIPs:        []string{},
 		Deny:           DefaultDeny(),
 		PodSecurity:    PodSecurityEnforce,
 		// Kubernetes' default (the PodSecurity admission plugin without
 		// a configuration enforces privileged)
-		PodSecurityDefaultLevel: LevelPrivileged,
+		PodSecurityDefaultLevel:     LevelPrivileged,
+		PodSecurityExemptNamespaces: []string{},
 	}
 }
 

@@ -10,9 +10,10 @@ import (
 
 // Flags are the command-line overrides of the configuration file.
 type Flags struct {
-	fs         *flag.FlagSet
-	configPath string
-	values     map[string]*string // flag name -> value
+	fs          *flag.FlagSet
+	configPath  string
+	defaultPath string             // read when --config is not given, if it exists
+	values      map[string]*string // flag name -> value
 }
 
 // flagKey is one override flag: the config key it sets and where.
@@ -46,8 +47,8 @@ func RegisterFlags(fs *flag.FlagSet) *Flags { return RegisterFlagsFor(fs) }
 // config keys (every one when none is given): a command offers only the
 // flags it uses.
 func RegisterFlagsFor(fs *flag.FlagSet, keys ...string) *Flags {
-	f := &Flags{fs: fs, values: map[string]*string{}}
-	fs.StringVar(&f.configPath, "config", "", "configuration file (TOML); defaults apply when omitted")
+	f := &Flags{fs: fs, values: map[string]*string{}, defaultPath: DefaultPath()}
+	fs.StringVar(&f.configPath, "config", "", "configuration file (TOML); when omitted, "+f.defaultPath+" if it exists, else the defaults")
 	for _, k := range flagKeys {
 		if len(keys) > 0 && !slices.Contains(keys, k.key) {
 			continue
@@ -61,20 +62,30 @@ func RegisterFlagsFor(fs *flag.FlagSet, keys ...string) *Flags {
 	return f
 }
 
-// ConfigPath is the --config value.
-func (f *Flags) ConfigPath() string { return f.configPath }
-
-// Resolve loads the file named by --config (or the defaults), applies the
-// flags that were set, and validates the result. Call after fs.Parse.
-func (f *Flags) Resolve() (Config, error) {
+// ConfigPath is the configuration file in use: --config, or DefaultPath
+// when that exists; "" for the defaults.
+func (f *Flags) ConfigPath() string {
 	if f.configPath == "" {
+		if _, err := os.Stat(f.defaultPath); err == nil {
+			return f.defaultPath
+		}
+	}
+	return f.configPath
+}
+
+// Resolve loads the configuration file (ConfigPath: --config, or the
+// default path when it exists, or the defaults), applies the flags that
+// were set, and validates the result. Call after fs.Parse.
+func (f *Flags) Resolve() (Config, error) {
+	path := f.ConfigPath()
+	if path == "" {
 		return f.resolve("defaults", nil, nil)
 	}
-	data, err := os.ReadFile(f.configPath)
+	data, err := os.ReadFile(path)
 	if err != nil {
-		return f.resolve(f.configPath, nil, fmt.Errorf("config: %w", err))
+		return f.resolve(path, nil, fmt.Errorf("config: %w", err))
 	}
-	return f.resolve(f.configPath, data, nil)
+	return f.resolve(path, data, nil)
 }
 
 // ResolveData is Resolve with the file's content handed over, named name in

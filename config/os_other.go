@@ -4,6 +4,10 @@ package config
 
 import "runtime"
 
+// DefaultPath is where the configuration file is looked for when --config
+// is not given: /etc/nri-hcn-portmap/config.toml.
+func DefaultPath() string { return "/etc/nri-hcn-portmap/config.toml" }
+
 // Elsewhere: containerd's socket, and this OS's rules in Validate.
 const (
 	defaultContainerdAddress = "/run/containerd/containerd.sock"

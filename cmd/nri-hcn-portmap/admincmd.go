@@ -22,7 +22,7 @@ func adminCmd(what string, args []string, stdout, stderr io.Writer) error {
 		if what == "health" {
 			fs.BoolVar(&live, "live", false, "liveness only (/livez): the process serves and its loops run; HNS and containerd are not asked")
 		}
-	}, "admin.listen")
+	})
 	if errors.Is(cfgErr, flag.ErrHelp) || errors.As(cfgErr, new(usageError)) {
 		return cfgErr
 	}

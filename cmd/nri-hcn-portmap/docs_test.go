@@ -63,7 +63,7 @@ func commandFlags(t *testing.T) map[string]map[string]bool {
 	t.Helper()
 	out := map[string]map[string]bool{}
 	flagLine := regexp.MustCompile(`(?m)^  -([a-z][a-z0-9-]*)`)
-	for _, cmd := range []string{"run", "status", "health", "reload", "cleanup", "doctor", "service install", "simulator"} {
+	for _, cmd := range []string{"run", "status", "health", "reload", "cleanup", "doctor", "service install", "simulator", "config dump", "config default"} {
 		if !builtHere(cmd) {
 			out[cmd] = nil // not in this build: its flags are checked where it is (the Linux run of this test)
 			continue
@@ -77,13 +77,14 @@ func commandFlags(t *testing.T) map[string]map[string]bool {
 		for _, m := range flagLine.FindAllStringSubmatch(stderr.String(), -1) {
 			flags[m[1]] = true
 		}
-		if len(flags) < 3 && cmd != "simulator" {
+		if len(flags) < 3 && cmd != "simulator" && cmd != "config default" {
 			t.Fatalf("%s -h printed no flags:\n%s", cmd, stderr.String())
 		}
 		out[cmd] = flags
 	}
 	out["service uninstall"] = map[string]bool{}
 	out["service"] = map[string]bool{"h": true}
+	out["config"] = map[string]bool{"h": true}
 	out["version"] = map[string]bool{}
 	out[""] = out["run"] // nri-hcn-portmap [flags] runs the plugin
 	return out
@@ -318,15 +319,15 @@ func checkInvocations(file, line string, flags map[string]map[string]bool, bad f
 		if len(args) > 0 && !strings.HasPrefix(args[0], "-") && !strings.HasPrefix(args[0], "[") {
 			cmd, args = args[0], args[1:]
 			if _, ok := flags[cmd]; !ok {
-				if cmd == "service" || strings.ContainsAny(cmd, "/.:<") {
+				if cmd == "service" || cmd == "config" || strings.ContainsAny(cmd, "/.:<") {
 					// a path, a name (daemonset/nri-hcn-portmap), or service below
 				} else if _, known := flags[cmd]; !known && !isProse(cmd) {
 					bad(file, "nri-hcn-portmap %s: no such command", cmd)
 					continue
 				}
 			}
-			if cmd == "service" && len(args) > 0 {
-				cmd, args = "service "+args[0], args[1:]
+			if (cmd == "service" || cmd == "config") && len(args) > 0 && !strings.HasPrefix(args[0], "-") && !strings.HasPrefix(args[0], "[") && args[0] != "|" {
+				cmd, args = cmd+" "+args[0], args[1:]
 				if _, ok := flags[cmd]; !ok {
 					bad(file, "nri-hcn-portmap %s: no such command", cmd)
 					continue

@@ -27,7 +27,7 @@ func doctorCmd(args []string, stdout, stderr io.Writer) error {
 		port     uint
 	)
 	cfg, _, err := parse("doctor", args, stderr, func(fs *flag.FlagSet) {
-		fs.StringVar(&format, "o", "table", "output format: table or json")
+		outputFlag(fs, &format)
 		fs.BoolVar(&selftest, "selftest", false, "also build a throwaway namespace and endpoint as the plugin does, read them back from HNS, compare, remove")
 		fs.BoolVar(&o.Keep, "keep", false, "with --selftest: leave the namespace and endpoint for inspection (the next self-test removes them)")
 		fs.UintVar(&port, "port", 47999, "with --selftest: the host port the throwaway endpoint maps")
@@ -35,11 +35,8 @@ func doctorCmd(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	if format != "table" && format != "json" {
-		return fmt.Errorf("doctor: -o %q: want table or json", format)
-	}
 	if port == 0 || port > 65535 {
-		return fmt.Errorf("doctor: --port %d: want 1 to 65535", port)
+		return usageError{error: fmt.Errorf("doctor: --port %d: want 1 to 65535", port)}
 	}
 	o.HostPort = uint16(port)
 	ctx := context.Background()

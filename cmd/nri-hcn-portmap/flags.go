@@ -9,19 +9,62 @@ import (
 	"github.com/nri-hcn-portmap/nri-hcn-portmap/config"
 )
 
-// usageError: the command line itself is wrong, and the flag package has
-// already printed why and the command's usage; the exit status is 2.
-type usageError struct{ error }
+// usageError: the command line itself is wrong; the exit status is 2.
+// said: why (and the command's usage) is printed already, by the flag
+// package or usagef.
+type usageError struct {
+	error
+	said bool
+}
 
 func (e usageError) Unwrap() error { return e.error }
 
-// parse parses a command's flags: --config, the override flags of keys
-// (every one when none is given) and extra's, then resolves the
-// configuration.
-func parse(name string, args []string, stderr io.Writer, extra func(fs *flag.FlagSet), keys ...string) (config.Config, *config.Flags, error) {
+// usagef is a wrong command line, said (with the command's usage) and
+// exiting 2.
+func usagef(fs *flag.FlagSet, format string, args ...any) error {
+	err := fmt.Errorf(format, args...)
+	fmt.Fprintln(fs.Output(), err)
+	fs.Usage()
+	return usageError{err, true}
+}
+
+// commandKeys are the configuration keys each command reads, and so the
+// only override flags it offers; run and config dump offer every one.
+var commandKeys = map[string][]string{
+	"status":  {"hcn.backend", "hcn.simulator_address", "containerd.address", "admin.listen"},
+	"cleanup": {"hcn.backend", "hcn.simulator_address", "admin.listen"},
+	"doctor":  {"hcn.backend", "hcn.simulator_address", "containerd.address", "nri.socket", "plugin.source", "admin.listen"},
+	"health":  {"admin.listen"},
+	"reload":  {"admin.listen"},
+}
+
+// outputFlag is -o and its long form --output: table (the default) or
+// json, anything else a wrong command line.
+func outputFlag(fs *flag.FlagSet, v *string) {
+	*v = "table"
+	fs.Var((*output)(v), "o", "output format: table or json")
+	fs.Var((*output)(v), "output", "the same as -o")
+}
+
+type output string
+
+func (o *output) String() string { return string(*o) }
+
+func (o *output) Set(s string) error {
+	if s != "table" && s != "json" {
+		return fmt.Errorf("want table or json")
+	}
+	*o = output(s)
+	return nil
+}
+
+// parse parses a command's flags: --config, the override flags of the
+// command's keys (commandKeys) and extra's, then resolves the
+// configuration. A wrong command line is a usageError (exit 2).
+func parse(name string, args []string, stderr io.Writer, extra func(fs *flag.FlagSet)) (config.Config, *config.Flags, error) {
 	fs := flag.NewFlagSet(name, flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	flags := config.RegisterFlagsFor(fs, keys...)
+	flags := config.RegisterFlagsFor(fs, commandKeys[name]...)
 	if extra != nil {
 		extra(fs)
 	}
@@ -29,10 +72,10 @@ func parse(name string, args []string, stderr io.Writer, extra func(fs *flag.Fla
 		if errors.Is(err, flag.ErrHelp) {
 			return config.Config{}, nil, err
 		}
-		return config.Config{}, nil, usageError{err} // the flag package has said it, with the usage
+		return config.Config{}, nil, usageError{err, true} // the flag package has said it, with the usage
 	}
 	if fs.NArg() > 0 {
-		return config.Config{}, nil, fmt.Errorf("%s: unexpected argument %q", name, fs.Arg(0))
+		return config.Config{}, nil, usagef(fs, "%s: unexpected argument %q", name, fs.Arg(0))
 	}
 	cfg, err := flags.Resolve()
 	return cfg, flags, err

@@ -11,9 +11,9 @@ import (
 	"fmt"
 	"io"
 	"os"
-)
 
-var version = "dev"
+	"github.com/nri-hcn-portmap/nri-hcn-portmap/config"
+)
 
 const usageFormat = `nri-hcn-portmap: HNS v2 port mappings for containerd pods on Windows
 
@@ -34,14 +34,20 @@ Usage:
                                        reads back and removes a throwaway endpoint; exit 1 if unfit
   nri-hcn-portmap service install [--config PATH] [--depends-on containerd] | service uninstall
                                        register or remove the Windows service
-%s  nri-hcn-portmap version
+  nri-hcn-portmap config default | config dump [flags]
+                                       the default configuration, or the one in effect (the file
+                                       and the flags), as TOML
+%s  nri-hcn-portmap version | --version
+                                       the version, the commit and date it was built from, and Go's
 
-Run "nri-hcn-portmap COMMAND -h" for a command's flags.
+Without --config a command reads %s when it exists, else the defaults.
+Run "nri-hcn-portmap COMMAND -h" for a command's flags. Exit status: 0 done, 1 failed (or
+unfit, unhealthy), 2 a wrong command line.
 `
 
 // usage lists the subcommands of this build (the simulator is not part of
 // the Windows one).
-func usage() string { return fmt.Sprintf(usageFormat, simulatorUsage) }
+func usage() string { return fmt.Sprintf(usageFormat, simulatorUsage, config.DefaultPath()) }
 
 func main() {
 	os.Exit(mainArgs(os.Args[1:], os.Stdout, os.Stderr))
@@ -52,6 +58,8 @@ func mainArgs(args []string, stdout, stderr io.Writer) int {
 	switch {
 	case len(args) > 0 && (args[0] == "-h" || args[0] == "-help" || args[0] == "--help"):
 		cmd = "help"
+	case len(args) > 0 && (args[0] == "-version" || args[0] == "--version"):
+		cmd, args = "version", args[1:]
 	case len(args) > 0 && len(args[0]) > 0 && args[0][0] != '-':
 		cmd, args = args[0], args[1:]
 	}
@@ -73,8 +81,14 @@ func mainArgs(args []string, stdout, stderr io.Writer) int {
 		err = serviceCmd(args, stdout, stderr)
 	case "simulator":
 		err = simulatorCmd(args, stderr)
+	case "config":
+		err = configCmd(args, stdout, stderr)
 	case "version":
-		fmt.Fprintln(stdout, "nri-hcn-portmap", version)
+		if len(args) > 0 {
+			fmt.Fprintf(stderr, "version: unexpected argument %q\n", args[0])
+			return 2
+		}
+		fmt.Fprintln(stdout, thisBuild())
 	case "help":
 		fmt.Fprint(stdout, usage())
 	default:
@@ -84,7 +98,11 @@ func mainArgs(args []string, stdout, stderr io.Writer) int {
 	if errors.Is(err, flag.ErrHelp) {
 		return 0
 	}
-	if errors.As(err, new(usageError)) {
+	var ue usageError
+	if errors.As(err, &ue) {
+		if !ue.said {
+			fmt.Fprintln(stderr, "nri-hcn-portmap:", err)
+		}
 		return 2
 	}
 	if err != nil {

@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"reflect"
 	"runtime"
 	"slices"
 	"strings"
@@ -23,19 +24,29 @@ import (
 
 // The version comes from the build (make build stamps it with -ldflags),
 // not from the source.
+// The version, commit and date stamped, and the Go version, said by both
+// spellings.
 func TestVersionIsStamped(t *testing.T) {
 	bin := pluginBinary(t, runtime.GOOS, testVersion)
-	out, err := exec.Command(bin, "version").Output()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if got := strings.TrimSpace(string(out)); got != "nri-hcn-portmap "+testVersion {
-		t.Fatalf("version = %q", got)
+	want := "nri-hcn-portmap " + testVersion + " (commit " + testCommit + ", built " + testDate + ", go1."
+	for _, args := range [][]string{{"version"}, {"--version"}} {
+		out, err := exec.Command(bin, args...).Output()
+		if err != nil {
+			t.Fatalf("%v: %v", args, err)
+		}
+		if got := strings.TrimSpace(string(out)); !strings.HasPrefix(got, want) || !strings.HasSuffix(got, ")") {
+			t.Errorf("%v = %q, want %s...)", args, got, want)
+		}
 	}
 }
 
-// testVersion is what the binaries of these tests are stamped with.
-const testVersion = "v9.8.7-test"
+// What the binaries of these tests are stamped with (make test-windows
+// stamps the same).
+const (
+	testVersion = "v9.8.7-test"
+	testCommit  = "0123456789abcdef0123456789abcdef01234567"
+	testDate    = "2026-12-01T00:00:00Z"
+)
 
 // pluginBinary is the plugin built for goos and stamped with version, by
 // go build. Where no Go toolchain runs (these tests as a Windows binary
@@ -55,7 +66,7 @@ func pluginBinary(t *testing.T, goos, version string) string {
 	if goos == "windows" {
 		bin += ".exe"
 	}
-	build := exec.Command("go", "build", "-ldflags", "-X main.version="+version, "-o", bin, ".")
+	build := exec.Command("go", "build", "-ldflags", "-X main.version="+version+" -X main.commit="+testCommit+" -X main.date="+testDate, "-o", bin, ".")
 	build.Env = append(os.Environ(), "GOOS="+goos)
 	if out, err := build.CombinedOutput(); err != nil {
 		t.Fatalf("go build (GOOS=%s): %v\n%s", goos, err, out)
@@ -101,17 +112,27 @@ func TestCommandLineMessages(t *testing.T) {
 		{name: "help flag", args: []string{"-h"}, stdout: usage()},
 		{name: "help command", args: []string{"help"}, stdout: usage()},
 		{name: "service help", args: []string{"service", "-h"}, stdout: serviceUsage},
-		{name: "service without a subcommand", args: []string{"service"}, code: 1,
+		{name: "service without a subcommand", args: []string{"service"}, code: 2,
 			stderr: serviceUsage + "nri-hcn-portmap: service: want install or uninstall\n"},
-		{name: "service typo", args: []string{"service", "instal"}, code: 1,
+		{name: "service typo", args: []string{"service", "instal"}, code: 2,
 			stderr: "nri-hcn-portmap: service: unknown subcommand \"instal\" (want install or uninstall)\n"},
+		{name: "--version", args: []string{"--version"}, stdout: "nri-hcn-portmap dev (commit ..."},
+		{name: "version takes no argument", args: []string{"version", "x"}, code: 2, stderr: "version: unexpected argument \"x\"\n"},
+		{name: "status takes only its flags", args: []string{"status", "--nri-socket", "/x"}, code: 2,
+			stderr: "flag provided but not defined: -nri-socket\nUsage of status:\n..."},
+		{name: "doctor takes only its flags", args: []string{"doctor", "--metrics-listen", ":9467"}, code: 2,
+			stderr: "flag provided but not defined: -metrics-listen\n..."},
+		{name: "an output format that is none", args: []string{"doctor", "--output", "yaml"}, code: 2,
+			stderr: "invalid value \"yaml\" for flag -output: want table or json\n..."},
+		{name: "an argument no command takes", args: []string{"status", "extra"}, code: 2, stderr: "status: unexpected argument \"extra\"\nUsage of status:\n..."},
+		{name: "config without a subcommand", args: []string{"config"}, code: 2, stderr: configUsage + "nri-hcn-portmap: config: want default or dump\n"},
 		{name: "unknown command", args: []string{"stauts"}, code: 2, stderr: "unknown command \"stauts\"\n\n" + usage()},
 		{name: "run on Linux with the defaults says how to use the simulator, once", args: []string{"run", "--admin-listen", ""}, code: 1, onlyLinux: true,
 			stderr: "nri-hcn-portmap: hcn backend \"windows\": the windows HCN backend is not available on linux (HNS exists only on Windows); " +
 				"to run against the HNS simulator, start it (nri-hcn-portmap simulator --listen unix:///tmp/hcnsim.sock) and pass " +
 				"--hcn-backend simulated --hcn-simulator unix:///tmp/hcnsim.sock: hcn backend unavailable\n"},
-		{name: "simulator without --listen", args: []string{"simulator"}, code: 1, notWindows: true,
-			stderr: "nri-hcn-portmap: simulator: --listen is required: unix:///path or tcp://127.0.0.1:port\n"},
+		{name: "simulator without --listen", args: []string{"simulator"}, code: 2, notWindows: true,
+			stderr: "simulator: --listen is required: unix:///path or tcp://127.0.0.1:port\nUsage of simulator:\n..."},
 		{name: "health with no plugin running", args: []string{"health", "--admin-listen", free}, code: 1,
 			stderr: "nri-hcn-portmap: health: no plugin answers at " + free + ": ..."},
 		{name: "reload with no plugin running", args: []string{"reload", "--admin-listen", free}, code: 1,
@@ -290,5 +311,49 @@ func TestBuildWithoutAnAPIServerStillStarts(t *testing.T) {
 	a.metrics.Handler().ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))
 	if !strings.Contains(rec.Body.String(), "\nnri_hcn_portmap_kubernetes_reporter_up 0\n") {
 		t.Fatal("metrics do not say that the reporter is down")
+	}
+}
+
+// config default prints every key with its default, and config dump the
+// configuration in effect (the file, the flags over it): each decodes
+// strictly back to what it says; a file that does not validate is an
+// error naming it, as at start.
+func TestConfigDefaultAndDump(t *testing.T) {
+	run := func(args ...string) (string, string, int) {
+		var stdout, stderr bytes.Buffer
+		code := mainArgs(args, &stdout, &stderr)
+		return stdout.String(), stderr.String(), code
+	}
+	decoded := func(t *testing.T, out string) config.Config {
+		t.Helper()
+		var cfg config.Config
+		if err := config.Decode("output", []byte(out), &cfg); err != nil {
+			t.Fatalf("the output does not decode: %v\n%s", err, out)
+		}
+		return cfg
+	}
+	out, stderr, code := run("config", "default")
+	if code != 0 {
+		t.Fatalf("config default: exit %d: %s", code, stderr)
+	}
+	if got := decoded(t, out); !reflect.DeepEqual(got, config.Default()) {
+		t.Errorf("config default decodes to\n%+v\nwant\n%+v", got, config.Default())
+	}
+	file := filepath.Join(testfs.TempDir(t), "config.toml")
+	if err := os.WriteFile(file, []byte("[hcn]\nnetwork = \"pods\"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out, stderr, code = run("config", "dump", "--config", file, "--log-level", "debug")
+	if code != 0 {
+		t.Fatalf("config dump: exit %d: %s", code, stderr)
+	}
+	want := config.Default()
+	want.HCN.Network, want.Log.Level = "pods", "debug"
+	if got := decoded(t, out); !reflect.DeepEqual(got, want) {
+		t.Errorf("config dump decodes to\n%+v\nwant\n%+v", got, want)
+	}
+	_, stderr, code = run("config", "dump", "--config", badConfig(t))
+	if code != 1 || !strings.Contains(stderr, badConfig(t)+`:2: plugin.deadline = "5s"`) {
+		t.Errorf("config dump of a bad file: exit %d, %q", code, stderr)
 	}
 }

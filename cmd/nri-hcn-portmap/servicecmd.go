@@ -23,7 +23,7 @@ const serviceUsage = `Usage:
 func serviceCmd(args []string, stdout, stderr io.Writer) error {
 	if len(args) == 0 {
 		fmt.Fprint(stderr, serviceUsage)
-		return errors.New("service: want install or uninstall")
+		return usageError{error: errors.New("service: want install or uninstall")}
 	}
 	switch args[0] {
 	case "-h", "-help", "--help", "help":
@@ -35,7 +35,13 @@ func serviceCmd(args []string, stdout, stderr io.Writer) error {
 		cfgPath := fs.String("config", "", "configuration file the service runs with (absolute path); the defaults without it")
 		dependsOn := fs.String("depends-on", "", "services to start after, comma-separated, e.g. containerd (each must be installed); none by default")
 		if err := fs.Parse(args[1:]); err != nil {
-			return err
+			if errors.Is(err, flag.ErrHelp) {
+				return err
+			}
+			return usageError{err, true}
+		}
+		if fs.NArg() > 0 {
+			return usagef(fs, "service install: unexpected argument %q", fs.Arg(0))
 		}
 		// the whole validation the service would do at start: a bad value
 		// is refused now, not in a silent restart loop later
@@ -70,5 +76,5 @@ func serviceCmd(args []string, stdout, stderr io.Writer) error {
 		fmt.Fprintf(stdout, "service %s removed; run `nri-hcn-portmap cleanup` to delete the endpoints it created\n", service.Name)
 		return nil
 	}
-	return fmt.Errorf("service: unknown subcommand %q (want install or uninstall)", args[0])
+	return usageError{error: fmt.Errorf("service: unknown subcommand %q (want install or uninstall)", args[0])}
 }

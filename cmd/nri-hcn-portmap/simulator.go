@@ -29,10 +29,13 @@ func simulatorCmd(args []string, stderr io.Writer) error {
 	fs.SetOutput(stderr)
 	listen := fs.String("listen", "", "address to serve on: unix:///path or tcp://127.0.0.1:port")
 	if err := fs.Parse(args); err != nil {
-		return err
+		if errors.Is(err, flag.ErrHelp) {
+			return err
+		}
+		return usageError{err, true}
 	}
 	if *listen == "" {
-		return errors.New("simulator: --listen is required: unix:///path or tcp://127.0.0.1:port")
+		return usagef(fs, "simulator: --listen is required: unix:///path or tcp://127.0.0.1:port")
 	}
 	l, err := hcnsim.Listen(*listen)
 	if err != nil {

@@ -18,7 +18,7 @@ import (
 func statusCmd(args []string, stdout, stderr io.Writer) error {
 	var format string
 	cfg, _, err := parse("status", args, stderr, func(fs *flag.FlagSet) {
-		fs.StringVar(&format, "o", "table", "output format: table or json")
+		outputFlag(fs, &format)
 	})
 	if err != nil {
 		return err

@@ -108,18 +108,25 @@ func (e *Env) WaitSubscribed(ctx context.Context, n int, d time.Duration) error 
 // environment.
 func (e *Env) PluginArgs(cmd string) []string {
 	args := append(slices.Clone(e.pluginPre), cmd, "--config", e.hostPath(e.ConfigPath))
-	switch {
-	case cmd == "health" || cmd == "reload": // they only find the running plugin
-		return append(args, "--admin-listen", e.AdminAddr)
-	case e.windows && cmd == "cleanup": // HNS (the emulator), and where a running plugin would answer
-		return append(args, "--admin-listen", e.AdminAddr)
-	case e.windows: // HNS is the default backend; containerd over TCP
-		return append(args, "--containerd-address", e.CtrTCP, "--admin-listen", e.AdminAddr)
-	case cmd == "cleanup": // HCN, and where a running plugin would answer
-		return append(args, "--hcn-backend", "simulated", "--hcn-simulator", e.SimAddress, "--admin-listen", e.AdminAddr)
+	// each command takes the flags of what it reads, no others
+	hns := []string{"--hcn-backend", "simulated", "--hcn-simulator", e.SimAddress}
+	ctr := e.CtrAddress
+	if e.windows { // HNS (the emulator) is the default backend; containerd over TCP
+		hns, ctr = nil, e.CtrTCP
 	}
-	return append(args, "--nri-socket", e.NRISocket, "--containerd-address", e.CtrAddress,
-		"--hcn-backend", "simulated", "--hcn-simulator", e.SimAddress, "--admin-listen", e.AdminAddr)
+	switch cmd {
+	case "health", "reload": // they only find the running plugin
+		return append(args, "--admin-listen", e.AdminAddr)
+	case "cleanup": // HNS, and where a running plugin would answer
+		return append(append(args, hns...), "--admin-listen", e.AdminAddr)
+	case "status": // HNS, containerd, and the running plugin (what the CNI maps)
+		return append(append(args, hns...), "--containerd-address", ctr, "--admin-listen", e.AdminAddr)
+	}
+	args = append(append(args, hns...), "--containerd-address", ctr, "--admin-listen", e.AdminAddr)
+	if !e.windows {
+		args = append(args, "--nri-socket", e.NRISocket)
+	}
+	return args
 }
 
 // hostPath is path as the plugin sees it: under wine, / is drive Z:.

@@ -14,7 +14,7 @@ source "$(dirname "$0")/wine-env.sh"
 echo "test-windows: wine $("$WINE" --version 2>/dev/null || true), emulator at $HNS_EMULATOR"
 # the binary TestVersionIsStamped and TestBinaryDoesNotLinkTheClientset run
 # where no Go toolchain does (cmd/nri-hcn-portmap/main_test.go pluginBinary)
-GOOS=windows GOARCH=amd64 go build -ldflags "-X main.version=v9.8.7-test" -o "$work/nri-hcn-portmap.exe" ./cmd/nri-hcn-portmap
+GOOS=windows GOARCH=amd64 go build -ldflags "-X main.version=v9.8.7-test -X main.commit=0123456789abcdef0123456789abcdef01234567 -X main.date=2026-12-01T00:00:00Z" -o "$work/nri-hcn-portmap.exe" ./cmd/nri-hcn-portmap
 export NRI_HCN_PORTMAP_EXE="Z:${work//\//\\}\\nri-hcn-portmap.exe" # wine's Z: is the Unix root
 # -p 1: the packages share one emulator, so one package's injected faults,
 # rule variants and HNS restarts must not hit another's calls.

@@ -1,0 +1,47 @@
+package config
+
+import (
+	"flag"
+	"os"
+	"path/filepath"
+	"testing"
+)
+
+// Without --config the default path is read when a file is there, and the
+// defaults apply when none is; --config wins over it.
+func TestDefaultPathIsReadWhenThere(t *testing.T) {
+	dir := t.TempDir()
+	there := filepath.Join(dir, "config.toml")
+	if err := os.WriteFile(there, []byte("[hcn]\nnetwork = \"from-the-default-path\"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	other := filepath.Join(dir, "other.toml")
+	if err := os.WriteFile(other, []byte("[hcn]\nnetwork = \"from-config\"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name, defaultPath string
+		args              []string
+		network, path     string
+	}{
+		{"a file at the default path", there, nil, "from-the-default-path", there},
+		{"none there", filepath.Join(dir, "absent.toml"), nil, "nat", ""},
+		{"--config wins", there, []string{"--config", other}, "from-config", other},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			fs := flag.NewFlagSet("x", flag.ContinueOnError)
+			f := RegisterFlags(fs)
+			f.defaultPath = tc.defaultPath
+			if err := fs.Parse(tc.args); err != nil {
+				t.Fatal(err)
+			}
+			cfg, err := f.Resolve()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if cfg.HCN.Network != tc.network || f.ConfigPath() != tc.path {
+				t.Errorf("network %q from %q, want %q from %q", cfg.HCN.Network, f.ConfigPath(), tc.network, tc.path)
+			}
+		})
+	}
+}
