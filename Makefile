@@ -18,7 +18,7 @@ COMMIT             ?= $(shell git rev-parse HEAD 2>/dev/null || echo unknown)
 DATE               ?= $(shell git log -1 --format=%cI 2>/dev/null || echo unknown)
 LDFLAGS            := -X main.version=$(VERSION) -X main.commit=$(COMMIT) -X main.date=$(DATE)
 
-.PHONY: all build build-windows vet test unit e2e demo containerd helm manifests clean fuzz bench test-windows e2e-windows kube compat
+.PHONY: all build build-windows vet test unit e2e demo containerd helm promtool manifests clean fuzz bench test-windows e2e-windows kube compat dist
 
 all: build build-windows
 
@@ -41,6 +41,15 @@ vet:
 # helm, for rendering the chart in tests and into deploy/kustomize (about
 # three minutes the first time).
 HELM_VERSION ?= v3.22.0
+# promtool checks the shipped alert rules (test/deploy), about five minutes
+# to build the first time
+PROMTOOL_VERSION ?= v0.316.0
+PROMTOOL     := $(GOBIN)/promtool
+export PROMTOOL_BIN := $(PROMTOOL)
+promtool: $(PROMTOOL)
+$(PROMTOOL):
+	$(GO) install github.com/prometheus/prometheus/cmd/promtool@$(PROMTOOL_VERSION)
+
 HELM         := $(GOBIN)/helm
 export HELM_BIN := $(HELM)
 helm: $(HELM)
@@ -89,7 +98,7 @@ $(ETCD):
 # after go test's default ten.
 UNIT_TIMEOUT ?= 2m
 E2E_TIMEOUT  ?= 8m
-test: vet containerd helm kube unit
+test: vet containerd helm kube promtool unit
 	$(GO) test -race -count=1 -timeout $(E2E_TIMEOUT) ./test/...
 
 unit:

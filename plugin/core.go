@@ -86,7 +86,7 @@ func NewCore(mgr *hcn.Manager, store SandboxStore, opt Options, log *logrus.Entr
 		opt.Observer = nopObserver{}
 	}
 	bg, stop := context.WithCancel(context.Background())
-	c := &Core{mgr: mgr, store: store, opt: opt, log: log, st: newState(), q: newQueue(opt.limiter, opt.RetryMin, opt.RetryMax),
+	c := &Core{mgr: mgr, store: store, opt: opt, log: log, st: newState(), q: newQueue(opt.limiter, opt.RetryMin, opt.RetryMax, opt.Observer.QueueMetrics()),
 		closed: make(chan struct{}), bg: bg, stop: stop}
 	c.policy.Store(opt.Admission)
 	c.startWorkers(opt.Workers)

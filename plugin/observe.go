@@ -1,6 +1,10 @@
 package plugin
 
-import "time"
+import (
+	"time"
+
+	"k8s.io/client-go/util/workqueue"
+)
 
 // Observer is told what the plugin does, for metrics. Implementations must
 // be safe for concurrent use.
@@ -16,7 +20,18 @@ type Observer interface {
 	HCNCall(call string, d time.Duration, err error)
 	// Skipped: a pod with mappings was left alone for reason (SkipNoNetNS).
 	Skipped(reason string)
+	// Mapped: a pod's host ports were first in place d after its start
+	// was seen, on path (PathNRI, PathEvents).
+	Mapped(path string, d time.Duration)
+	// QueueMetrics is the work queue's metrics provider (nil: none).
+	QueueMetrics() workqueue.MetricsProvider
 }
+
+// Paths a pod's start comes by (Observer.Mapped).
+const (
+	PathNRI    = "nri"    // RunPodSandbox
+	PathEvents = "events" // containerd's /tasks/start
+)
 
 // Reasons a pod's host port is left alone (Observer.Skipped).
 const (
@@ -53,3 +68,30 @@ func (nopObserver) Reconciled(string, int, int, int, int) {}
 func (nopObserver) Reconnected(string)                    {}
 func (nopObserver) HCNCall(string, time.Duration, error)  {}
 func (nopObserver) Skipped(string)                        {}
+func (nopObserver) Mapped(string, time.Duration)          {}
+func (nopObserver) QueueMetrics() workqueue.MetricsProvider {
+	return nil
+}
+
+// noQueueMetrics is a queue without metrics (client-go's own no-op is not
+// exported; its global provider is not used).
+type noQueueMetrics struct{}
+
+type noMetric struct{}
+
+func (noMetric) Inc()            {}
+func (noMetric) Dec()            {}
+func (noMetric) Set(float64)     {}
+func (noMetric) Observe(float64) {}
+
+func (noQueueMetrics) NewDepthMetric(string) workqueue.GaugeMetric            { return noMetric{} }
+func (noQueueMetrics) NewAddsMetric(string) workqueue.CounterMetric           { return noMetric{} }
+func (noQueueMetrics) NewLatencyMetric(string) workqueue.HistogramMetric      { return noMetric{} }
+func (noQueueMetrics) NewWorkDurationMetric(string) workqueue.HistogramMetric { return noMetric{} }
+func (noQueueMetrics) NewUnfinishedWorkSecondsMetric(string) workqueue.SettableGaugeMetric {
+	return noMetric{}
+}
+func (noQueueMetrics) NewLongestRunningProcessorSecondsMetric(string) workqueue.SettableGaugeMetric {
+	return noMetric{}
+}
+func (noQueueMetrics) NewRetriesMetric(string) workqueue.CounterMetric { return noMetric{} }

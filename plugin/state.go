@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/nri-hcn-portmap/nri-hcn-portmap/hcn"
 	"github.com/nri-hcn-portmap/nri-hcn-portmap/plugin/request"
@@ -31,6 +32,8 @@ import (
 //	inbox.removed    RemovePodSandbox,         snapshot, commit (drop)
 //	                 /containers/delete
 //	inbox.claimed    NRI requests, Synchronize snapshot: a CRI sandbox
+//	inbox.startedAt, the first start          snapshot: start-to-mapped
+//	inbox.startPath  (NRI, /tasks/start)
 //	inbox.waiters    added by triggers,        commit: each is told once
 //	                 taken by commit
 //	known.*          commit, from the outcome  snapshot, the read-only
@@ -59,6 +62,10 @@ type inbox struct {
 	removed   bool           // containerd forgot the sandbox
 	claimed   bool           // a trigger knows it is a CRI sandbox
 	waiters   []waiter
+	// startedAt and startPath: when and by which path its first start was
+	// seen (the start-to-mapped latency)
+	startedAt time.Time
+	startPath string
 }
 
 // known is what the workers found and made of a sandbox: written whole by
@@ -77,6 +84,7 @@ type known struct {
 	gone      bool        // containerd no longer has it
 	sandbox   bool        // containerd said it is a CRI sandbox
 	err       error       // what its last sync failed with (nil: it did not)
+	timed     bool        // its start-to-mapped latency was observed
 	// set by commit
 	committed bool   // a sync has committed it
 	synced    uint64 // the inbox generation the last sync began with
@@ -122,6 +130,7 @@ type sighting struct {
 	listed  []hcn.Endpoint
 	learn   bool    // the start-up listing: it only tells what HNS holds, and asks for no decision
 	wait    *waiter // told the outcome of a sync that begins after this
+	path    string  // a start's path (PathNRI, PathEvents); "" for none measured
 }
 
 // trigger writes what a trigger saw of id into its inbox (making the
@@ -144,6 +153,9 @@ func (s *state) trigger(id string, seen sighting) {
 	}
 	if seen.start {
 		in.startGen = in.gen
+		if seen.path != "" && in.startedAt.IsZero() {
+			in.startedAt, in.startPath = time.Now(), seen.path
+		}
 	}
 	if seen.verify {
 		in.verifyGen = in.gen
@@ -190,6 +202,9 @@ type snap struct {
 	removed bool // containerd forgot it: a trigger said so, or a sync found it
 	sandbox bool // known to be a CRI sandbox (a trigger or containerd said so)
 	known   known
+	// startedAt and startPath: when and how its first start was seen
+	startedAt time.Time
+	startPath string
 }
 
 // snapshot reads id's record for a sync on its attempt-th try; ok is false
@@ -209,7 +224,8 @@ func (s *state) snapshot(id string, attempt int) (sn snap, ok bool) {
 	return snap{id: id, gen: in.gen, attempt: attempt, pod: in.pod,
 		started: in.startGen > k.synced, act: in.actGen > k.synced || attempt > 1, verify: in.verifyGen > k.synced,
 		listed: slices.Clone(in.listed), listing: in.listedGen > k.synced,
-		stopped: in.stopped || k.final, removed: in.removed || k.gone, sandbox: in.claimed || k.sandbox, known: k}, true
+		stopped: in.stopped || k.final, removed: in.removed || k.gone, sandbox: in.claimed || k.sandbox, known: k,
+		startedAt: in.startedAt, startPath: in.startPath}, true
 }
 
 // commit writes what a sync of id found and made (out.known, whole), and

@@ -26,11 +26,15 @@ import (
 
 // newQueue returns the queue: each sandbox's retries wait as lim says
 // (nil: RetryMin doubling up to RetryMax).
-func newQueue(lim workqueue.TypedRateLimiter[string], retryMin, retryMax time.Duration) workqueue.TypedRateLimitingInterface[string] {
+func newQueue(lim workqueue.TypedRateLimiter[string], retryMin, retryMax time.Duration, metrics workqueue.MetricsProvider) workqueue.TypedRateLimitingInterface[string] {
 	if lim == nil {
 		lim = workqueue.NewTypedItemExponentialFailureRateLimiter[string](retryMin, retryMax)
 	}
-	return workqueue.NewTypedRateLimitingQueueWithConfig(lim, workqueue.TypedRateLimitingQueueConfig[string]{Name: "nri-hcn-portmap"})
+	cfg := workqueue.TypedRateLimitingQueueConfig[string]{Name: "nri-hcn-portmap", MetricsProvider: metrics}
+	if metrics == nil { // client-go's global provider (a no-op unless someone sets it) is not used
+		cfg.MetricsProvider = noQueueMetrics{}
+	}
+	return workqueue.NewTypedRateLimitingQueueWithConfig(lim, cfg)
 }
 
 func (c *Core) startWorkers(n int) {
@@ -94,11 +98,16 @@ func (c *Core) process(id string) {
 	out := c.sync(ctx, sn)
 	cancel()
 	out.known.err = out.err
+	mapped := out.err == nil && !sn.known.timed && !sn.startedAt.IsZero() && len(out.known.eps) > 0
+	out.known.timed = sn.known.timed || mapped
 	again := out.err != nil && retries(out.err, sn.attempt) && !c.closing.Load()
 	if !again {
 		out.known.waitFor = nil // a conflict's wait ends with its work
 	}
 	tell := c.st.commit(id, sn, out.known, again)
+	if mapped { // its host ports first in place
+		c.opt.Observer.Mapped(sn.startPath, time.Since(sn.startedAt))
+	}
 	c.tell(sn, out, again, tell)
 	for _, h := range out.also {
 		c.enqueue(h, sighting{}) // a conflict asks: does the holder still run?

@@ -77,7 +77,7 @@ func (c *Core) shutdownQueue() {
 func (c *Core) StartPod(ctx context.Context, p Pod) error {
 	dctx, cancel := context.WithTimeout(ctx, c.opt.Deadline)
 	defer cancel()
-	_, err, answered := c.await(dctx, p.ID, sighting{pod: &p, start: true, claim: true}, false)
+	_, err, answered := c.await(dctx, p.ID, sighting{pod: &p, start: true, claim: true, path: PathNRI}, false)
 	if answered {
 		c.opt.Observer.Operation("start", Classify(err))
 		return err
@@ -145,7 +145,7 @@ func (c *Core) Deleted(id string) { c.enqueue(id, deletedEvent(id)) }
 
 // What each containerd event says of a container.
 func startedEvent(id string) sighting {
-	return sighting{pod: &Pod{ID: id, Partial: true}, start: true, wait: &waiter{kind: "event-start"}}
+	return sighting{pod: &Pod{ID: id, Partial: true}, start: true, path: PathEvents, wait: &waiter{kind: "event-start"}}
 }
 
 func exitedEvent(id string) sighting {

@@ -13,6 +13,7 @@ import (
 	"sort"
 	"strings"
 	"testing"
+	"time"
 
 	"sigs.k8s.io/yaml"
 
@@ -153,7 +154,21 @@ func makeTargets(t *testing.T) map[string]bool {
 // metricNames are the metric families the plugin exports.
 func metricNames(t *testing.T) map[string]bool {
 	t.Helper()
-	m := telemetry.New("test")
+	out := map[string]bool{}
+	for _, m := range regexp.MustCompile(`(?m)^# TYPE (nri_hcn_portmap_\w+)`).FindAllStringSubmatch(exposition(t), -1) {
+		out[m[1]] = true
+	}
+	if len(out) < 10 {
+		t.Fatalf("metrics: %v", out)
+	}
+	return out
+}
+
+// exposition is what /metrics serves with every family of the plugin's
+// holding a sample.
+func exposition(t *testing.T) string {
+	t.Helper()
+	m := telemetry.New("test", "0123abc")
 	m.CountEndpoints(func() int { return 0 })
 	m.CountFailing(func() map[string]int { return map[string]int{"HostPortDenied": 1} })
 	m.KubeReporter(true)
@@ -167,16 +182,20 @@ func metricNames(t *testing.T) map[string]bool {
 	m.KubeReport("event", "sent")
 	m.Skipped("mapped-by-cni")
 	m.Reloaded(true)
+	m.Mapped("nri", time.Millisecond)
+	m.WatchSource(func() bool { return true })
+	m.NamespacesSynced(true)
+	q := m.QueueMetrics()
+	q.NewDepthMetric("q")
+	q.NewAddsMetric("q")
+	q.NewLatencyMetric("q")
+	q.NewWorkDurationMetric("q")
+	q.NewUnfinishedWorkSecondsMetric("q")
+	q.NewLongestRunningProcessorSecondsMetric("q")
+	q.NewRetriesMetric("q")
 	rec := httptest.NewRecorder()
 	m.Handler().ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))
-	out := map[string]bool{}
-	for _, m := range regexp.MustCompile(`(?m)^# TYPE (nri_hcn_portmap_\w+)`).FindAllStringSubmatch(rec.Body.String(), -1) {
-		out[m[1]] = true
-	}
-	if len(out) < 10 {
-		t.Fatalf("metrics: %v", out)
-	}
-	return out
+	return rec.Body.String()
 }
 
 // flags that belong to other programs in the docs' commands (helm,

@@ -113,7 +113,7 @@ type app struct {
 // admin endpoints. launched is the NRI source of a plugin the runtime
 // launched (its only event source), nil otherwise.
 func build(ctx context.Context, cfg config.Config, flags *config.Flags, log *logrus.Entry, launched *nri.Source) (*app, error) {
-	a := &app{cfg: cfg, flags: flags, resolve: flags.Resolve, log: log, metrics: telemetry.New(version)}
+	a := &app{cfg: cfg, flags: flags, resolve: flags.Resolve, log: log, metrics: telemetry.New(version, thisBuild().Commit)}
 	mgr, err := newManager(ctx, cfg.HCN, a.metrics.HCNCall, log)
 	if err != nil {
 		return nil, err
@@ -159,6 +159,7 @@ func build(ctx context.Context, cfg config.Config, flags *config.Flags, log *log
 	a.srcs = sources.New(mode, nriSrc, containerd.NewEventSource(a.core, a.store, resync, cfg.NRI.ReconnectMax.Duration, log),
 		resync, cfg.NRI.Socket, log)
 	a.srcs.Chosen = a.metrics.SourceChosen
+	a.metrics.WatchSource(func() bool { return a.srcs.Health(context.Background()) == nil })
 	a.admin = &admin.Admin{
 		Checks: []admin.HealthCheck{
 			{Name: "event source", Check: a.srcs.Health},

@@ -10,13 +10,13 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"k8s.io/client-go/util/workqueue"
 )
 
 // Metrics implements plugin.Observer.
 type Metrics struct {
 	reg        *prometheus.Registry
 	operations *prometheus.CounterVec
-	denials    prometheus.Counter
 	hcnCalls   *prometheus.HistogramVec
 	hcnErrors  *prometheus.CounterVec
 	reconciles *prometheus.CounterVec
@@ -30,26 +30,26 @@ type Metrics struct {
 	kubeDrop   prometheus.Counter
 	kubeUp     prometheus.Gauge
 	nsSynced   prometheus.Gauge
+	mapped     *prometheus.HistogramVec
 	// kubeUpRegistered: the gauge is there only with kubernetes.enabled
 	kubeUpRegistered bool
 }
 
 // New registers the metrics (the endpoint gauge comes with CountEndpoints);
-// version is the build's, for nri_hcn_portmap_build_info.
-func New(version string) *Metrics {
+// version and revision are the build's, for nri_hcn_portmap_build_info.
+func New(version, revision string) *Metrics {
 	m := &Metrics{reg: prometheus.NewRegistry()}
 	f := func(c prometheus.Collector) { m.reg.MustRegister(c) }
 	f(collectors.NewGoCollector())
 	f(collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	build := prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "nri_hcn_portmap_build_info",
-		Help: "Always 1: the plugin's version and the Go version it was built with."}, []string{"version", "goversion"})
-	build.WithLabelValues(version, runtime.Version()).Set(1)
+		Help: "Always 1: the plugin's version, the commit it was built from and the Go version it was built with."},
+		[]string{"version", "revision", "goversion"})
+	build.WithLabelValues(version, revision, runtime.Version()).Set(1)
 	f(build)
 	m.operations = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "nri_hcn_portmap_operations_total",
 		Help: "Pod operations by kind (start, stop, event-start, event-stop) and result (ok, error, invalid, hyperv, denied, conflict, deadline)."},
 		[]string{"kind", "result"})
-	m.denials = prometheus.NewCounter(prometheus.CounterOpts{Name: "nri_hcn_portmap_admission_denials_total",
-		Help: "Pods denied host ports by the admission policy."})
 	m.hcnCalls = prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "nri_hcn_portmap_hcn_call_duration_seconds",
 		Help: "Latency of HNS calls.", Buckets: []float64{.0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10}},
 		[]string{"call"})
@@ -63,7 +63,7 @@ func New(version string) *Metrics {
 		Help: "Reconnections of an event source after its connection broke."}, []string{"source"})
 	m.reloads = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "nri_hcn_portmap_config_reloads_total",
 		Help: "Configuration reloads by result (applied, rejected)."}, []string{"result"})
-	m.source = prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "nri_hcn_portmap_event_source",
+	m.source = prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "nri_hcn_portmap_event_source_info",
 		Help: "1 for the event source the plugin chose (nri or containerd)."}, []string{"source"})
 	m.nri = prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "nri_hcn_portmap_nri_registered",
 		Help: "1 while registered with the NRI runtime, by the name the runtime knows the plugin by (<index>-<name>) and mode (launched by the runtime, or external)."},
@@ -79,7 +79,10 @@ func New(version string) *Metrics {
 		Help: "With kubernetes.enabled: 1 when the reporter runs, 0 when it could not be built (no API server configuration); ports are mapped either way."})
 	m.nsSynced = prometheus.NewGauge(prometheus.GaugeOpts{Name: "nri_hcn_portmap_kubernetes_namespaces_synced",
 		Help: "With kubernetes.enabled: 1 while the namespaces' labels (their Pod Security levels) are listed and watched, 0 while not (annotations in namespaces never read wait)."})
-	for _, c := range []prometheus.Collector{m.kube, m.kubeDrop, m.skipped, m.nri, m.source, m.operations, m.denials, m.hcnCalls, m.hcnErrors, m.reconciles, m.repairs, m.reconnects, m.reloads} {
+	m.mapped = prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "nri_hcn_portmap_start_to_mapped_seconds",
+		Help:    "From a pod's start seen (path nri: RunPodSandbox; events: containerd's /tasks/start) to its host ports in place.",
+		Buckets: []float64{.005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60}}, []string{"path"})
+	for _, c := range []prometheus.Collector{m.kube, m.kubeDrop, m.skipped, m.nri, m.source, m.operations, m.hcnCalls, m.hcnErrors, m.reconciles, m.repairs, m.reconnects, m.reloads, m.mapped} {
 		f(c)
 	}
 	return m
@@ -90,6 +93,20 @@ func New(version string) *Metrics {
 func (m *Metrics) CountEndpoints(count func() int) {
 	m.reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "nri_hcn_portmap_endpoints_managed",
 		Help: "HCN endpoints the plugin manages."}, func() float64 { return float64(count()) }))
+}
+
+// WatchSource registers the gauge of whether the event source is live
+// (registered with NRI, or subscribed to containerd's events), read from
+// up at every scrape.
+func (m *Metrics) WatchSource(up func() bool) {
+	m.reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "nri_hcn_portmap_event_source_up",
+		Help: "1 while the event source is live (registered with the NRI runtime, or subscribed to containerd's events): pods are followed; 0 while not."},
+		func() float64 {
+			if up() {
+				return 1
+			}
+			return 0
+		}))
 }
 
 // CountFailing registers the gauge of the pods whose mappings fail now, by
@@ -120,12 +137,16 @@ func (m *Metrics) Handler() http.Handler {
 }
 
 // Operation implements plugin.Observer.
-func (m *Metrics) Operation(kind, result string) {
-	m.operations.WithLabelValues(kind, result).Inc()
-	if result == "denied" {
-		m.denials.Inc()
-	}
+func (m *Metrics) Operation(kind, result string) { m.operations.WithLabelValues(kind, result).Inc() }
+
+// Mapped implements plugin.Observer.
+func (m *Metrics) Mapped(path string, d time.Duration) {
+	m.mapped.WithLabelValues(path).Observe(d.Seconds())
 }
+
+// QueueMetrics implements plugin.Observer: the work queue's metrics,
+// client-go's set under the plugin's name.
+func (m *Metrics) QueueMetrics() workqueue.MetricsProvider { return queueMetrics{m.reg} }
 
 // Reconciled implements plugin.Observer.
 func (m *Metrics) Reconciled(trigger string, created, deleted, _, failed int) {

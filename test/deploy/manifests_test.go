@@ -76,6 +76,10 @@ func renderErr(t *testing.T, release string, set ...string) (string, error) {
 	t.Helper()
 	args := []string{"template", release, chart, "--namespace", "nri-hcn-portmap", "--kube-version", kubeVersion, "--api-versions", vapAPI}
 	for _, s := range set {
+		if file, ok := strings.CutPrefix(s, "--values-file="); ok {
+			args = append(args, "--values", file)
+			continue
+		}
 		args = append(args, "--set", s)
 	}
 	var stderr bytes.Buffer
@@ -249,7 +253,7 @@ func TestChartDefaults(t *testing.T) {
 		t.Fatalf("%d DaemonSets, want the plugin's", len(o.daemonSets))
 	}
 	ds := o.daemonSets[0]
-	checkPluginDaemonSet(t, ds, "nri-hcn-portmap:"+appVersion)
+	checkPluginDaemonSet(t, ds, "ghcr.io/nri-hcn-portmap/nri-hcn-portmap:"+appVersion) // the release workflow publishes it there
 	checkStandardLabels(t, "nri-hcn-portmap", ds.Labels, ds.Spec.Selector.MatchLabels)
 	ann := ds.Spec.Template.Annotations
 	if ann["prometheus.io/scrape"] != "true" || ann["prometheus.io/port"] != "9467" || ann["prometheus.io/path"] != "/metrics" {

@@ -294,7 +294,7 @@ func TestContainerdRestartUnderPlugin(t *testing.T) {
 
 func TestAutoPicksContainerdWithoutNRISocket(t *testing.T) {
 	env, ctx := startEventsEnv(t, eventsConfig, "--source", "auto", "--nri-socket", "/nonexistent/nri.sock")
-	if m := scrape(t, env); m[`nri_hcn_portmap_event_source{source="containerd"}`] != 1 || m[`nri_hcn_portmap_event_source{source="nri"}`] != 0 {
+	if m := scrape(t, env); m[`nri_hcn_portmap_event_source_info{source="containerd"}`] != 1 || m[`nri_hcn_portmap_event_source_info{source="nri"}`] != 0 {
 		t.Fatalf("event source chosen: %v", m)
 	}
 	p := pod("auto", "8481:80")

@@ -103,6 +103,9 @@ func TestHealthMetricsAndStatus(t *testing.T) {
 	}); err != nil {
 		t.Fatal(err)
 	}
+	if up := scrape(t, env)["nri_hcn_portmap_event_source_up"]; up != 0 {
+		t.Errorf("event_source_up %v while the plugin is not registered, want 0", up)
+	}
 	if err := env.StartNRI(); err != nil {
 		t.Fatal(err)
 	}
@@ -120,7 +123,8 @@ func TestHealthMetricsAndStatus(t *testing.T) {
 		`nri_hcn_portmap_operations_total{kind="start",result="invalid"}`: 1,
 		// a's stop, and a stop and a remove for each failed pod (containerd tears them down)
 		`nri_hcn_portmap_operations_total{kind="stop",result="ok"}`:              5,
-		`nri_hcn_portmap_admission_denials_total`:                                1,
+		`nri_hcn_portmap_event_source_up`:                                        1,
+		`nri_hcn_portmap_start_to_mapped_seconds_count{path="nri"}`:              2, // a and b; missed was built by a resync
 		`nri_hcn_portmap_endpoints_managed`:                                      2, // b and missed
 		`nri_hcn_portmap_event_source_reconnects_total{source="nri"}`:            1,
 		`nri_hcn_portmap_reconcile_runs_total{trigger="synchronize"}`:            2,
@@ -134,6 +138,10 @@ func TestHealthMetricsAndStatus(t *testing.T) {
 			if got[k] != v {
 				wrong = append(wrong, fmt.Sprintf("%s = %v, want %v", k, got[k], v))
 			}
+		}
+		if harness.Sum(got, "nri_hcn_portmap_workqueue_adds_total") < 5 || harness.Sum(got, "nri_hcn_portmap_pods_failing") != 0 {
+			wrong = append(wrong, fmt.Sprintf("workqueue adds %v (want one per sync at least), pods failing %v (want 0: the failed pods are gone)",
+				harness.Sum(got, "nri_hcn_portmap_workqueue_adds_total"), harness.Sum(got, "nri_hcn_portmap_pods_failing")))
 		}
 		if len(wrong) > 0 {
 			return fmt.Errorf("metrics:\n%s", strings.Join(wrong, "\n"))

@@ -41,6 +41,14 @@ nodeSelector:
 tolerations:
   {{- toYaml .Values.tolerations | nindent 2 }}
 priorityClassName: {{ .Values.priorityClassName }}
+{{- with .Values.affinity }}
+affinity:
+  {{- toYaml . | nindent 2 }}
+{{- end }}
+{{- with .Values.imagePullSecrets }}
+imagePullSecrets:
+  {{- toYaml . | nindent 2 }}
+{{- end }}
 # A HostProcess container (Kubernetes 1.23+) runs on the host, as SYSTEM,
 # with the host's network: it reaches HNS and containerd's named pipe.
 hostNetwork: true
@@ -78,4 +86,40 @@ quoted for a YAML list.
 
 {{- define "nri-hcn-portmap.configPath" -}}
 "%CONTAINER_SANDBOX_MOUNT_POINT%\\etc\\nri-hcn-portmap\\config.toml"
+{{- end }}
+
+{{- /* A TOML value of config.settings (dict "key" K "value" V): a string
+(quoted), a bool, a whole number, or a list of strings. */ -}}
+{{- define "nri-hcn-portmap.tomlValue" -}}
+{{- $v := .value }}
+{{- if kindIs "string" $v }}{{ $v | quote }}
+{{- else if kindIs "bool" $v }}{{ $v }}
+{{- else if or (kindIs "float64" $v) (kindIs "int" $v) (kindIs "int64" $v) }}{{ $v | int64 }}
+{{- else if kindIs "slice" $v }}{{ include "nri-hcn-portmap.tomlStrings" $v }}
+{{- else }}{{ fail (printf "config.settings: %s = %v: want a string, a number, true or false, or a list" .key $v) }}
+{{- end }}
+{{- end }}
+
+{{- /* The plugin's ServiceAccount: the chart's (the release's name unless
+serviceAccount.name says), or one that exists (serviceAccount.create=false). */ -}}
+{{- define "nri-hcn-portmap.serviceAccountName" -}}
+{{- if .Values.serviceAccount.create }}
+{{- default (include "nri-hcn-portmap.fullname" .) .Values.serviceAccount.name }}
+{{- else }}
+{{- required "serviceAccount.name: the ServiceAccount to run as, when serviceAccount.create=false" .Values.serviceAccount.name }}
+{{- end }}
+{{- end }}
+
+{{- /* The metrics port's Windows Firewall rule: added by the plugin's pod
+(idempotent), removed by the cleanup. */ -}}
+{{- define "nri-hcn-portmap.firewallRule" -}}
+{{ include "nri-hcn-portmap.fullname" . }}-metrics
+{{- end }}
+
+{{- define "nri-hcn-portmap.firewallAdd" -}}
+if (-not (Get-NetFirewallRule -Name '{{ include "nri-hcn-portmap.firewallRule" . }}' -ErrorAction SilentlyContinue)) { New-NetFirewallRule -Name '{{ include "nri-hcn-portmap.firewallRule" . }}' -DisplayName 'nri-hcn-portmap metrics' -Direction Inbound -Protocol TCP -LocalPort {{ .Values.metrics.port }} -Action Allow | Out-Null }
+{{- end }}
+
+{{- define "nri-hcn-portmap.firewallRemove" -}}
+Remove-NetFirewallRule -Name '{{ include "nri-hcn-portmap.firewallRule" . }}' -ErrorAction SilentlyContinue; exit 0
 {{- end }}

@@ -1,0 +1,104 @@
+package main
+
+import (
+	"encoding/json"
+	"os"
+	"regexp"
+	"strings"
+	"testing"
+
+	"github.com/prometheus/client_golang/prometheus/testutil/promlint"
+	"sigs.k8s.io/yaml"
+)
+
+// Issue 32: the metrics pass promlint (what promtool check metrics runs),
+// and the shipped alert rules and dashboard name only metrics the plugin
+// exports: a renamed or dropped family fails here, not on an operator's
+// empty panel.
+func TestMonitoringNamesOnlyExportedMetrics(t *testing.T) {
+	problems, err := promlint.New(strings.NewReader(exposition(t))).Lint()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range problems {
+		if strings.HasPrefix(p.Metric, "nri_hcn_portmap_") {
+			t.Errorf("promlint: %s: %s", p.Metric, p.Text)
+		}
+	}
+	families := metricNames(t)
+	exported := func(name string) bool {
+		for _, suffix := range []string{"", "_bucket", "_count", "_sum"} {
+			if base, ok := strings.CutSuffix(name, suffix); ok && families[base] {
+				return true
+			}
+		}
+		return false
+	}
+	var queries []string
+	var rules struct {
+		Groups []struct {
+			Rules []struct {
+				Alert, Expr string
+			}
+		}
+	}
+	b, err := os.ReadFile("../../deploy/monitoring/alerts.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := yaml.Unmarshal(b, &rules); err != nil { // their schema is promtool's to check (test/deploy)
+		t.Fatal(err)
+	}
+	for _, g := range rules.Groups {
+		for _, r := range g.Rules {
+			queries = append(queries, r.Expr)
+		}
+	}
+	b, err = os.ReadFile("../../deploy/monitoring/dashboard.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var dash struct {
+		Panels []struct {
+			Title   string
+			Targets []struct{ Expr string }
+		}
+		Templating struct {
+			List []struct {
+				Type  string
+				Query any
+			}
+		}
+	}
+	if err := json.Unmarshal(b, &dash); err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range dash.Panels {
+		if len(p.Targets) == 0 && p.Title != "" {
+			t.Errorf("dashboard panel %q has no query", p.Title)
+		}
+		for _, tg := range p.Targets {
+			queries = append(queries, tg.Expr)
+		}
+	}
+	for _, v := range dash.Templating.List {
+		if q, ok := v.Query.(string); ok && v.Type == "query" {
+			queries = append(queries, q)
+		}
+	}
+	if len(rules.Groups) == 0 || len(dash.Panels) < 6 {
+		t.Fatalf("%d rule groups, %d panels: the files were not read", len(rules.Groups), len(dash.Panels))
+	}
+	named := regexp.MustCompile(`nri_hcn_portmap_[a-z_]+`)
+	for _, q := range queries {
+		names := named.FindAllString(q, -1)
+		if len(names) == 0 {
+			t.Errorf("query %q names no metric of the plugin", q)
+		}
+		for _, n := range names {
+			if !exported(n) {
+				t.Errorf("query %q: the plugin exports no %s", q, n)
+			}
+		}
+	}
+}
