@@ -6,8 +6,10 @@ CONTAINERD         := $(GOBIN)/containerd
 CONTAINERD_SHIM    := $(GOBIN)/containerd-shim-runc-v2
 KUBE_APISERVER     := $(GOBIN)/kube-apiserver-v1.37.2
 ETCD               := $(GOBIN)/etcd-v3.6.16
+KUBECTL            := $(GOBIN)/kubectl-v1.37.2
 export KUBE_APISERVER_BIN := $(KUBE_APISERVER)
 export ETCD_BIN := $(ETCD)
+export KUBECTL_BIN := $(KUBECTL)
 export CONTAINERD_BIN := $(CONTAINERD)
 # The version stamped into the binaries (nri-hcn-portmap version, the start
 # log line): the git description of the tree, or VERSION=... to override.
@@ -67,7 +69,12 @@ manifests: $(HELM)
 		--kube-version $(KUBE_VERSION) --api-versions $(KUBE_APIS) > deploy/kustomize/base/nri-hcn-portmap.yaml
 	$(HELM) template nri-hcn-portmap deploy/helm/nri-hcn-portmap --namespace nri-hcn-portmap \
 		--kube-version $(KUBE_VERSION) --api-versions $(KUBE_APIS) --set daemonset.enabled=false --set cleanup.enabled=true \
-		> deploy/kustomize/cleanup/nri-hcn-portmap-cleanup.yaml
+		--show-only templates/cleanup.yaml > deploy/kustomize/cleanup/nri-hcn-portmap-cleanup.yaml
+
+# A release's artifacts (all but the image), in dist/$(VERSION)/:
+#   make dist VERSION=v1.2.3
+dist: $(HELM)
+	VERSION=$(VERSION) HELM=$(HELM) GO=$(GO) bash hack/dist.sh
 
 # containerd for the end-to-end tests and the demo, built from source with
 # the Go toolchain (about two minutes the first time).
@@ -81,7 +88,7 @@ $(CONTAINERD_SHIM):
 # A real kube-apiserver and etcd for the Kubernetes e2e tests, built from
 # source by the wrapper modules in hack/kube (about 7 minutes the first time
 # on 2 cores; cached in GOBIN).
-kube: $(KUBE_APISERVER) $(ETCD)
+kube: $(KUBE_APISERVER) $(ETCD) $(KUBECTL)
 # with its version stamped as a release build's (helm checks a chart's
 # kubeVersion against it)
 KUBE_VERSION_LDFLAGS := -X k8s.io/component-base/version.gitVersion=v1.37.2 \
@@ -91,6 +98,10 @@ $(KUBE_APISERVER):
 	cd hack/kube/apiserver && $(GO) build -ldflags "$(KUBE_VERSION_LDFLAGS)" -o $@ k8s.io/kubernetes/cmd/kube-apiserver
 $(ETCD):
 	cd hack/kube/etcd && $(GO) build -o $@ go.etcd.io/etcd/server/v3
+# kubectl: the README's and NOTES.txt's commands run as written
+# (test/deploy), and kubectl kustomize renders the overlays
+$(KUBECTL):
+	cd hack/kube/apiserver && $(GO) build -ldflags "$(KUBE_VERSION_LDFLAGS)" -o $@ k8s.io/kubernetes/cmd/kubectl
 
 # Everything: vet (Linux and Windows), unit tests with the race detector,
 # end-to-end tests against a real containerd. Needs root for containerd.

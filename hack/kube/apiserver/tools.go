@@ -1,7 +1,13 @@
 //go:build tools
 
-// Package apiserver pins kube-apiserver's dependencies; make kube builds
-// k8s.io/kubernetes/cmd/kube-apiserver from this module.
+// Package apiserver pins kube-apiserver's and kubectl's dependencies; make
+// kube builds k8s.io/kubernetes/cmd/kube-apiserver and cmd/kubectl from
+// this module (kubectl runs the README's and NOTES.txt's commands as an
+// operator would, and renders the kustomize overlays).
 package apiserver
 
-import _ "k8s.io/kubernetes/cmd/kube-apiserver/app"
+import (
+	_ "k8s.io/component-base/cli"
+	_ "k8s.io/kubectl/pkg/cmd"
+	_ "k8s.io/kubernetes/cmd/kube-apiserver/app"
+)

@@ -1,0 +1,133 @@
+package deploy
+
+import (
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nri-hcn-portmap/nri-hcn-portmap/config"
+)
+
+// kubectlBin is the kubectl make kube builds (KUBECTL_BIN).
+func kubectlBin(t *testing.T) string {
+	t.Helper()
+	if p := os.Getenv("KUBECTL_BIN"); p != "" {
+		return p
+	}
+	if out, err := exec.Command("go", "env", "GOPATH").Output(); err == nil {
+		if p := filepath.Join(strings.TrimSpace(string(out)), "bin", "kubectl-v1.37.2"); fileExists(p) {
+			return p
+		}
+	}
+	t.Fatal("no kubectl: run `make kube`")
+	return ""
+}
+
+// kustomizeBuild renders dir with kubectl's kustomize, as kubectl apply -k
+// would.
+func kustomizeBuild(t *testing.T, dir string) []byte {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	out, err := exec.CommandContext(ctx, kubectlBin(t), "kustomize", dir).CombinedOutput()
+	if err != nil {
+		t.Fatalf("kubectl kustomize %s: %v\n%s", dir, err, out)
+	}
+	return out
+}
+
+// overlay writes an operator's overlay of the base, with their registry
+// and configuration (docs/operating.md's example), and with components.
+func overlay(t *testing.T, components ...string) string {
+	t.Helper()
+	root, err := filepath.Abs(kustomize)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	rel := func(p string) string { // kustomize takes no absolute roots
+		r, err := filepath.Rel(dir, filepath.Join(root, p))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return r
+	}
+	body := `namespace: nri-hcn-portmap
+resources: [` + rel("base") + `]
+images: [{name: ghcr.io/nri-hcn-portmap/nri-hcn-portmap, newName: registry.example/team/nri-hcn-portmap, newTag: v9.9.9}]
+patches:
+  - target: {kind: ConfigMap, name: nri-hcn-portmap}
+    patch: |
+      - op: replace
+        path: /data/config.toml
+        value: |
+          [hcn]
+          backend = "windows"
+          network = "pods-nat"
+          [containerd]
+          address = '\\.\pipe\containerd-containerd'
+          [kubernetes]
+          enabled = true
+          [admin]
+          listen = "127.0.0.1:9466"
+`
+	if len(components) > 0 {
+		var rels []string
+		for _, c := range components {
+			rels = append(rels, rel(c))
+		}
+		body += "components: [" + strings.Join(rels, ", ") + "]\n"
+	}
+	if err := os.WriteFile(filepath.Join(dir, "kustomization.yaml"), []byte(body), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return dir
+}
+
+// Issue 32: the kustomize route. The base renders the chart's defaults; an
+// operator's overlay with a registry and a configuration gives the plugin
+// its image and config; the same overlay with the cleanup component gives
+// the cleanup DaemonSet that image and that ConfigMap, and no plugin
+// DaemonSet (the cleanup as it was, a Kustomization of its own, rendered
+// the chart's default image and ignored the overlay's configuration).
+func TestKustomizeOverlayCarriesImageAndConfig(t *testing.T) {
+	base := decodeAll(t, kustomizeBuild(t, filepath.Join(kustomize, "base")))
+	if len(base.daemonSets) != 1 || base.daemonSets[0].Spec.Template.Spec.Containers[0].Image != "ghcr.io/nri-hcn-portmap/nri-hcn-portmap:"+appVersion {
+		t.Fatalf("base: %d DaemonSets, image %q", len(base.daemonSets), base.daemonSets[0].Spec.Template.Spec.Containers[0].Image)
+	}
+	const image = "registry.example/team/nri-hcn-portmap:v9.9.9"
+	installed := decodeAll(t, kustomizeBuild(t, overlay(t)))
+	if len(installed.daemonSets) != 1 || installed.daemonSets[0].Spec.Template.Spec.Containers[0].Image != image {
+		t.Fatalf("overlay: %+v", installed.daemonSets)
+	}
+	uninstall := decodeAll(t, kustomizeBuild(t, overlay(t, "cleanup")))
+	if len(uninstall.daemonSets) != 1 || uninstall.daemonSets[0].Name != "nri-hcn-portmap-cleanup" {
+		names := []string{}
+		for _, ds := range uninstall.daemonSets {
+			names = append(names, ds.Name)
+		}
+		t.Fatalf("overlay with the cleanup: DaemonSets %v, want the cleanup's alone", names)
+	}
+	cleanup := uninstall.daemonSets[0]
+	if img := cleanup.Spec.Template.Spec.Containers[0].Image; img != image {
+		t.Errorf("the cleanup runs %q, want the overlay's %q", img, image)
+	}
+	if len(uninstall.configMaps) != 1 {
+		t.Fatalf("%d ConfigMaps", len(uninstall.configMaps))
+	}
+	cfg := config.Default()
+	if err := config.Decode("ConfigMap", []byte(uninstall.configMaps[0].Data["config.toml"]), &cfg); err != nil {
+		t.Fatal(err)
+	}
+	if cfg.HCN.Network != "pods-nat" {
+		t.Errorf("the cleanup's configuration has network %q, want the overlay's pods-nat", cfg.HCN.Network)
+	}
+	vol := cleanup.Spec.Template.Spec.Volumes
+	if len(vol) != 1 || vol[0].ConfigMap == nil || vol[0].ConfigMap.Name != uninstall.configMaps[0].Name {
+		t.Errorf("the cleanup's volume %+v is not the overlay's ConfigMap %s", vol, uninstall.configMaps[0].Name)
+	}
+}
