@@ -271,6 +271,9 @@ func Load(path string) (Config, error) {
 
 // Decode strictly decodes TOML data (named path in errors) into cfg.
 func Decode(path string, data []byte, cfg *Config) error {
+	// a UTF-8 byte order mark, as Windows editors and PowerShell's
+	// Out-File -Encoding utf8 write it, is not TOML's but means no harm
+	data = bytes.TrimPrefix(data, []byte("\xef\xbb\xbf"))
 	dec := toml.NewDecoder(bytes.NewReader(data)).DisallowUnknownFields()
 	err := dec.Decode(cfg)
 	var strict *toml.StrictMissingError
