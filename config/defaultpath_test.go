@@ -5,12 +5,14 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+
+	"github.com/nri-hcn-portmap/nri-hcn-portmap/test/testfs"
 )
 
 // Without --config the default path is read when a file is there, and the
 // defaults apply when none is; --config wins over it.
 func TestDefaultPathIsReadWhenThere(t *testing.T) {
-	dir := t.TempDir()
+	dir := testfs.TempDir(t) // wine cannot remove t.TempDir's files
 	there := filepath.Join(dir, "config.toml")
 	if err := os.WriteFile(there, []byte("[hcn]\nnetwork = \"from-the-default-path\"\n"), 0o644); err != nil {
 		t.Fatal(err)

@@ -38,6 +38,7 @@ func TestSelfTestThroughHcsshim(t *testing.T) {
 	cfg := config.Default()
 	cfg.HCN.Network = fmt.Sprintf("doctor-%d", time.Now().UnixNano())
 	cfg.HCN.OutboundNAT = true
+	cfg.Kubernetes.Enabled = true // the node as the chart runs it: the annotation's Pod Security is read
 	if _, err := svc.CreateNetwork(ctx, hcn.NetworkSpec{Name: cfg.HCN.Network, Type: hcn.NetworkNAT, Subnet: "172.28.0.0/24", Gateway: "172.28.0.1"}); err != nil {
 		t.Fatal(err)
 	}

@@ -189,7 +189,7 @@ func TestUninstallRoutesAsWritten(t *testing.T) {
 		if len(uninstall) != 4 {
 			t.Fatalf("README's uninstall: %q", uninstall)
 		}
-		sh.run(ctx, uninstall[0]) // the release becomes the cleanup
+		sh.run(ctx, uninstall[0])                                                    // the release becomes the cleanup
 		after := cleanupCarries(t, ctx, k, ns, "nri-hcn-portmap", image, true, true) // the README installs with metrics.firewallRule=true
 		if before != after {
 			t.Errorf("the cleanup's configuration is not the plugin's:\n%s\nwant\n%s", after, before)
