@@ -27,6 +27,24 @@ func helmOn(t *testing.T, ctx context.Context, kubeconfig string, args ...string
 	return stdout.String()
 }
 
+// startKube starts etcd and a kube-apiserver for the test, stopped when it
+// ends, and returns them with the admin's kubeconfig.
+func startKube(t *testing.T, ctx context.Context) (*harness.Kube, string) {
+	t.Helper()
+	k, err := harness.StartKube(ctx, t.TempDir())
+	if k != nil {
+		t.Cleanup(k.Stop)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	kubeconfig, err := k.AdminKubeconfig()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return k, kubeconfig
+}
+
 // Issue 25: the README's install, uninstall and a second release, with the
 // real helm against a real kube-apiserver (no nodes: what is checked is
 // what helm and the API server do with the chart's objects). The namespace
@@ -36,17 +54,7 @@ func helmOn(t *testing.T, ctx context.Context, kubeconfig string, args ...string
 func TestInstallUninstallFlow(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
-	k, err := harness.StartKube(ctx, t.TempDir())
-	if k != nil {
-		defer k.Stop()
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
-	kubeconfig, err := k.AdminKubeconfig()
-	if err != nil {
-		t.Fatal(err)
-	}
+	k, kubeconfig := startKube(t, ctx)
 	const ns, release = "nri-hcn-portmap", "nri-hcn-portmap"
 	// README: kubectl create namespace, kubectl label namespace
 	if _, err := k.Admin.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns,

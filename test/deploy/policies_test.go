@@ -28,17 +28,7 @@ import (
 func TestAdmissionPoliciesOnTheAPIServer(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
-	k, err := harness.StartKube(ctx, t.TempDir())
-	if k != nil {
-		defer k.Stop()
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
-	kubeconfig, err := k.AdminKubeconfig()
-	if err != nil {
-		t.Fatal(err)
-	}
+	k, kubeconfig := startKube(t, ctx)
 	const ns, release = "nri-hcn-portmap", "nri-hcn-portmap"
 	for name, level := range map[string]string{ns: "privileged", "team": "baseline", "open": "privileged", "plain": ""} {
 		labels := map[string]string{}
@@ -67,7 +57,7 @@ func TestAdmissionPoliciesOnTheAPIServer(t *testing.T) {
 	}
 	// a policy takes effect once the API server has loaded it: the first
 	// refusal is waited for, every other answer is then checked once
-	err = harness.Eventually(ctx, 30*time.Second, func() error {
+	err := harness.Eventually(ctx, 30*time.Second, func() error {
 		if _, err := create("team", "annotated", "win-a", true); err == nil {
 			_ = k.Admin.CoreV1().Pods("team").Delete(ctx, "annotated", metav1.DeleteOptions{})
 			return fmt.Errorf("an annotated pod in a baseline namespace was created")

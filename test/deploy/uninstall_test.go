@@ -163,13 +163,7 @@ func readmeBlock(t *testing.T, heading string) []string {
 func TestUninstallRoutesAsWritten(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	k, err := harness.StartKube(ctx, t.TempDir())
-	if k != nil {
-		defer k.Stop()
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
+	k, _ := startKube(t, ctx)
 	sh := newShell(t, k)
 	const ns = "nri-hcn-portmap"
 	const image = "registry.example/team/nri-hcn-portmap"
