@@ -33,14 +33,8 @@ func configCmd(args []string, stdout, stderr io.Writer) error {
 	case "default":
 		fs := flag.NewFlagSet("config default", flag.ContinueOnError)
 		fs.SetOutput(stderr)
-		if err := fs.Parse(args[1:]); err != nil {
-			if errors.Is(err, flag.ErrHelp) {
-				return err
-			}
-			return usageError{err, true}
-		}
-		if fs.NArg() > 0 {
-			return usagef(fs, "config default: unexpected argument %q", fs.Arg(0))
+		if err := parseArgs(fs, args[1:]); err != nil {
+			return err
 		}
 		cfg = config.Default()
 	case "dump":

@@ -28,6 +28,22 @@ func usagef(fs *flag.FlagSet, format string, args ...any) error {
 	return usageError{err, true}
 }
 
+// parseArgs parses a command's command line: -h is flag.ErrHelp, a flag
+// the command does not have or an argument it takes none of is a
+// usageError (said, with the usage).
+func parseArgs(fs *flag.FlagSet, args []string) error {
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return err
+		}
+		return usageError{err, true} // the flag package has said it, with the usage
+	}
+	if fs.NArg() > 0 {
+		return usagef(fs, "%s: unexpected argument %q", fs.Name(), fs.Arg(0))
+	}
+	return nil
+}
+
 // commandKeys are the configuration keys each command reads, and so the
 // only override flags it offers; run and config dump offer every one.
 var commandKeys = map[string][]string{
@@ -68,14 +84,8 @@ func parse(name string, args []string, stderr io.Writer, extra func(fs *flag.Fla
 	if extra != nil {
 		extra(fs)
 	}
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return config.Config{}, nil, err
-		}
-		return config.Config{}, nil, usageError{err, true} // the flag package has said it, with the usage
-	}
-	if fs.NArg() > 0 {
-		return config.Config{}, nil, usagef(fs, "%s: unexpected argument %q", name, fs.Arg(0))
+	if err := parseArgs(fs, args); err != nil {
+		return config.Config{}, nil, err
 	}
 	cfg, err := flags.Resolve()
 	return cfg, flags, err

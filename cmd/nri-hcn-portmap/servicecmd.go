@@ -34,14 +34,8 @@ func serviceCmd(args []string, stdout, stderr io.Writer) error {
 		fs.SetOutput(stderr)
 		cfgPath := fs.String("config", "", "configuration file the service runs with (absolute path); the defaults without it")
 		dependsOn := fs.String("depends-on", "", "services to start after, comma-separated, e.g. containerd (each must be installed); none by default")
-		if err := fs.Parse(args[1:]); err != nil {
-			if errors.Is(err, flag.ErrHelp) {
-				return err
-			}
-			return usageError{err, true}
-		}
-		if fs.NArg() > 0 {
-			return usagef(fs, "service install: unexpected argument %q", fs.Arg(0))
+		if err := parseArgs(fs, args[1:]); err != nil {
+			return err
 		}
 		// the whole validation the service would do at start: a bad value
 		// is refused now, not in a silent restart loop later

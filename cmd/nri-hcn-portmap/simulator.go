@@ -28,11 +28,8 @@ func simulatorCmd(args []string, stderr io.Writer) error {
 	fs := flag.NewFlagSet("simulator", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	listen := fs.String("listen", "", "address to serve on: unix:///path or tcp://127.0.0.1:port")
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return err
-		}
-		return usageError{err, true}
+	if err := parseArgs(fs, args); err != nil {
+		return err
 	}
 	if *listen == "" {
 		return usagef(fs, "simulator: --listen is required: unix:///path or tcp://127.0.0.1:port")
