@@ -137,58 +137,44 @@ func decodeAll(t *testing.T, stream []byte) objects {
 		if err := yaml.Unmarshal([]byte(doc), &head); err != nil {
 			t.Fatalf("%v in\n%s", err, doc)
 		}
-		strict := func(v any) {
-			if err := yaml.UnmarshalStrict([]byte(doc), v); err != nil {
-				t.Fatalf("%s: %v", head.Kind, err)
-			}
-		}
 		switch head.Kind {
 		case "":
 		case "Namespace":
-			var ns corev1.Namespace
-			strict(&ns)
-			o.namespaces = append(o.namespaces, ns)
+			o.namespaces = appendStrict(t, o.namespaces, head.Kind, doc)
 		case "ConfigMap":
-			var cm corev1.ConfigMap
-			strict(&cm)
-			o.configMaps = append(o.configMaps, cm)
+			o.configMaps = appendStrict(t, o.configMaps, head.Kind, doc)
 		case "DaemonSet":
-			var ds appsv1.DaemonSet
-			strict(&ds)
-			o.daemonSets = append(o.daemonSets, ds)
+			o.daemonSets = appendStrict(t, o.daemonSets, head.Kind, doc)
 		case "ServiceAccount":
-			var sa corev1.ServiceAccount
-			strict(&sa)
-			o.serviceAccounts = append(o.serviceAccounts, sa)
+			o.serviceAccounts = appendStrict(t, o.serviceAccounts, head.Kind, doc)
 		case "ClusterRole":
-			var cr rbacv1.ClusterRole
-			strict(&cr)
-			o.clusterRoles = append(o.clusterRoles, cr)
+			o.clusterRoles = appendStrict(t, o.clusterRoles, head.Kind, doc)
 		case "ClusterRoleBinding":
-			var b rbacv1.ClusterRoleBinding
-			strict(&b)
-			o.bindings = append(o.bindings, b)
+			o.bindings = appendStrict(t, o.bindings, head.Kind, doc)
 		case "Service":
-			var svc corev1.Service
-			strict(&svc)
-			o.services = append(o.services, svc)
+			o.services = appendStrict(t, o.services, head.Kind, doc)
 		case "ValidatingAdmissionPolicy":
-			var p admissionv1.ValidatingAdmissionPolicy
-			strict(&p)
-			o.policies = append(o.policies, p)
+			o.policies = appendStrict(t, o.policies, head.Kind, doc)
 		case "ValidatingAdmissionPolicyBinding":
-			var b admissionv1.ValidatingAdmissionPolicyBinding
-			strict(&b)
-			o.policyBindings = append(o.policyBindings, b)
+			o.policyBindings = appendStrict(t, o.policyBindings, head.Kind, doc)
 		case "PodMonitor", "ServiceMonitor":
-			var m monitor
-			strict(&m)
-			o.monitors = append(o.monitors, m)
+			o.monitors = appendStrict(t, o.monitors, head.Kind, doc)
 		default:
 			t.Fatalf("unexpected kind %s", head.Kind)
 		}
 	}
 	return o
+}
+
+// appendStrict decodes one manifest of kind strictly (an unknown field is
+// an error) and appends it to list.
+func appendStrict[T any](t *testing.T, list []T, kind, doc string) []T {
+	t.Helper()
+	var v T
+	if err := yaml.UnmarshalStrict([]byte(doc), &v); err != nil {
+		t.Fatalf("%s: %v", kind, err)
+	}
+	return append(list, v)
 }
 
 // The kustomize manifests are the chart's rendering, byte for byte.
