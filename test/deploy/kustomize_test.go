@@ -14,17 +14,7 @@ import (
 
 // kubectlBin is the kubectl make kube builds (KUBECTL_BIN).
 func kubectlBin(t *testing.T) string {
-	t.Helper()
-	if p := os.Getenv("KUBECTL_BIN"); p != "" {
-		return p
-	}
-	if out, err := exec.Command("go", "env", "GOPATH").Output(); err == nil {
-		if p := filepath.Join(strings.TrimSpace(string(out)), "bin", "kubectl-v1.37.2"); fileExists(p) {
-			return p
-		}
-	}
-	t.Fatal("no kubectl: run `make kube`")
-	return ""
+	return tool(t, "KUBECTL_BIN", "kubectl-v1.37.2", "run `make kube`")
 }
 
 // kustomizeBuild renders dir with kubectl's kustomize, as kubectl apply -k

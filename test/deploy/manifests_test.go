@@ -26,6 +26,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/nri-hcn-portmap/nri-hcn-portmap/config"
+	"github.com/nri-hcn-portmap/nri-hcn-portmap/test/harness"
 )
 
 const (
@@ -41,25 +42,18 @@ const (
 // helmBin is the helm that `make helm` installs ($HELM_BIN), or one on PATH.
 // Without it the test fails: the chart is the source of every manifest.
 func helmBin(t *testing.T) string {
-	t.Helper()
-	if p := os.Getenv("HELM_BIN"); p != "" {
-		if _, err := os.Stat(p); err == nil {
-			return p
-		}
-	}
-	if p, err := exec.LookPath("helm"); err == nil {
-		return p
-	}
-	if out, err := exec.Command("go", "env", "GOPATH").Output(); err == nil {
-		if p := filepath.Join(strings.TrimSpace(string(out)), "bin", "helm"); fileExists(p) {
-			return p
-		}
-	}
-	t.Fatal("no helm: run `make helm` (go install helm.sh/helm/v3/cmd/helm)")
-	return ""
+	return tool(t, "HELM_BIN", "helm", "run `make helm` (go install helm.sh/helm/v3/cmd/helm)")
 }
 
-func fileExists(p string) bool { _, err := os.Stat(p); return err == nil }
+// tool is harness.Tool, the test failing without it.
+func tool(t *testing.T, env, name, how string) string {
+	t.Helper()
+	p, err := harness.Tool(env, name, how)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
 
 // render runs helm template as `make manifests` does.
 func render(t *testing.T, release string, set ...string) []byte {

@@ -1,9 +1,7 @@
 package deploy
 
 import (
-	"os"
 	"os/exec"
-	"path/filepath"
 	"strings"
 	"testing"
 )
@@ -12,20 +10,7 @@ const monitoring = "../../deploy/monitoring"
 
 // promtoolBin is Prometheus' promtool (make promtool installs it).
 func promtoolBin(t *testing.T) string {
-	t.Helper()
-	if p := os.Getenv("PROMTOOL_BIN"); p != "" {
-		return p
-	}
-	if p, err := exec.LookPath("promtool"); err == nil {
-		return p
-	}
-	if out, err := exec.Command("go", "env", "GOPATH").Output(); err == nil {
-		if p := filepath.Join(strings.TrimSpace(string(out)), "bin", "promtool"); fileExists(p) {
-			return p
-		}
-	}
-	t.Fatal("no promtool: run `make promtool` (go install github.com/prometheus/prometheus/cmd/promtool)")
-	return ""
+	return tool(t, "PROMTOOL_BIN", "promtool", "run `make promtool` (go install github.com/prometheus/prometheus/cmd/promtool)")
 }
 
 // Issue 32: the shipped alert rules are valid Prometheus rules and do what

@@ -13,29 +13,36 @@ import (
 // ContainerdVersion is the containerd the harness expects.
 const ContainerdVersion = "v2.4.2"
 
-// FindContainerd locates the containerd binary: $CONTAINERD_BIN, then
-// $GOBIN or $GOPATH/bin (where `go install` puts it), then $PATH.
+// FindContainerd locates the containerd binary (see Tool).
 func FindContainerd() (string, error) {
-	if p := os.Getenv("CONTAINERD_BIN"); p != "" {
-		return p, nil
-	}
-	var cands []string
+	return Tool("CONTAINERD_BIN", "containerd", fmt.Sprintf("run `make containerd`, "+
+		"which does `go install github.com/containerd/containerd/v2/cmd/containerd@%s`", ContainerdVersion))
+}
+
+// Tool locates a binary a test runs: $env (the Makefile points it at what
+// it built), then $GOBIN or $GOPATH/bin (where `go install` puts it),
+// then $PATH. Not found, the error says where it looked and how (how:
+// the make target that builds it).
+func Tool(env, name, how string) (string, error) {
+	cands := []string{os.Getenv(env)}
 	if gobin := goEnv("GOBIN"); gobin != "" {
-		cands = append(cands, filepath.Join(gobin, "containerd"))
+		cands = append(cands, filepath.Join(gobin, name))
 	}
 	if gopath := goEnv("GOPATH"); gopath != "" {
-		cands = append(cands, filepath.Join(strings.Split(gopath, string(os.PathListSeparator))[0], "bin", "containerd"))
+		cands = append(cands, filepath.Join(strings.Split(gopath, string(os.PathListSeparator))[0], "bin", name))
 	}
 	for _, c := range cands {
+		if c == "" {
+			continue
+		}
 		if _, err := os.Stat(c); err == nil {
 			return c, nil
 		}
 	}
-	if p, err := exec.LookPath("containerd"); err == nil {
+	if p, err := exec.LookPath(name); err == nil {
 		return p, nil
 	}
-	return "", fmt.Errorf("containerd not found (looked at $CONTAINERD_BIN, %s, $PATH): run `make containerd`, "+
-		"which does `go install github.com/containerd/containerd/v2/cmd/containerd@%s`", strings.Join(cands, ", "), ContainerdVersion)
+	return "", fmt.Errorf("%s not found (looked at $%s, %s, $PATH): %s", name, env, strings.Join(cands[1:], ", "), how)
 }
 
 func goEnv(key string) string {

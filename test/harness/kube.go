@@ -35,17 +35,9 @@ type Kube struct {
 
 const adminToken = "hcnpm-admin-token"
 
+// findKubeBin locates a binary make kube builds (see Tool).
 func findKubeBin(env, name string) (string, error) {
-	if p := os.Getenv(env); p != "" {
-		return p, nil
-	}
-	if gopath := goEnv("GOPATH"); gopath != "" {
-		p := filepath.Join(strings.Split(gopath, string(os.PathListSeparator))[0], "bin", name)
-		if _, err := os.Stat(p); err == nil {
-			return p, nil
-		}
-	}
-	return "", fmt.Errorf("%s not found: run make kube (or set %s)", name, env)
+	return Tool(env, name, "run make kube")
 }
 
 // StartKube starts etcd and kube-apiserver in e.Dir and waits for /readyz;
