@@ -351,3 +351,11 @@ func (pv Provider) Effective(network NetworkType) (ok bool, why, fix string) {
 			"or, for a CNI that cannot (win-bridge sets no flag in either apiVersion), remove \"portMappings\" from its \"capabilities\" " +
 			"so that this plugin maps the pod's hostPorts itself"
 }
+
+// SameMapping reports whether two policies map the same thing: protocol,
+// host port, container port, host IP (in any spelling) and address
+// family, whatever their other flags.
+func SameMapping(a, b PortMappingPolicy) bool {
+	return a.Protocol == b.Protocol && a.ExternalPort == b.ExternalPort && a.InternalPort == b.InternalPort &&
+		a.IsIPv6() == b.IsIPv6() && sameVIP(a.VIP, b.VIP)
+}

@@ -366,10 +366,11 @@ func TestSamePodSerialized(t *testing.T) {
 	}
 }
 
-func TestCoreMappingsErrorNamesPodAndAnnotation(t *testing.T) {
-	c := &Core{}
-	_, err := c.mappings(Pod{ID: "abc", Name: "web", Namespace: "shop",
-		Annotations: map[string]string{request.AnnotationPortMappings: "8080:80/sctp"}})
+func TestABadAnnotationsErrorNamesPodAndAnnotation(t *testing.T) {
+	f := newFixture(t)
+	p := f.podIn("abc", "shop", "8080:80/sctp")
+	p.Name = "web"
+	_, err := f.start(p)
 	if err == nil {
 		t.Fatal("want an error")
 	}

@@ -19,6 +19,11 @@ var ErrClosed = errors.New("plugin shutting down")
 // ErrDeadline: HCN did not finish a fail-closed pod start in time.
 var ErrDeadline = errors.New("HCN did not finish within the deadline")
 
+// ErrContainerd: containerd did not answer (not reachable, restarting, a
+// call timed out): the store wraps every such failure in it. It passes by
+// itself.
+var ErrContainerd = errors.New("containerd did not answer")
+
 // errHolderPending: a conflict whose holder's own sync has not yet told
 // whether the holder still runs (it may be stopping right now, or gone
 // while nobody listened); the holder is synced and the conflict decided on
@@ -78,6 +83,9 @@ type errorKind struct {
 	// quietRetry: a retry for it is logged at debug level (it is
 	// expected), not as a warning.
 	quietRetry bool
+	// byNamespace: the pod's namespace's labels decide it (its Pod
+	// Security level): when they change, the pod is synced again at once.
+	byNamespace bool
 }
 
 // row is one row of the table: which errors, and their kind.
@@ -91,6 +99,12 @@ func is(target error) func(error) bool { return func(err error) bool { return er
 // rejected is the kind of a pod's request refused for good.
 func rejected(class, reason string) errorKind {
 	return errorKind{retry: retryNever, class: class, reason: reason, counted: true, level: logrus.ErrorLevel, says: "port mappings rejected"}
+}
+
+// byNamespace marks a row as decided by the pod's namespace's labels.
+func byNamespace(k errorKind) errorKind {
+	k.byNamespace = true
+	return k
 }
 
 // errorTable is every error the plugin tells apart, first match wins.
@@ -109,12 +123,16 @@ var errorTable = []row{
 	{is(request.ErrBadMetadata), errorKind{retry: retryNever, class: ClassError, reason: ReasonHostPortsUnknown, quiet: true, counted: true, level: logrus.WarnLevel, says: "containerd's record of the sandbox does not decode"}},
 	{is(ErrInvalidPod), rejected(ClassInvalid, ReasonInvalid)},
 	{is(admission.ErrDenied), rejected(ClassDenied, ReasonDenied)},
-	{is(admission.ErrPodSecurity), rejected(ClassDenied, ReasonPodSecurity)},
+	{is(admission.ErrPodSecurity), byNamespace(rejected(ClassDenied, ReasonPodSecurity))},
 	// the API server not reached yet: waited out while the pod is live,
 	// never granted meanwhile
-	{is(admission.ErrLevelUnknown), errorKind{retry: retryAlways, class: ClassDenied, reason: ReasonPodSecurityUnknown, counted: true,
-		level: logrus.WarnLevel, says: "host ports held back: the namespace's Pod Security level is not known yet"}},
+	{is(admission.ErrLevelUnknown), byNamespace(errorKind{retry: retryAlways, class: ClassDenied, reason: ReasonPodSecurityUnknown, counted: true,
+		level: logrus.WarnLevel, says: "host ports held back: the namespace's Pod Security level is not known yet"})},
 	{is(ErrPortConflict), rejected(ClassConflict, ReasonConflict)},
+	// containerd not answering (restarting, overloaded): waited out while
+	// the work matters, told as containerd's, not HNS's
+	{is(ErrContainerd), errorKind{retry: retryAlways, class: ClassError, reason: ReasonContainerd, counted: true, level: logrus.ErrorLevel,
+		says: "containerd did not answer; retrying"}},
 	{is(ErrDeadline), errorKind{retry: retryNever, class: ClassDeadline, reason: ReasonHNS, counted: true, level: logrus.WarnLevel, says: "HCN slower than the deadline"}},
 	{is(ErrAPIGone), errorKind{retry: retryNever, class: ClassError, quiet: true, level: logrus.DebugLevel, says: "not reported: the pod is gone"}},
 	{is(ErrAPIRefused), errorKind{retry: retryNever, class: ClassError, level: logrus.ErrorLevel, says: "not reported: the API server refused it"}},

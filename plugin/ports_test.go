@@ -35,7 +35,7 @@ func TestPortIndexConflicts(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			x := newState()
 			hold(x, "a", "ns/a", tt.held)
-			err := x.conflict("b", tt.want)
+			err := x.claim("b", "", tt.want)
 			if !tt.conflict {
 				if err != nil {
 					t.Fatalf("conflict: %v", err)
@@ -69,18 +69,18 @@ func TestPortIndexLifecycle(t *testing.T) {
 	x.markLoaded()
 	web := []hcn.PortMappingPolicy{pp(hcn.TCP, 8080, "", 1)}
 	hold(x, "a", "ns/a", web)
-	if err := x.conflict("a", web); err != nil {
+	if err := x.claim("a", "", web); err != nil {
 		t.Fatalf("a pod conflicts with its own ports: %v", err)
 	}
 	hold(x, "a", "ns/a", []hcn.PortMappingPolicy{pp(hcn.TCP, 8081, "", 1)}) // a moved to 8081
-	if err := x.conflict("b", web); err != nil {
+	if err := x.claim("b", "", web); err != nil {
 		t.Fatalf("8080 should be free after a moved to 8081: %v", err)
 	}
-	if err := x.conflict("b", []hcn.PortMappingPolicy{pp(hcn.TCP, 8081, "", 1)}); err == nil {
+	if err := x.claim("b", "", []hcn.PortMappingPolicy{pp(hcn.TCP, 8081, "", 1)}); err == nil {
 		t.Fatal("a's new port is free")
 	}
 	hold(x, "a", "ns/a", nil) // a gave its ports back: its record goes
-	if err := x.conflict("b", []hcn.PortMappingPolicy{pp(hcn.TCP, 8081, "", 1)}); err != nil {
+	if err := x.claim("b", "", []hcn.PortMappingPolicy{pp(hcn.TCP, 8081, "", 1)}); err != nil {
 		t.Fatalf("after release: %v", err)
 	}
 	if c := x.counts(); c.records != 0 || c.holding != 0 {
@@ -123,10 +123,10 @@ func TestListingIsLearnedOrDoubted(t *testing.T) {
 			}
 		}
 	}
-	if err := f.core.st.conflict("x", mk("x", 9002)[0].PortMappings); err == nil || !strings.Contains(err.Error(), "sandbox new") {
+	if err := f.core.st.claim("x", "", mk("x", 9002)[0].PortMappings); err == nil || !strings.Contains(err.Error(), "sandbox new") {
 		t.Fatalf("the adopted port: %v", err)
 	}
-	if err := f.core.st.conflict("x", mk("x", 9000)[0].PortMappings); err == nil {
+	if err := f.core.st.claim("x", "", mk("x", 9000)[0].PortMappings); err == nil {
 		t.Fatal("a port held by a sandbox whose listing disagrees was given away before HNS was asked")
 	}
 }

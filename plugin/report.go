@@ -50,6 +50,9 @@ const (
 	// ReasonPodSecurityUnknown: the annotation held back while the
 	// namespace's level has not been read from the API server.
 	ReasonPodSecurityUnknown = "PodSecurityLevelUnknown"
+	// ReasonContainerd: containerd did not answer, so what the pod asks
+	// for could not be read (retried until it answers).
+	ReasonContainerd = "ContainerdUnavailable"
 )
 
 // CNIMapping is one of the pod's host ports that another endpoint of its
@@ -94,45 +97,42 @@ type nopReporter struct{}
 
 func (nopReporter) Report(PodReport) {}
 
-// tellOwners records what the pod's owners are told of a start or repair
-// of its mappings: mapped by endpoint ep with policies and by the CNI's
-// endpoints (cni), or failed with err (when err is the owners' business).
-// A CNI mapping that will not work is reported as a failure that names it.
-func (o *outcome) tellOwners(p Pod, ep *hcn.Endpoint, policies []hcn.PortMappingPolicy, cni []CNIMapping, err error) {
-	o.report = nil
-	if p.Name == "" {
-		return
+// ownersReport is what a pod's owners are told of a sync, derived once
+// from its outcome: a failure whose row in the table of errors has a
+// reason, or who maps its host ports (a CNI mapping that will not work
+// makes that a failure naming it); and, when containerd's record does not
+// decode, that its hostPorts are unknown. Nothing for a pod whose name is
+// not known, or a sandbox that stopped or is gone (nobody is there to
+// tell).
+func ownersReport(sn snap, out outcome) *PodReport {
+	p := out.pod
+	if p.Name == "" || sn.stopped || sn.removed || out.known.final || out.known.gone {
+		return nil
 	}
-	if err == nil {
-		rep := PodReport{Pod: p, Mapped: true, Policies: policies, CNI: cni}
-		if ep != nil {
-			rep.Endpoint = ep.ID
+	var rep *PodReport
+	switch {
+	case out.err != nil:
+		if reason := failureReason(out.err); reason != "" {
+			rep = &PodReport{Pod: p, Reason: reason, Err: out.err}
 		}
-		if bad := ineffective(p, cni); bad != nil {
+	case out.mapped != nil:
+		m := out.mapped
+		rep = &PodReport{Pod: p, Mapped: true, Policies: m.policies, CNI: m.cni}
+		if m.endpoint != nil {
+			rep.Endpoint = m.endpoint.ID
+		}
+		if bad := ineffective(p, m.cni); bad != nil {
 			rep.Mapped, rep.Reason, rep.Err = false, ReasonCNIMapping, bad
 		}
-		if ep != nil || len(cni) > 0 {
-			o.report = &rep
-		}
-		return
 	}
-	if reason := failureReason(err); reason != "" {
-		o.report = &PodReport{Pod: p, Reason: reason, Err: err}
+	if out.unreadable == nil || (rep != nil && !rep.Mapped) { // a failure of the pod's own request says more
+		return rep
 	}
-}
-
-// finishReport makes the report of a pod whose CRI record does not decode
-// say so: its hostPorts are unknown (what is mapped is named beside). A
-// failure of the pod's own request says more and stays.
-func (o *outcome) finishReport() {
-	if o.unreadable == nil || o.pod.Name == "" || (o.report != nil && !o.report.Mapped) {
-		return
+	unknown := PodReport{Pod: p}
+	if rep != nil {
+		unknown = *rep
 	}
-	rep := PodReport{Pod: o.pod}
-	if o.report != nil {
-		rep = *o.report
-	}
-	rep.Mapped, rep.Reason = false, failureReason(o.unreadable)
-	rep.Err = fmt.Errorf("pod %s: its hostPorts are not known, and not mapped: %w; mapping goes on for what is known (the annotation)", o.pod, o.unreadable)
-	o.report = &rep
+	unknown.Mapped, unknown.Reason = false, failureReason(out.unreadable)
+	unknown.Err = fmt.Errorf("pod %s: its hostPorts are not known, and not mapped: %w; mapping goes on for what is known (the annotation)", p, out.unreadable)
+	return &unknown
 }

@@ -1,6 +1,7 @@
 package plugin
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"maps"
@@ -39,12 +40,20 @@ import (
 //	known.*          commit, from the outcome  snapshot, the read-only
 //	                 of the sandbox's own sync  queries (ports, holders, gauges,
 //	                 (known.err: its error)     a start past its deadline)
-//	index            commit (known.ports)      conflict
+//	pending          claim, by the sandbox's   claim (the index), commit
+//	                 own sync; commit ends it   (ends it)
+//	index            claim (pending) and       claim
+//	                 commit (known.ports)
 //	loaded           the first listing of HNS  snapshot (a record never
 //	                 (markLoaded, once)         committed: no endpoint)
 type record struct {
 	in    inbox
 	known known
+	// pending is the host ports the sandbox's running sync claimed: held
+	// in the index beside known.ports until its commit confirms them (they
+	// become known.ports) or releases them
+	pending     []hcn.PortMappingPolicy
+	pendingName string // the claimer's namespace/name, for another pod's conflict message
 }
 
 // inbox is what triggers saw of a sandbox since it was first seen. The
@@ -71,11 +80,12 @@ type inbox struct {
 // known is what the workers found and made of a sandbox: written whole by
 // commit, from the sandbox's own sync.
 type known struct {
-	eps      []hcn.Endpoint // our endpoints as HNS holds them, when epsKnown
-	epsKnown bool
-	ports    []hcn.PortMappingPolicy // the host ports it holds in the index
-	cni      []CNIMapping            // its host ports the CNI's endpoint maps
-	name     string                  // namespace/name, for another pod's conflict message
+	eps       []hcn.Endpoint // our endpoints as HNS holds them, when epsKnown
+	epsKnown  bool
+	ports     []hcn.PortMappingPolicy // the host ports it holds in the index
+	cni       []CNIMapping            // its host ports the CNI's endpoint maps
+	name      string                  // namespace/name, for another pod's conflict message
+	namespace string                  // its Kubernetes namespace, when known (a relabel syncs it again)
 	// confirmed counts syncs that found it live with its endpoint in
 	// place: a conflict waiting for it is then decided
 	confirmed uint64
@@ -241,8 +251,8 @@ func (s *state) commit(id string, sn snap, out known, retrying bool) []waiter {
 		return nil
 	}
 	out.committed, out.synced = true, sn.gen
-	s.index.set(id, r.known.ports, out.ports)
-	r.known = out
+	s.index.set(id, held(r.known.ports, r.pending), out.ports) // the claim ends: confirmed as out.ports, or released
+	r.known, r.pending, r.pendingName = out, nil, ""
 	var tell, keep []waiter
 	for _, w := range r.in.waiters {
 		if w.gen <= sn.gen && (!retrying || w.first) {
@@ -272,17 +282,37 @@ func (s *state) markLoaded() {
 	s.mu.Unlock()
 }
 
-// conflict returns a *ConflictError when a sandbox other than id holds one
-// of policies' host ports.
-func (s *state) conflict(id string, policies []hcn.PortMappingPolicy) error {
+// claim reserves policies' host ports for id's running sync, in one step
+// under the state's lock: the check and the reservation cannot be split by
+// another sandbox's claim. It returns nil when no other sandbox holds or
+// claims one of them (the claim then holds them until id's commit), or a
+// *ConflictError naming the first holder and how many syncs had confirmed
+// it live by then (its wait). name is the claimer's namespace/name.
+func (s *state) claim(id, name string, policies []hcn.PortMappingPolicy) *ConflictError {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.index.conflict(id, policies, func(holder string) string {
-		if h := s.recs[holder]; h != nil {
-			return h.known.name
+	if ce := s.index.conflict(id, policies); ce != nil {
+		if h := s.recs[ce.HolderID]; h != nil {
+			ce.Holder, ce.confirmed = cmp.Or(h.known.name, h.pendingName), h.known.confirmed
 		}
-		return ""
-	})
+		return ce
+	}
+	r := s.recs[id]
+	if r == nil {
+		return nil // no record, nothing to hold (a sync always has one)
+	}
+	s.index.set(id, held(r.known.ports, r.pending), held(r.known.ports, policies))
+	r.pending, r.pendingName = slices.Clone(policies), name
+	return nil
+}
+
+// held is what a sandbox holds in the index: its confirmed ports and its
+// claim.
+func held(ports, pending []hcn.PortMappingPolicy) []hcn.PortMappingPolicy {
+	if len(pending) == 0 {
+		return ports
+	}
+	return slices.Concat(ports, pending)
 }
 
 // lastErr is what the last sync of id failed with (nil: it did not, or
@@ -296,14 +326,18 @@ func (s *state) lastErr(id string) error {
 	return nil
 }
 
-// confirmedOf is how many syncs found holder live with its endpoint.
-func (s *state) confirmedOf(holder string) uint64 {
+// inNamespace returns the sandboxes of Kubernetes namespace ns whose last
+// sync failed for a reason the namespace's labels decide.
+func (s *state) inNamespace(ns string, decided func(error) bool) []string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if h := s.recs[holder]; h != nil {
-		return h.known.confirmed
+	var out []string
+	for id, r := range s.recs {
+		if r.known.namespace == ns && r.known.err != nil && decided(r.known.err) {
+			out = append(out, id)
+		}
 	}
-	return 0
+	return out
 }
 
 // mappings is who maps each host port of every sandbox holding something:
@@ -384,6 +418,9 @@ type ConflictError struct {
 	Policy   hcn.PortMappingPolicy
 	HolderID string // sandbox ID of the holder
 	Holder   string // namespace/name of the holder, when known
+	// confirmed: how many syncs had found the holder live with its
+	// endpoint when the conflict was seen (its wait: holderWait)
+	confirmed uint64
 }
 
 func (e *ConflictError) Error() string {
@@ -417,8 +454,8 @@ type portIndex map[portKey]map[string][]string // key -> sandbox ID -> VIPs ("" 
 func newPortIndex() portIndex { return portIndex{} }
 
 // conflict returns a *ConflictError when a sandbox other than id holds one
-// of policies' host ports; nameOf names a holder.
-func (x portIndex) conflict(id string, policies []hcn.PortMappingPolicy, nameOf func(holder string) string) error {
+// of policies' host ports.
+func (x portIndex) conflict(id string, policies []hcn.PortMappingPolicy) *ConflictError {
 	for _, p := range policies {
 		for holder, vips := range x[keyOf(p)] {
 			if holder == id {
@@ -426,7 +463,7 @@ func (x portIndex) conflict(id string, policies []hcn.PortMappingPolicy, nameOf 
 			}
 			for _, vip := range vips {
 				if vip == "" || p.VIP == "" || vip == p.VIP {
-					return &ConflictError{Policy: p, HolderID: holder, Holder: nameOf(holder)}
+					return &ConflictError{Policy: p, HolderID: holder}
 				}
 			}
 		}

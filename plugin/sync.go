@@ -53,19 +53,30 @@ func (c *Core) startWorkers(n int) {
 }
 
 // outcome is what one sync returns: what is known of the sandbox now (the
-// worker commits it whole) and what to say about it.
+// worker commits it whole), what it did, and the error it failed with (not
+// yet naming the pod: process names it once). What the pod's owners are
+// told, the gauge, the log line and the retry all follow from the error's
+// row in the table (errors.go) or, on success, from mapped.
 type outcome struct {
 	known  known
 	change Change
 	err    error
-	pod    Pod        // the pod as the sync resolved it (for the log line)
-	report *PodReport // what its owners are told, if anything
+	pod    Pod     // the pod as the sync resolved it
+	mapped *mapped // a pod whose host ports are in place: who maps them
 	// unreadable: containerd's CRI record of the sandbox does not decode;
 	// its hostPorts are not known (reported, never a failure of the pod)
 	unreadable error
 	skipped    []string // Observer.Skipped reasons
 	line       line     // the sync's one log line when it succeeds
 	also       []string // other sandboxes to sync: a host port's holder
+}
+
+// mapped is who maps a pod's host ports: the plugin's endpoint (with
+// policies) and the CNI's.
+type mapped struct {
+	endpoint *hcn.Endpoint
+	policies []hcn.PortMappingPolicy
+	cni      []CNIMapping
 }
 
 // line is a log line: level, message, fields.
@@ -94,10 +105,14 @@ func (c *Core) process(id string) {
 	}
 	// A sync is never cut short (an HNS call given up on would leave what
 	// it creates late behind); each HNS call is bounded anyway.
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), syncBound)
 	out := c.sync(ctx, sn)
 	cancel()
+	out.err = errPod(out.pod, out.err) // the pod named once, for every reader
 	out.known.err = out.err
+	if out.pod.Name != "" {
+		out.known.name, out.known.namespace = out.pod.holderName(), out.pod.Namespace
+	}
 	mapped := out.err == nil && !sn.known.timed && !sn.startedAt.IsZero() && len(out.known.eps) > 0
 	out.known.timed = sn.known.timed || mapped
 	again := out.err != nil && retries(out.err, sn.attempt) && !c.closing.Load()
@@ -119,11 +134,16 @@ func (c *Core) process(id string) {
 	}
 }
 
+// syncBound bounds one sync's work (each HNS and containerd call is
+// bounded on its own, by hcn.call_timeout and containerd's client): a
+// guard, not a configuration key.
+const syncBound = time.Minute
+
 // tell says a sync's outcome once: the owners' report, the metrics, the
-// waiters it answers and one log line.
+// waiters it answers and one log line, each as the error's row says.
 func (c *Core) tell(sn snap, out outcome, again bool, waiters []waiter) {
-	if out.report != nil {
-		c.opt.Reporter.Report(*out.report)
+	if rep := ownersReport(sn, out); rep != nil {
+		c.opt.Reporter.Report(*rep)
 	}
 	for _, r := range out.skipped {
 		c.opt.Observer.Skipped(r)
@@ -160,8 +180,9 @@ func (c *Core) tell(sn snap, out outcome, again bool, waiters []waiter) {
 // what should be (the snapshot's triggers, containerd's record and task
 // state, the pod's request) and what is (the sandbox's endpoints, as known
 // or as HNS says), converges, and returns the outcome. Its I/O goes through
-// containerd's record (SandboxStore) and hcn.Manager only; it writes no
-// state. The steps, in order:
+// containerd's record (SandboxStore) and hcn.Manager; of the state it reads
+// the snapshot alone and writes one thing, its claim of host ports (the
+// commit is the worker's). The steps, in order:
 //
 //  0. a listing of HNS: what it showed is what a sandbox known to nobody
 //     holds; a disagreement with what is known means HNS is asked. A
@@ -173,23 +194,36 @@ func (c *Core) tell(sn snap, out outcome, again bool, waiters []waiter) {
 //     container is not ours;
 //  4. live? a start seen says so; otherwise containerd's task and HCN's
 //     namespace tell; a sandbox that no longer runs is stopped (1);
-//  5. the request: the mappings from its sources, limits, the annotation's
-//     Pod Security, admission (a record that does not decode leaves its
-//     hostPorts unknown, reported); a pod whose endpoint is in place was
-//     admitted already;
+//  5. the request: the mappings from its sources, limits; every mapping
+//     the endpoint in place does not hold yet is admitted (the node's
+//     rules, the annotation's Pod Security) as a new pod's would be (a
+//     record that does not decode leaves its hostPorts unknown, reported);
 //  6. nothing asked for, no Windows namespace, Hyper-V isolation, or all
 //     of it mapped by the CNI already (asked only of a pod with hostPorts,
 //     the only mappings a CNI is given): no endpoint of ours;
-//  7. the host ports: a pod holding one makes this sync wait for that
-//     pod's own sync, once, which tells whether it still runs;
+//  7. the claim: the host ports reserved in one step with the check that
+//     no other pod holds or claims them; a pod holding one makes this sync
+//     wait for that pod's own sync, once, which tells whether it still runs;
 //  8. the endpoint: kept, replaced, created and attached (hcn.Manager).
 func (c *Core) sync(ctx context.Context, sn snap) outcome {
-	o := c.decide(ctx, sn)
-	o.finishReport()
-	return o
+	o, w := c.decide(ctx, sn)
+	if w == nil {
+		return o
+	}
+	return c.converge(ctx, sn, o, *w, c.st.claim(sn.id, o.pod.holderName(), w.policies)) // 7, 8
 }
 
-func (c *Core) decide(ctx context.Context, sn snap) outcome {
+// want is the endpoint a sync decided the sandbox should have.
+type want struct {
+	netns    hcn.GUID
+	policies []hcn.PortMappingPolicy
+	cni      []CNIMapping
+	dns      hcn.DNS
+}
+
+// decide is steps 0 to 6: the outcome when the sandbox needs no endpoint
+// of ours (or cannot have one), else the endpoint it wants.
+func (c *Core) decide(ctx context.Context, sn snap) (outcome, *want) {
 	o := outcome{known: sn.known, pod: sn.pod}
 	if o.pod.ID == "" {
 		o.pod = Pod{ID: sn.id, Partial: true}
@@ -208,21 +242,20 @@ func (c *Core) decide(ctx context.Context, sn snap) outcome {
 		}
 	}
 	if !sn.act {
-		return o
+		return o, nil
 	}
 	if sn.stopped || sn.removed { // 1
-		return c.syncStopped(ctx, sn, o)
+		return c.syncStopped(ctx, sn, o), nil
 	}
 	var annotated []request.PortMapping // 2
 	decided := !p.Partial && !c.opt.Inputs.CRI
 	if decided {
 		ms, err := c.mappings(p)
 		if err != nil {
-			o.tellOwners(p, nil, nil, nil, err)
-			return o.fail(err)
+			return o.fail(err), nil
 		}
 		if len(ms) == 0 && o.known.epsKnown && len(o.known.eps) == 0 {
-			return o
+			return o, nil
 		}
 		annotated = ms
 	}
@@ -230,37 +263,33 @@ func (c *Core) decide(ctx context.Context, sn snap) outcome {
 	switch {
 	case errors.Is(err, ErrSandboxNotFound):
 		if terr := c.teardown(ctx, &o); terr != nil {
-			return o.fail(terr)
+			return o.fail(terr), nil
 		}
 		o.known.gone, o.known.cni = true, nil
-		return o.fail(errPod(p, err))
+		return o.fail(err), nil
 	case err != nil:
-		return o.fail(errPod(p, fmt.Errorf("reading the sandbox from containerd: %w", err)))
+		return o.fail(fmt.Errorf("reading the sandbox from containerd: %w", err)), nil
 	case !sb.IsSandbox:
-		return o.fail(fmt.Errorf("container %s: %w", sn.id, ErrNotSandbox))
+		return o.fail(ErrNotSandbox), nil
 	}
 	o.known.sandbox = true
 	state, err := c.live(ctx, sb, sn.started) // 4
 	if err != nil {
-		return o.fail(errPod(p, fmt.Errorf("deciding whether the sandbox is live: %w", err)))
+		return o.fail(fmt.Errorf("deciding whether the sandbox is live: %w", err)), nil
 	}
 	switch state {
 	case stoppedForGood: // containerd says so: CRI never starts a sandbox again
 		o.known.final, o.known.cni = true, nil
-		return o.fail(c.teardown(ctx, &o))
+		return o.fail(c.teardown(ctx, &o)), nil
 	case notRunning: // HCN says so (no namespace): judged again next time
 		o.known.cni = nil
-		return o.fail(c.teardown(ctx, &o))
+		return o.fail(c.teardown(ctx, &o)), nil
 	}
-	// a pod whose endpoint is in place was admitted when it was built: a
-	// policy or a namespace label changed since does not take its ports
-	admitted := o.known.epsKnown && len(o.known.eps) > 0
-	req, err := c.request(p, sb, annotated, decided, admitted) // 5
+	req, err := c.request(p, sb, annotated, decided, o.known.ports) // 5
 	o.pod, o.unreadable = req.pod, req.unreadable
 	p = req.pod
 	if err != nil {
-		o.tellOwners(p, nil, nil, nil, err)
-		return o.fail(err)
+		return o.fail(err), nil
 	}
 	if req.unreadable != nil {
 		o.skipped = append(o.skipped, SkipCRIRecordUnreadable)
@@ -271,120 +300,106 @@ func (c *Core) decide(ctx context.Context, sn snap) outcome {
 			o.say(logrus.WarnLevel, "containerd's record of the sandbox does not decode: its request is not known",
 				logrus.Fields{"error": req.unreadable.Error()})
 		}
-		return o // live, but its request is unknown here
+		return o, nil // live, but its request is unknown here
 	case len(req.mappings) == 0:
-		return o.fail(c.teardown(ctx, &o))
+		return o.fail(c.teardown(ctx, &o)), nil
 	case sb.NetNS == "":
 		if sn.started {
 			o.say(logrus.InfoLevel, "sandbox has no Windows network namespace (Linux or HostProcess sandbox); skipped", nil)
 			o.skipped = append(o.skipped, SkipNoNetNS)
 		}
-		return o.fail(c.teardown(ctx, &o))
+		return o.fail(c.teardown(ctx, &o)), nil
 	}
 	if why := c.hyperV(p, sb); why != "" {
 		if err := c.teardown(ctx, &o); err != nil {
-			return o.fail(err)
+			return o.fail(err), nil
 		}
-		err := errPod(p, fmt.Errorf("%w (%s): its utility VM takes the namespace's endpoints only when it starts, "+
-			"so an endpoint added now would never reach it; map host ports of Hyper-V pods with the CNI's portMappings", ErrHyperV, why))
 		o.line.fields = logrus.Fields{"isolation": why}
-		o.tellOwners(p, nil, nil, nil, err)
-		return o.fail(err)
+		return o.fail(fmt.Errorf("%w (%s): its utility VM takes the namespace's endpoints only when it starts, "+
+			"so an endpoint added now would never reach it; map host ports of Hyper-V pods with the CNI's portMappings", ErrHyperV, why)), nil
 	}
-	policies := request.BuildPolicies(req.mappings, c.opt.Policy)
-	var cni []CNIMapping
+	w := want{netns: sb.NetNS, policies: request.BuildPolicies(req.mappings, c.opt.Policy), dns: req.dns}
 	if req.hostPorts {
 		// the CNI may map the pod's hostPorts itself (it is given them as
 		// portMappings; win-bridge honours them): HNS would refuse the same
 		// mapping twice. A pod without hostPorts gives the CNI nothing to
 		// map, and HNS is not asked.
-		if policies, cni, err = c.notProvided(ctx, sn.id, sb.NetNS, policies); err != nil {
-			return o.fail(errPod(p, err))
+		if w.policies, w.cni, err = c.notProvided(ctx, sn.id, sb.NetNS, w.policies); err != nil {
+			return o.fail(err), nil
 		}
-		if len(policies) == 0 { // the CNI maps them all
+		if len(w.policies) == 0 { // the CNI maps them all
 			if err := c.teardown(ctx, &o); err != nil {
-				o.tellOwners(p, nil, nil, nil, err)
-				return o.fail(err)
+				return o.fail(err), nil
 			}
-			if !slices.Equal(o.known.cni, cni) {
-				o.countCNI(cni)
-				o.say(logrus.InfoLevel, "host ports all mapped by the CNI's endpoint in the pod's namespace", logrus.Fields{"cni": fmt.Sprint(cni)})
+			if !slices.Equal(o.known.cni, w.cni) {
+				o.countCNI(w.cni)
+				o.say(logrus.InfoLevel, "host ports all mapped by the CNI's endpoint in the pod's namespace", logrus.Fields{"cni": fmt.Sprint(w.cni)})
 			}
-			o.known.cni = cni
-			o.tellOwners(p, nil, nil, cni, nil)
-			return o
+			o.known.cni = w.cni
+			o.mapped = &mapped{cni: w.cni}
+			return o, nil
 		}
 	}
-	if err := c.st.conflict(sn.id, policies); err != nil { // 7
-		var ce *ConflictError
-		if errors.As(err, &ce) && !c.holderDecided(sn, &o, ce.HolderID) {
-			// does the holder still run? Its own sync says: a gone or
-			// stopping holder gives the ports back, a live one is confirmed
-			o.also = append(o.also, ce.HolderID)
-			return o.fail(errPod(p, fmt.Errorf("%w: %w", errHolderPending, err)))
-		}
-		c.describeHolder(ctx, err)
-		err = errPod(p, err)
-		o.tellOwners(p, nil, nil, nil, err)
-		return o.fail(err)
-	}
-	return c.converge(ctx, sn, o, sb, policies, cni, req.dns) // 8
+	return o, &w
 }
 
-// holderDecided says whether a conflict with holder is decided: the
-// holder's own sync has confirmed it live since this sandbox first waited
-// for it. If not, the wait is recorded in o (its first sighting of holder).
-func (c *Core) holderDecided(sn snap, o *outcome, holder string) bool {
-	seen := c.st.confirmedOf(holder)
+// holderDecided says whether a conflict is decided: the holder's own sync
+// has confirmed it live since this sandbox first waited for it (the claim
+// says how often it had been confirmed). If not, the wait is recorded in
+// o (its first sighting of the holder).
+func holderDecided(sn snap, o *outcome, ce *ConflictError) bool {
 	prev := sn.known.waitFor
-	if prev != nil && prev.holder == holder {
-		return seen > prev.seen
+	if prev != nil && prev.holder == ce.HolderID {
+		return ce.confirmed > prev.seen
 	}
-	o.known.waitFor = &holderWait{holder: holder, seen: seen}
+	o.known.waitFor = &holderWait{holder: ce.HolderID, seen: ce.confirmed}
 	return false
 }
 
-// converge makes HNS hold the sandbox's endpoint with policies.
-func (c *Core) converge(ctx context.Context, sn snap, o outcome, sb *SandboxInfo, policies []hcn.PortMappingPolicy, cni []CNIMapping,
-	dns hcn.DNS) outcome {
-	p := o.pod
+// converge is steps 7 and 8: with the claim's answer (nil: the host ports
+// are this sandbox's until its commit), make HNS hold the endpoint w asks
+// for.
+func (c *Core) converge(ctx context.Context, sn snap, o outcome, w want, conflict *ConflictError) outcome {
+	if conflict != nil { // 7
+		if !holderDecided(sn, &o, conflict) {
+			// does the holder still run? Its own sync says: a gone or
+			// stopping holder gives the ports back, a live one is confirmed
+			o.also = append(o.also, conflict.HolderID)
+			return o.fail(fmt.Errorf("%w: %w", errHolderPending, conflict))
+		}
+		c.describeHolder(ctx, conflict)
+		return o.fail(conflict)
+	}
 	existing := o.known.eps
 	if !o.known.epsKnown {
 		var err error
 		if existing, err = c.mgr.Lookup(ctx, sn.id); err != nil {
-			err = errPod(p, err)
-			o.tellOwners(p, nil, nil, nil, err)
 			return o.fail(err)
 		}
 	}
-	ep, built, err := c.mgr.Converge(ctx, hcn.Desired{SandboxID: sn.id, Namespace: sb.NetNS, Policies: policies, DNS: dns}, existing)
+	ep, built, err := c.mgr.Converge(ctx, hcn.Desired{SandboxID: sn.id, Namespace: w.netns, Policies: w.policies, DNS: w.dns}, existing)
 	if err != nil {
 		o.known.eps, o.known.epsKnown = nil, false // what HNS holds now is not known; its ports stay held
-		if errors.Is(err, hcn.ErrPortInUse) {      // HNS holds the port, and no pod of ours did
+		if errors.Is(err, hcn.ErrPortInUse) {      // HNS holds the port, though the claim said no pod of ours does
 			err = fmt.Errorf("%w; no pod this plugin manages held it when this one asked: another process, a CNI's endpoint "+
 				"in another pod's namespace, or a port HNS kept after a delete (kubernetes#137530) holds it; see Get-HnsEndpoint "+
 				"(or hnsdiag list endpoints) and netstat -ano", err)
 		}
-		err = errPod(p, err)
-		o.tellOwners(p, nil, nil, nil, err)
 		return o.fail(err)
 	}
-	o.known.eps, o.known.epsKnown, o.known.ports = []hcn.Endpoint{*ep}, true, slices.Clone(policies)
-	if name := p.holderName(); name != "" {
-		o.known.name = name
-	}
+	o.known.eps, o.known.epsKnown, o.known.ports = []hcn.Endpoint{*ep}, true, slices.Clone(w.policies)
 	o.known.confirmed++
 	o.known.waitFor = nil
-	cniChanged := !slices.Equal(o.known.cni, cni)
+	cniChanged := !slices.Equal(o.known.cni, w.cni)
 	if cniChanged {
-		o.countCNI(cni)
+		o.countCNI(w.cni)
 	}
-	o.known.cni = cni
-	o.tellOwners(p, ep, policies, cni, nil)
+	o.known.cni = w.cni
+	o.mapped = &mapped{endpoint: ep, policies: w.policies, cni: w.cni}
 	// who maps each of the pod's host ports, said once: ours, the CNI's
-	fields := logrus.Fields{"endpoint": ep.ID, "netns": sb.NetNS, "mappings": policyList(policies)}
-	if len(cni) > 0 {
-		fields["cni"] = fmt.Sprint(cni)
+	fields := logrus.Fields{"endpoint": ep.ID, "netns": w.netns, "mappings": policyList(w.policies)}
+	if len(w.cni) > 0 {
+		fields["cni"] = fmt.Sprint(w.cni)
 	}
 	if built == hcn.Unchanged {
 		o.change = Kept
@@ -423,7 +438,7 @@ func (c *Core) syncStopped(ctx context.Context, sn snap, o outcome) outcome {
 	}
 	o.known.gone = o.known.gone || removed
 	if o.change == NoChange && !sandbox {
-		return o.fail(fmt.Errorf("container %s: %w", sn.id, ErrNotSandbox)) // nothing of ours, maybe an application container
+		return o.fail(ErrNotSandbox) // nothing of ours, maybe an application container
 	}
 	return o
 }
@@ -434,13 +449,13 @@ func (c *Core) teardown(ctx context.Context, o *outcome) error {
 	if !o.known.epsKnown {
 		var err error
 		if eps, err = c.mgr.Lookup(ctx, o.pod.ID); err != nil {
-			return errPod(o.pod, err)
+			return err
 		}
 	}
 	n, err := c.mgr.Delete(ctx, eps)
 	if err != nil {
 		o.known.eps, o.known.epsKnown = nil, false // its ports stay held: some may be left
-		return errPod(o.pod, err)
+		return err
 	}
 	o.known.eps, o.known.epsKnown, o.known.ports = nil, true, nil
 	if n > 0 {
@@ -540,19 +555,19 @@ func (c *Core) hyperV(p Pod, sb *SandboxInfo) string {
 	return ""
 }
 
-// describeHolder fills in the holder's pod name from containerd when the
-// index only knew its sandbox ID.
-func (c *Core) describeHolder(ctx context.Context, err error) {
-	var ce *ConflictError
-	if !errors.As(err, &ce) || ce.Holder != "" {
+// describeHolder fills in the holder's pod name from containerd's record
+// when the state knew its sandbox ID alone (a holder adopted from a
+// listing of HNS, not synced since).
+func (c *Core) describeHolder(ctx context.Context, ce *ConflictError) {
+	if ce.Holder != "" {
 		return
 	}
-	sb, serr := c.store.Sandbox(ctx, ce.HolderID)
-	if serr != nil || len(sb.Metadata) == 0 {
+	sb, err := c.store.Sandbox(ctx, ce.HolderID)
+	if err != nil || len(sb.Metadata) == 0 {
 		return
 	}
-	if r, rerr := c.request(Pod{ID: ce.HolderID, Partial: true}, sb, nil, false, true); rerr == nil && r.pod.Name != "" {
-		ce.Holder = r.pod.Namespace + "/" + r.pod.Name
+	if meta, err := request.DecodeCRIMetadata(sb.Metadata); err == nil && meta.PodName != "" {
+		ce.Holder = meta.PodNamespace + "/" + meta.PodName
 	}
 }
 
@@ -569,7 +584,7 @@ func (c *Core) mappings(p Pod) ([]request.PortMapping, error) {
 	}
 	ms, err := request.ParsePortMappings(v, c.opt.Limits)
 	if err != nil {
-		return nil, fmt.Errorf("pod %s: annotation %s: %w: %w", p, request.AnnotationPortMappings, ErrInvalidPod, err)
+		return nil, fmt.Errorf("annotation %s: %w: %w", request.AnnotationPortMappings, ErrInvalidPod, err)
 	}
 	return ms, nil
 }
@@ -592,14 +607,16 @@ type podRequest struct {
 // request works out what the sandbox asks for from the pod the trigger
 // gave and containerd's record: a partial pod is completed from the CRI
 // metadata, and the mappings come from the enabled sources (annotated:
-// the annotation's, parsed already when parsed is set), merged, and are
-// admitted by the node's policy (the annotation's also by its namespace's
-// Pod Security level), unless admitted already: a policy applies to
-// endpoints not yet built, never takes a built one away. known is false for a partial pod whose
+// the annotation's, parsed already when parsed is set), merged, and every
+// one the sandbox does not hold yet (held: its host ports in place) is
+// admitted by the node's policy, and the annotation's also by its
+// namespace's Pod Security level, as a new pod's would be: a policy or a
+// label that changed since never takes a mapping in place away, nor lets
+// a new one through unchecked. known is false for a partial pod whose
 // record has no CRI metadata, or none that decodes. The record is the
 // runtime's, not the pod author's: one that does not decode never fails
 // the pod (unreadable says so), the annotation is still mapped.
-func (c *Core) request(p Pod, sb *SandboxInfo, annotated []request.PortMapping, parsed, admitted bool) (podRequest, error) {
+func (c *Core) request(p Pod, sb *SandboxInfo, annotated []request.PortMapping, parsed bool, held []hcn.PortMappingPolicy) (podRequest, error) {
 	r := podRequest{pod: p, known: !p.Partial}
 	var meta *request.CRIMetadata
 	if len(sb.Metadata) > 0 {
@@ -634,19 +651,42 @@ func (c *Core) request(p Pod, sb *SandboxInfo, annotated []request.PortMapping, 
 			r.mappings, err = request.MergeMappings(annotated, cri, c.opt.Limits)
 		}
 		if err != nil {
-			return r, fmt.Errorf("pod %s: %w: %w", r.pod, ErrInvalidPod, err)
+			return r, fmt.Errorf("%w: %w", ErrInvalidPod, err)
 		}
 	}
-	if pol := c.policy.Load(); pol != nil && !admitted {
+	if pol := c.policy.Load(); pol != nil {
+		isNew := func(m request.PortMapping) bool { return !c.holds(held, m) }
 		ap := admission.Pod{Namespace: r.pod.Namespace, Labels: r.pod.Labels}
-		if err := pol.Admit(ap, r.mappings); err != nil {
-			return r, fmt.Errorf("pod %s: %w", r.pod, err)
+		if err := pol.Admit(ap, filter(r.mappings, isNew)); err != nil {
+			return r, err
 		}
 		// hostPorts passed Pod Security at the API server; the annotation
 		// is held to it here
-		if err := pol.AdmitAnnotation(ap, annotated, c.opt.Namespaces); err != nil {
-			return r, fmt.Errorf("pod %s: %w", r.pod, err)
+		if err := pol.AdmitAnnotation(ap, filter(annotated, isNew), c.opt.Namespaces); err != nil {
+			return r, err
 		}
 	}
 	return r, nil
+}
+
+// holds reports whether the host ports in place (held) map m already:
+// every policy m is built into, whatever the flags other than the address
+// family.
+func (c *Core) holds(held []hcn.PortMappingPolicy, m request.PortMapping) bool {
+	for _, p := range request.BuildPolicies([]request.PortMapping{m}, c.opt.Policy) {
+		if !slices.ContainsFunc(held, func(h hcn.PortMappingPolicy) bool { return hcn.SameMapping(h, p) }) {
+			return false
+		}
+	}
+	return true
+}
+
+func filter[T any](xs []T, keep func(T) bool) []T {
+	var out []T
+	for _, x := range xs {
+		if keep(x) {
+			out = append(out, x)
+		}
+	}
+	return out
 }

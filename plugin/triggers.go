@@ -143,6 +143,17 @@ func (c *Core) Exited(id string) { c.enqueue(id, exitedEvent(id)) }
 // container id.
 func (c *Core) Deleted(id string) { c.enqueue(id, deletedEvent(id)) }
 
+// NamespaceChanged: the API server's labels of Kubernetes namespace ns
+// became known or changed. Its sandboxes whose last sync failed for a
+// reason those labels decide (a Pod Security level not known yet, or one
+// that refused the annotation) are synced again at once, not on their
+// retry timer.
+func (c *Core) NamespaceChanged(ns string) {
+	for _, id := range c.st.inNamespace(ns, func(err error) bool { return kindOf(err).byNamespace }) {
+		c.enqueue(id, sighting{})
+	}
+}
+
 // What each containerd event says of a container.
 func startedEvent(id string) sighting {
 	return sighting{pod: &Pod{ID: id, Partial: true}, start: true, path: PathEvents, wait: &waiter{kind: "event-start"}}
