@@ -144,6 +144,9 @@ func build(ctx context.Context, cfg config.Config, flags *config.Flags, log *log
 	sayPodSecurity(cfg, a.nss != nil, log)
 	opt.Observer, opt.Reporter = a.metrics, reporter
 	a.core = plugin.NewCore(mgr, a.store, opt, log)
+	if a.nss != nil {
+		a.nss.OnChange(a.core.NamespaceChanged) // a level known or changed syncs the pods held back for it
+	}
 	a.metrics.CountEndpoints(a.core.Endpoints)
 	a.metrics.CountFailing(a.core.Failing)
 	resync := plugin.NewResyncer(a.core, cfg.Plugin.ResyncInterval.Duration, log)

@@ -125,7 +125,7 @@ func (s *Store) Client() (*client.Client, error) {
 	}
 	c, err := dial(s.address, s.namespace)
 	if err != nil {
-		return nil, fmt.Errorf("connecting to containerd at %s: %w", s.address, err)
+		return nil, fmt.Errorf("connecting to containerd at %s: %w: %w", s.address, plugin.ErrContainerd, err)
 	}
 	s.client = c
 	return c, nil
@@ -197,7 +197,7 @@ func (s *Store) Sandbox(ctx context.Context, id string) (*plugin.SandboxInfo, er
 		return nil, fmt.Errorf("container %s in containerd namespace %s: %w", id, s.namespace, plugin.ErrSandboxNotFound)
 	}
 	if err != nil {
-		return nil, fmt.Errorf("reading container %s from containerd: %w", id, err)
+		return nil, fmt.Errorf("reading container %s from containerd: %w: %w", id, plugin.ErrContainerd, err)
 	}
 	out := &plugin.SandboxInfo{ID: id, IsSandbox: info.Labels[LabelKind] == KindSandbox}
 	spec, err := decodeSpec(info.Spec.GetValue())
@@ -224,7 +224,7 @@ func (s *Store) TaskState(ctx context.Context, id string) (plugin.TaskState, err
 		return plugin.TaskUnknown, nil
 	}
 	if err != nil {
-		return plugin.TaskUnknown, fmt.Errorf("reading task of %s from containerd: %w", id, err)
+		return plugin.TaskUnknown, fmt.Errorf("reading task of %s from containerd: %w: %w", id, plugin.ErrContainerd, err)
 	}
 	return TaskStateOf(resp.GetProcess().GetStatus()), nil
 }
@@ -251,7 +251,7 @@ func (s *Store) ListSandboxes(ctx context.Context) ([]string, error) {
 	ctx = namespaces.WithNamespace(ctx, s.namespace)
 	list, err := c.ContainerService().List(ctx, fmt.Sprintf("labels.%q==%s", LabelKind, KindSandbox))
 	if err != nil {
-		return nil, fmt.Errorf("listing sandboxes in containerd: %w", err)
+		return nil, fmt.Errorf("listing sandboxes in containerd: %w: %w", plugin.ErrContainerd, err)
 	}
 	ids := make([]string, 0, len(list))
 	for _, ctr := range list {

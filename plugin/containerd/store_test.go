@@ -1,9 +1,11 @@
 package containerd
 
 import (
+	"context"
 	"errors"
 	"path/filepath"
 	"testing"
+	"time"
 
 	tasktypes "github.com/containerd/containerd/api/types/task"
 	"github.com/nri-hcn-portmap/nri-hcn-portmap/plugin"
@@ -22,6 +24,23 @@ func TestClosedStoreDoesNotReconnect(t *testing.T) {
 	}
 	if c, err := s.Client(); !errors.Is(err, ErrClosed) || c != nil {
 		t.Fatalf("Client after Close = %v, %v; want ErrClosed", c, err)
+	}
+}
+
+// A containerd that does not answer is containerd's failure (the core's
+// table retries it and tells it as ContainerdUnavailable), for every read.
+func TestContainerdNotAnsweringIsErrContainerd(t *testing.T) {
+	s := NewStore(filepath.Join(testfs.TempDir(t), "containerd.sock"), "k8s.io")
+	t.Cleanup(func() { _ = s.Close() })
+	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+	defer cancel()
+	_, err1 := s.Sandbox(ctx, "x")
+	_, err2 := s.TaskState(ctx, "x")
+	_, err3 := s.ListSandboxes(ctx)
+	for i, err := range []error{err1, err2, err3} {
+		if !errors.Is(err, plugin.ErrContainerd) {
+			t.Errorf("read %d: %v, want plugin.ErrContainerd", i+1, err)
+		}
 	}
 }
 

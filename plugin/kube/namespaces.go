@@ -69,6 +69,9 @@ type Namespaces struct {
 
 	mu     sync.RWMutex
 	labels map[string]enforceLabel
+	// changed is told each namespace whose enforce label became known or
+	// changed (nil: nobody); set before Run
+	changed func(namespace string)
 }
 
 type enforceLabel struct {
@@ -84,6 +87,11 @@ func NewNamespaces(api NamespaceAPI, metrics NamespaceMetrics, log *logrus.Entry
 	return &Namespaces{api: api, log: log, metrics: metrics, retryMin: 200 * time.Millisecond, retryMax: 10 * time.Second,
 		labels: map[string]enforceLabel{}}
 }
+
+// OnChange makes fn hear each namespace whose enforce label becomes known
+// (a list) or changes (a list or the watch): the core syncs the pods it
+// held back for it at once. Call it before Run.
+func (n *Namespaces) OnChange(fn func(namespace string)) { n.changed = fn }
 
 // EnforceLabel implements admission.Namespaces.
 func (n *Namespaces) EnforceLabel(namespace string) (string, bool, bool) {
@@ -176,19 +184,43 @@ func (n *Namespaces) replace(items []Namespace) {
 	for _, ns := range items {
 		next[ns.Name] = labelOf(ns)
 	}
+	var changed []string
 	n.mu.Lock()
+	for name, l := range next {
+		if was, ok := n.labels[name]; !ok || was != l {
+			changed = append(changed, name)
+		}
+	}
 	n.labels = next
 	n.mu.Unlock()
+	n.tell(changed...)
 }
 
 func (n *Namespaces) apply(ev WatchEvent) {
 	n.mu.Lock()
-	defer n.mu.Unlock()
+	var changed []string
 	switch ev.Type {
 	case "ADDED", "MODIFIED":
-		n.labels[ev.Namespace.Name] = labelOf(ev.Namespace)
+		l := labelOf(ev.Namespace)
+		if was, ok := n.labels[ev.Namespace.Name]; !ok || was != l {
+			changed = append(changed, ev.Namespace.Name)
+		}
+		n.labels[ev.Namespace.Name] = l
 	case "DELETED":
 		delete(n.labels, ev.Namespace.Name)
+	}
+	n.mu.Unlock()
+	n.tell(changed...)
+}
+
+// tell says which namespaces' levels became known or changed (outside the
+// lock: the listener reads levels).
+func (n *Namespaces) tell(names ...string) {
+	if n.changed == nil {
+		return
+	}
+	for _, name := range names {
+		n.changed(name)
 	}
 }
 

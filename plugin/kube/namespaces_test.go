@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -215,3 +216,51 @@ func TestNamespacesFollowTheAPIServer(t *testing.T) {
 	cancel()
 	<-done
 }
+
+// told records the namespaces a cache said became known or changed.
+type told struct {
+	mu    sync.Mutex
+	names []string
+}
+
+func (t *told) add(ns string) { t.mu.Lock(); t.names = append(t.names, ns); t.mu.Unlock() }
+
+func (t *told) get() []string { t.mu.Lock(); defer t.mu.Unlock(); return slices.Clone(t.names) }
+
+// A namespace's level that becomes known (a list) or changes (the watch,
+// a relist) is told at once, so that the pods held back for it are synced;
+// a change of another label, or a list that changes nothing, tells
+// nothing.
+func TestALevelThatBecomesKnownOrChangesIsTold(t *testing.T) {
+	api := newFakeNamespaces()
+	api.set(nil, map[string]map[string]string{"team": {enforce: "baseline"}, "plain": {"app": "x"}})
+	n := NewNamespaces(api, nil, logrus.NewEntry(logrus.New()))
+	n.retryMin, n.retryMax = time.Millisecond, 2*time.Millisecond
+	heard := &told{}
+	n.OnChange(heard.add)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	done := make(chan struct{})
+	go func() { n.Run(ctx); close(done) }()
+	w := api.next(t)
+	if got := heard.get(); !slices.Equal(sorted(got), []string{"plain", "team"}) {
+		t.Fatalf("after the first list: told %v, want plain and team", got)
+	}
+	w <- WatchEvent{Type: "MODIFIED", Namespace: Namespace{Name: "team", Labels: map[string]string{enforce: "baseline", "owner": "x"}}}
+	w <- WatchEvent{Type: "MODIFIED", Namespace: Namespace{Name: "plain", Labels: map[string]string{enforce: "privileged"}}}
+	w <- WatchEvent{Type: "ADDED", Namespace: Namespace{Name: "new"}}
+	eventually(t, "the watch's changes told", func() bool { return len(heard.get()) >= 4 })
+	if got := heard.get(); !slices.Equal(got[2:], []string{"plain", "new"}) {
+		t.Fatalf("told %v, want plain (relabelled) then new (known), and not team (another label)", got)
+	}
+	api.set(nil, map[string]map[string]string{"team": {enforce: "baseline"}, "plain": {enforce: "privileged"}, "new": {enforce: "restricted"}})
+	w <- fmt.Errorf("%w: too old", ErrExpired)
+	api.next(t)
+	if got := heard.get(); !slices.Equal(got[4:], []string{"new"}) {
+		t.Fatalf("after a relist: told %v, want new alone (the one whose level changed)", got[4:])
+	}
+	cancel()
+	<-done
+}
+
+func sorted(xs []string) []string { xs = slices.Clone(xs); slices.Sort(xs); return xs }
