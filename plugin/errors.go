@@ -30,23 +30,6 @@ var ErrContainerd = errors.New("containerd did not answer")
 // the next attempt.
 var errHolderPending = errors.New("waiting for the pod holding the host port to be checked")
 
-// Errors of the API server, as the Kubernetes reporter (package kube)
-// meets them: it wraps every failed request in one of these.
-var (
-	// ErrAPIGone: the pod (or its namespace) is gone: nothing to report to.
-	ErrAPIGone = errors.New("the API server no longer has the object")
-	// ErrAPIRefused: the API server refused the request as invalid (a bad
-	// object, admission): a retry cannot help.
-	ErrAPIRefused = errors.New("the API server refused the request")
-	// ErrAPIDenied: the API server did not let the plugin do it (401, 403):
-	// its RBAC or its token, which may pass (a token rotated, an API server
-	// whose authorizer is still starting): a few tries.
-	ErrAPIDenied = errors.New("the API server denied the plugin the request")
-	// ErrAPIUnavailable: the API server did not answer, is overloaded
-	// (429, 5xx) or the object changed meanwhile (409): a retry may help.
-	ErrAPIUnavailable = errors.New("the API server is unavailable")
-)
-
 // retry says whether a failed piece of work is tried again.
 type retry int
 
@@ -57,9 +40,8 @@ const (
 )
 
 // UnclassifiedAttempts bounds the tries of work that fails with an error
-// nobody has classified (and of a report to the API server): it is
-// reported failed after that (the resync tries again), instead of
-// hammering HNS forever.
+// nobody has classified: it is reported failed after that (the resync
+// tries again), instead of hammering HNS forever.
 const UnclassifiedAttempts = 5
 
 // errorKind is one row of the table: how the plugin treats an error
@@ -134,10 +116,6 @@ var errorTable = []row{
 	{is(ErrContainerd), errorKind{retry: retryAlways, class: ClassError, reason: ReasonContainerd, counted: true, level: logrus.ErrorLevel,
 		says: "containerd did not answer; retrying"}},
 	{is(ErrDeadline), errorKind{retry: retryNever, class: ClassDeadline, reason: ReasonHNS, counted: true, level: logrus.WarnLevel, says: "HCN slower than the deadline"}},
-	{is(ErrAPIGone), errorKind{retry: retryNever, class: ClassError, quiet: true, level: logrus.DebugLevel, says: "not reported: the pod is gone"}},
-	{is(ErrAPIRefused), errorKind{retry: retryNever, class: ClassError, level: logrus.ErrorLevel, says: "not reported: the API server refused it"}},
-	{is(ErrAPIDenied), errorKind{retry: retryBounded, class: ClassError, level: logrus.ErrorLevel, says: "not reported: the API server denied it (check the plugin's RBAC and token)"}},
-	{is(ErrAPIUnavailable), errorKind{retry: retryBounded, class: ClassError, level: logrus.ErrorLevel, says: "not reported: the API server did not take it"}},
 	{is(hcn.ErrPortInUse), rejected(ClassConflict, ReasonConflict)},
 	{hcn.Retryable, errorKind{retry: retryAlways, class: ClassError, reason: ReasonHNS, counted: true, level: logrus.ErrorLevel, says: "endpoint not built; retrying"}},
 	{hcn.RetriesFew, errorKind{retry: retryBounded, class: ClassError, reason: ReasonHNS, counted: true, level: logrus.ErrorLevel,
@@ -146,8 +124,7 @@ var errorTable = []row{
 }
 
 // unclassified is the row of an error no other row matches: HNS failing in
-// a way nobody has mapped (E_FAIL), containerd or the API server not
-// answering.
+// a way nobody has mapped (E_FAIL).
 var unclassified = errorKind{retry: retryBounded, class: ClassError, reason: ReasonHNS, counted: true, level: logrus.ErrorLevel,
 	says: "failing in a way the plugin does not know; giving up until the next resync"}
 
@@ -176,11 +153,6 @@ func retries(err error, attempt int) bool {
 	return false
 }
 
-// Retries reports whether work that failed with err on its attempt-th try
-// is tried again, as the table says (the Kubernetes reporter, the event
-// sources' reconnects).
-func Retries(err error, attempt int) bool { return retries(err, attempt) }
-
 // Reconnects reports whether an event source whose connection broke with
 // err connects again: always, unless the table says err is final (the
 // plugin or the source closed). A runtime or containerd restarting, a
@@ -200,16 +172,6 @@ func Classify(err error) string { return kindOf(err).class }
 // failureReason is why err failed the pod's mappings, "" when it is not the
 // pod owner's business.
 func failureReason(err error) string { return kindOf(err).reason }
-
-// LogFinal logs how work ended for good, as the table says (nothing for
-// success).
-func LogFinal(log *logrus.Entry, err error) {
-	if err == nil {
-		return
-	}
-	k := kindOf(err)
-	log.WithError(err).Log(k.level, k.says)
-}
 
 // errPod wraps err with the pod it concerns.
 func errPod(p Pod, err error) error {

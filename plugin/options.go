@@ -1,20 +1,10 @@
 package plugin
 
 import (
-	"time"
-
 	"github.com/nri-hcn-portmap/nri-hcn-portmap/config"
 	"github.com/nri-hcn-portmap/nri-hcn-portmap/hcn"
 	"github.com/nri-hcn-portmap/nri-hcn-portmap/plugin/admission"
 	"github.com/nri-hcn-portmap/nri-hcn-portmap/plugin/request"
-)
-
-// What the configuration does not set: how fast the first retry comes and
-// how many sandboxes are worked on at once (above the default cap of HNS
-// calls in flight, so that the cap and not the workers bounds the work).
-const (
-	retryMin = 100 * time.Millisecond
-	workers  = 16
 )
 
 // OptionsFrom is the core's options for a configuration, every value from
@@ -32,11 +22,11 @@ func OptionsFrom(cfg config.Config) (Options, error) {
 		Admission:      policy.WithDualStack(cfg.HCN.DualStack),
 		Deadline:       cfg.Plugin.Deadline.Duration,
 		FailOpen:       cfg.Plugin.FailurePolicy == config.FailOpen,
-		RetryMin:       retryMin,
+		RetryMin:       config.SyncRetryMin,
 		RetryMax:       cfg.HCN.RetryMax.Duration,
 		ShutdownGrace:  cfg.Plugin.ShutdownGrace.Duration,
 		HyperVHandlers: cfg.Plugin.HyperVRuntimeHandlers,
-		Workers:        workers,
+		Workers:        config.SyncWorkers,
 	}, nil
 }
 

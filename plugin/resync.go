@@ -2,6 +2,7 @@ package plugin
 
 import (
 	"context"
+	"github.com/nri-hcn-portmap/nri-hcn-portmap/config"
 	"time"
 
 	"github.com/sirupsen/logrus"
@@ -19,7 +20,7 @@ type Resyncer struct {
 
 // NewResyncer returns a resyncer; interval 0 disables the periodic runs.
 func NewResyncer(core *Core, interval time.Duration, log *logrus.Entry) *Resyncer {
-	return &Resyncer{core: core, interval: interval, timeout: 5 * time.Minute, log: log.WithField("source", "resync"),
+	return &Resyncer{core: core, interval: interval, timeout: config.ResyncBound, log: log.WithField("source", "resync"),
 		kick: make(chan string, 1)}
 }
 

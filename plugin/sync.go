@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/nri-hcn-portmap/nri-hcn-portmap/config"
 	"slices"
 	"time"
 
@@ -105,7 +106,7 @@ func (c *Core) process(id string) {
 	}
 	// A sync is never cut short (an HNS call given up on would leave what
 	// it creates late behind); each HNS call is bounded anyway.
-	ctx, cancel := context.WithTimeout(context.Background(), syncBound)
+	ctx, cancel := context.WithTimeout(context.Background(), config.SyncBound)
 	out := c.sync(ctx, sn)
 	cancel()
 	out.err = errPod(out.pod, out.err) // the pod named once, for every reader
@@ -133,11 +134,6 @@ func (c *Core) process(id string) {
 		c.q.Forget(id)
 	}
 }
-
-// syncBound bounds one sync's work (each HNS and containerd call is
-// bounded on its own, by hcn.call_timeout and containerd's client): a
-// guard, not a configuration key.
-const syncBound = time.Minute
 
 // tell says a sync's outcome once: the owners' report, the metrics, the
 // waiters it answers and one log line, each as the error's row says.

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"time"
 
 	"github.com/nri-hcn-portmap/nri-hcn-portmap/config"
 )
@@ -39,7 +38,7 @@ func adminCmd(what string, args []string, stdout, stderr io.Writer) error {
 		return errors.New("admin.listen is empty: the plugin serves no admin endpoints")
 	}
 	url := "http://" + cfg.Admin.Listen
-	client := &http.Client{Timeout: 10 * time.Second}
+	client := &http.Client{Timeout: config.AdminClientTimeout}
 	var (
 		res *http.Response
 		err error

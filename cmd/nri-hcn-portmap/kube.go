@@ -45,7 +45,7 @@ func newKubeReporter(cfg config.Kubernetes, api *kube.RESTAPI, metrics kube.Metr
 		return nil, fmt.Errorf("kubernetes.enabled: kubernetes.node_name is empty and NODE_NAME is not set (the DaemonSet passes it from the downward API)")
 	}
 	return kube.New(kube.Options{API: api, Node: node, QueueSize: cfg.QueueSize, Metrics: metrics,
-		Log: log.WithField("component", "kubernetes")}), nil
+		Log: log.WithField("component", "kubernetes"), RetryMin: config.APIRetryMin, RetryMax: config.APIRetryMax}), nil
 }
 
 // inClusterConfig is client-go's in-cluster configuration, or, where a

@@ -12,7 +12,6 @@ import (
 	"strings"
 	"sync"
 	"syscall"
-	"time"
 
 	"github.com/nri-hcn-portmap/nri-hcn-portmap/cmd/nri-hcn-portmap/service"
 	"github.com/nri-hcn-portmap/nri-hcn-portmap/config"
@@ -320,7 +319,7 @@ func runService(cfg config.Config, flags *config.Flags, log *logrus.Entry) error
 // (it is trigger-started at boot), until ctx ends: as a service and as a
 // HostProcess pod alike. Other errors are final.
 func buildRetrying(ctx context.Context, cfg config.Config, flags *config.Flags, log *logrus.Entry) (*app, error) {
-	retry := backoff.New(time.Second, 30*time.Second)
+	retry := backoff.New(config.StartRetryMin, config.StartRetryMax)
 	for {
 		bctx, cancel := context.WithTimeout(ctx, cfg.HCN.CallTimeout.Duration)
 		a, err := build(bctx, cfg, flags, log, nil)

@@ -58,7 +58,7 @@ func (a *Admin) Liveness(ctx context.Context) HealthReport { return a.run(ctx, a
 func (a *Admin) run(ctx context.Context, checks []HealthCheck) HealthReport {
 	timeout := a.Timeout
 	if timeout <= 0 {
-		timeout = 2 * time.Second
+		timeout = config.HealthCheckTimeout
 	}
 	rep := HealthReport{Status: "ok", Checks: map[string]string{}}
 	var mu sync.Mutex

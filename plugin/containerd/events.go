@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/nri-hcn-portmap/nri-hcn-portmap/config"
 	"sync/atomic"
 	"time"
 
@@ -48,7 +49,7 @@ func (s *EventSource) Live() bool { return s.live.Load() }
 // NewEventSource returns a containerd event source.
 func NewEventSource(core *plugin.Core, store *Store, resync *plugin.Resyncer, reconnectMax time.Duration, log *logrus.Entry) *EventSource {
 	return &EventSource{core: core, store: store, resync: resync, log: log.WithField("source", "containerd"),
-		backMin: 500 * time.Millisecond, backMax: max(reconnectMax, 500*time.Millisecond)}
+		backMin: config.ReconnectMin, backMax: max(reconnectMax, config.ReconnectMin)}
 }
 
 // Run subscribes and handles events until ctx ends.

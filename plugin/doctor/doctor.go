@@ -101,7 +101,7 @@ type seen struct {
 const SelfTestPrefix = "hcn-portmap-selftest-"
 
 func (d *Doctor) timeout() time.Duration {
-	return cmp.Or(d.Timeout, d.Config.HCN.CallTimeout.Duration, 10*time.Second)
+	return cmp.Or(d.Timeout, d.Config.HCN.CallTimeout.Duration)
 }
 
 // Run runs every node check.

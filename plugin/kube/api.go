@@ -15,8 +15,6 @@ import (
 	eventsv1 "k8s.io/api/events/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/rest"
-
-	"github.com/nri-hcn-portmap/nri-hcn-portmap/plugin"
 )
 
 // API is what the reporter asks of the API server: the process boundary,
@@ -26,31 +24,6 @@ type API interface {
 	CreateEvent(ctx context.Context, ev *eventsv1.Event) error
 	// PatchPodStatus applies a strategic merge patch to pods/status.
 	PatchPodStatus(ctx context.Context, namespace, name string, patch []byte) error
-}
-
-// ErrAPI: the API server answered a request with an error status. Each
-// such error also wraps the plugin's kind of it (plugin.ErrAPIGone,
-// ErrAPIRefused, ErrAPIUnavailable), which the table of errors judges.
-var ErrAPI = errors.New("API server refused the request")
-
-// kindOfStatus is the plugin's kind of an HTTP status from the API server:
-// gone (404, 410), denied (401, 403: RBAC or the token, a few tries: an API
-// server just restarted may deny before its authorizer has synced),
-// unavailable (408, 409, 429, 5xx: retried), refused for good (any other
-// 4xx: a bad object, admission).
-func kindOfStatus(code int) error {
-	switch code {
-	case http.StatusNotFound, http.StatusGone:
-		return plugin.ErrAPIGone
-	case http.StatusUnauthorized, http.StatusForbidden:
-		return plugin.ErrAPIDenied
-	case http.StatusRequestTimeout, http.StatusConflict, http.StatusTooManyRequests:
-		return plugin.ErrAPIUnavailable
-	}
-	if code >= 500 {
-		return plugin.ErrAPIUnavailable
-	}
-	return plugin.ErrAPIRefused
 }
 
 // RESTAPI is API over the API server's REST interface, with client-go's
@@ -148,7 +121,7 @@ func (a *RESTAPI) send(ctx context.Context, method, path, accept, contentType st
 	}
 	res, err := a.client.Do(req)
 	if err != nil {
-		return nil, fmt.Errorf("%w: %w", plugin.ErrAPIUnavailable, err)
+		return nil, fmt.Errorf("%w: %w", ErrUnavailable, err)
 	}
 	return res, nil
 }
@@ -271,7 +244,7 @@ func (a *RESTAPI) WatchNamespaces(ctx context.Context, resourceVersion string, e
 			if errors.Is(err, io.EOF) || ctx.Err() != nil {
 				return ctx.Err() // the API server ended it (nil), or we did
 			}
-			return fmt.Errorf("watching namespaces: %w: %w", plugin.ErrAPIUnavailable, err)
+			return fmt.Errorf("watching namespaces: %w: %w", ErrUnavailable, err)
 		}
 		if ev.Type == "ERROR" {
 			var st metav1.Status

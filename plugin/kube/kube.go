@@ -3,8 +3,8 @@
 // the pod condition
 // hcn.nri.io/port-mappings-ready, which a pod can list in its
 // readinessGates. The API server is never on the path of HCN work: reports
-// wait in a bounded queue (the oldest dropped when it is full) for one
-// worker that retries them.
+// wait in a bounded workqueue keyed by pod (the oldest dropped when it is
+// full) for one worker that retries them.
 package kube
 
 import (
@@ -21,9 +21,10 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	eventsv1 "k8s.io/api/events/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/util/workqueue"
 
+	"github.com/nri-hcn-portmap/nri-hcn-portmap/config"
 	"github.com/nri-hcn-portmap/nri-hcn-portmap/plugin"
-	"github.com/nri-hcn-portmap/nri-hcn-portmap/plugin/backoff"
 )
 
 // ConditionType is the pod condition the plugin writes.
@@ -50,51 +51,71 @@ type Options struct {
 	QueueSize int    // kubernetes.queue_size
 	Metrics   Metrics
 	Log       *logrus.Entry
-	Timeout   time.Duration // per API call; 5 s when zero
-	// RetryMin and RetryMax bound the wait between tries of a report; 200
-	// ms doubling up to 10 s when zero.
+	// RetryMin and RetryMax bound the wait between tries of a report
+	// (config.APIRetryMin, config.APIRetryMax).
 	RetryMin, RetryMax time.Duration
 }
 
+// item is a pod's report waiting to be sent.
 type item struct {
 	rep       plugin.PodReport
-	attempts  int
-	eventSent bool // a retry after a failed condition patch does not repeat the event
+	seq       uint64 // its place in arrival order (the oldest is dropped first)
+	eventSent bool   // a retry after a failed condition patch does not repeat the event
 }
 
-// Reporter implements plugin.Reporter against the API server.
+// Reporter implements plugin.Reporter against the API server. Reports wait
+// in a workqueue keyed by pod, as the core's work does: a pod's newer
+// report replaces the one waiting, one worker sends them, and a failed one
+// is put back rate-limited, its tries counted by the queue.
 type Reporter struct {
 	opt Options
+	q   workqueue.TypedRateLimitingInterface[string]
 
-	mu    sync.Mutex
-	queue []item
-	wake  chan struct{}
-	last  map[string]string // namespace/name -> the last state reported
+	mu      sync.Mutex
+	pending map[string]*item  // namespace/name -> the report to send
+	seq     uint64            // arrivals so far
+	last    map[string]string // namespace/name -> the last state reported
 }
 
 var _ plugin.Reporter = (*Reporter)(nil)
 
 // New returns a Reporter; Run makes it work.
 func New(o Options) *Reporter {
-	if o.Timeout <= 0 {
-		o.Timeout = 5 * time.Second
-	}
-	if o.RetryMin <= 0 {
-		o.RetryMin, o.RetryMax = 200*time.Millisecond, 10*time.Second
-	}
-	return &Reporter{opt: o, wake: make(chan struct{}, 1), last: map[string]string{}}
+	lim := workqueue.NewTypedItemExponentialFailureRateLimiter[string](o.RetryMin, max(o.RetryMax, o.RetryMin))
+	q := workqueue.NewTypedRateLimitingQueueWithConfig(lim, workqueue.TypedRateLimitingQueueConfig[string]{Name: "nri-hcn-portmap-kubernetes"})
+	return &Reporter{opt: o, q: q, pending: map[string]*item{}, last: map[string]string{}}
 }
 
 // Report implements plugin.Reporter: it queues and returns at once. What
 // was already reported for the pod is not queued again (every resync
-// reports each mapped pod; a full queue must not drop news for repeats).
+// reports each mapped pod; a full queue must not drop news for repeats); a
+// newer report of a pod replaces the one waiting; a full queue drops its
+// oldest report.
 func (r *Reporter) Report(rep plugin.PodReport) {
+	key := reportKey(rep)
 	r.mu.Lock()
-	same := r.last[reportKey(rep)] == state(rep)
-	r.mu.Unlock()
-	if !same {
-		r.push(item{rep: rep})
+	if r.last[key] == state(rep) {
+		r.mu.Unlock()
+		return
 	}
+	dropped := false
+	if _, waiting := r.pending[key]; !waiting && len(r.pending) >= r.opt.QueueSize {
+		oldest := ""
+		for k, it := range r.pending {
+			if oldest == "" || it.seq < r.pending[oldest].seq {
+				oldest = k
+			}
+		}
+		delete(r.pending, oldest) // its key in the queue finds nothing to send
+		dropped = true
+	}
+	r.seq++
+	r.pending[key] = &item{rep: rep, seq: r.seq}
+	r.mu.Unlock()
+	if dropped && r.opt.Metrics != nil {
+		r.opt.Metrics.KubeDropped()
+	}
+	r.q.Add(key)
 }
 
 func reportKey(rep plugin.PodReport) string { return rep.Pod.Namespace + "/" + rep.Pod.Name }
@@ -103,61 +124,51 @@ func reportKey(rep plugin.PodReport) string { return rep.Pod.Namespace + "/" + r
 // (pods come and go; forgetting costs at most one repeated report).
 const maxRemembered = 8192
 
-func (r *Reporter) push(it item) {
-	r.mu.Lock()
-	if len(r.queue) >= r.opt.QueueSize {
-		r.queue = r.queue[1:] // the oldest goes
-		if r.opt.Metrics != nil {
-			r.opt.Metrics.KubeDropped()
-		}
-	}
-	r.queue = append(r.queue, it)
-	r.mu.Unlock()
-	select {
-	case r.wake <- struct{}{}:
-	default:
-	}
-}
-
-func (r *Reporter) pop() (item, bool) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if len(r.queue) == 0 {
-		return item{}, false
-	}
-	it := r.queue[0]
-	r.queue = r.queue[1:]
-	return it, true
-}
-
 // Run sends reports until ctx ends.
 func (r *Reporter) Run(ctx context.Context) {
-	retry := backoff.New(r.opt.RetryMin, max(r.opt.RetryMax, r.opt.RetryMin))
+	go func() {
+		<-ctx.Done()
+		r.q.ShutDown()
+	}()
 	for {
-		it, ok := r.pop()
-		if !ok {
-			select {
-			case <-r.wake:
-				continue
-			case <-ctx.Done():
-				return
-			}
+		key, shutdown := r.q.Get()
+		if shutdown {
+			return
 		}
-		if err := r.send(ctx, &it); err != nil {
-			it.attempts++
-			log := r.opt.Log.WithFields(logrus.Fields{"pod": it.rep.Pod.Name, "namespace": it.rep.Pod.Namespace, "attempt": it.attempts})
-			if plugin.Retries(err, it.attempts) {
-				log.WithError(err).Warn("reporting to the API server failed; will retry")
-				r.push(it)
-				if !retry.Wait(ctx) {
-					return
-				}
-				continue
-			}
-			plugin.LogFinal(log, err) // gone, refused, or tried enough: as the table of errors says
-		}
-		retry.Reset()
+		r.process(ctx, key)
+		r.q.Done(key)
 	}
+}
+
+// process sends the pod's waiting report: done, put back rate-limited, or
+// given up as the table of errors says.
+func (r *Reporter) process(ctx context.Context, key string) {
+	r.mu.Lock()
+	it := r.pending[key]
+	r.mu.Unlock()
+	if it == nil { // dropped from a full queue, or sent already
+		r.q.Forget(key)
+		return
+	}
+	err := r.send(ctx, it)
+	attempt := r.q.NumRequeues(key) + 1
+	if err != nil && retries(err, attempt) && ctx.Err() == nil {
+		r.opt.Log.WithFields(logrus.Fields{"pod": it.rep.Pod.Name, "namespace": it.rep.Pod.Namespace, "attempt": attempt}).
+			WithError(err).Warn("reporting to the API server failed; will retry")
+		r.q.AddRateLimited(key)
+		return
+	}
+	if err != nil {
+		k := kindOf(err)
+		r.opt.Log.WithFields(logrus.Fields{"pod": it.rep.Pod.Name, "namespace": it.rep.Pod.Namespace, "attempts": attempt}).
+			WithError(err).Log(k.level, k.says)
+	}
+	r.mu.Lock()
+	if r.pending[key] == it { // not replaced by a newer report meanwhile
+		delete(r.pending, key)
+	}
+	r.mu.Unlock()
+	r.q.Forget(key)
 }
 
 // state is what a report says, to skip saying it twice.
@@ -184,7 +195,7 @@ func (r *Reporter) send(ctx context.Context, it *item) error {
 	if same {
 		return nil
 	}
-	cctx, cancel := context.WithTimeout(ctx, r.opt.Timeout)
+	cctx, cancel := context.WithTimeout(ctx, config.APICallTimeout)
 	defer cancel()
 	pod, err := r.opt.API.GetPod(cctx, rep.Pod.Namespace, rep.Pod.Name)
 	if err != nil {

@@ -5,8 +5,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -68,14 +70,7 @@ func TestQueueDropsTheOldest(t *testing.T) {
 	if c.dropped != 1 {
 		t.Fatalf("dropped %d, want 1", c.dropped)
 	}
-	var left []string
-	for {
-		it, ok := r.pop()
-		if !ok {
-			break
-		}
-		left = append(left, it.rep.Pod.Name)
-	}
+	left := r.waiting()
 	if len(left) != 2 || left[0] != "b" || left[1] != "c" {
 		t.Fatalf("queue holds %v, want the newest two [b c]", left)
 	}
@@ -89,13 +84,13 @@ func TestRepeatsAreNotQueued(t *testing.T) {
 	mapped := plugin.PodReport{Pod: plugin.Pod{Name: "web", Namespace: "default"}, Mapped: true, Endpoint: "EP1"}
 	r.last[reportKey(mapped)] = state(mapped) // as after a successful send
 	r.Report(mapped)
-	if _, ok := r.pop(); ok {
-		t.Fatal("a repeated outcome was queued")
+	if got := r.waiting(); len(got) != 0 {
+		t.Fatalf("a repeated outcome was queued: %v", got)
 	}
 	failed := plugin.PodReport{Pod: mapped.Pod, Reason: plugin.ReasonHNS, Err: errors.New("x")}
 	r.Report(failed)
-	if it, ok := r.pop(); !ok || it.rep.Mapped {
-		t.Fatalf("a new outcome was not queued: %+v %v", it, ok)
+	if got := r.waiting(); len(got) != 1 || r.pending["default/web"].rep.Mapped {
+		t.Fatalf("a new outcome was not queued: %v", got)
 	}
 	if c.dropped != 0 {
 		t.Errorf("dropped %d", c.dropped)
@@ -240,7 +235,7 @@ func TestFailureIsAWarningAndAFalseCondition(t *testing.T) {
 	}
 }
 
-// Issue 29: whether a report is tried again is the plugin's table of
+// Issue 29: whether a report is tried again is the package's table of
 // errors, by what the API server answered: a pod that is gone (404) and a
 // refusal (403: RBAC, admission) are not retried; an API server that is
 // busy or down (503) is, a bounded number of times.
@@ -250,11 +245,11 @@ func TestAPIErrorsAreJudgedByTheTable(t *testing.T) {
 		kind   error
 		tries  int
 	}{
-		{http.StatusNotFound, plugin.ErrAPIGone, 1},
-		{http.StatusForbidden, plugin.ErrAPIDenied, plugin.UnclassifiedAttempts},
-		{http.StatusUnprocessableEntity, plugin.ErrAPIRefused, 1},
-		{http.StatusConflict, plugin.ErrAPIUnavailable, plugin.UnclassifiedAttempts},
-		{http.StatusServiceUnavailable, plugin.ErrAPIUnavailable, plugin.UnclassifiedAttempts},
+		{http.StatusNotFound, ErrGone, 1},
+		{http.StatusForbidden, ErrDenied, Attempts},
+		{http.StatusUnprocessableEntity, ErrRefused, 1},
+		{http.StatusConflict, ErrRefused, 1}, // a failed precondition: another pod of that name
+		{http.StatusServiceUnavailable, ErrUnavailable, Attempts},
 	} {
 		t.Run(fmt.Sprint(tc.status), func(t *testing.T) {
 			var mu sync.Mutex
@@ -299,4 +294,17 @@ func TestAPIErrorsAreJudgedByTheTable(t *testing.T) {
 			}
 		})
 	}
+}
+
+// waiting is the pods whose reports wait, oldest first.
+func (r *Reporter) waiting() []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	keys := slices.Collect(maps.Keys(r.pending))
+	slices.SortFunc(keys, func(a, b string) int { return int(r.pending[a].seq) - int(r.pending[b].seq) })
+	names := make([]string, len(keys))
+	for i, k := range keys {
+		names[i] = r.pending[k].rep.Pod.Name
+	}
+	return names
 }

@@ -10,7 +10,7 @@ import (
 
 	"github.com/sirupsen/logrus"
 
-	"github.com/nri-hcn-portmap/nri-hcn-portmap/plugin"
+	"github.com/nri-hcn-portmap/nri-hcn-portmap/config"
 	"github.com/nri-hcn-portmap/nri-hcn-portmap/plugin/admission"
 	"github.com/nri-hcn-portmap/nri-hcn-portmap/plugin/backoff"
 )
@@ -84,7 +84,7 @@ var _ admission.Namespaces = (*Namespaces)(nil)
 // NewNamespaces returns the cache; Run fills and keeps it. metrics may be
 // nil.
 func NewNamespaces(api NamespaceAPI, metrics NamespaceMetrics, log *logrus.Entry) *Namespaces {
-	return &Namespaces{api: api, log: log, metrics: metrics, retryMin: 200 * time.Millisecond, retryMax: 10 * time.Second,
+	return &Namespaces{api: api, log: log, metrics: metrics, retryMin: config.APIRetryMin, retryMax: config.APIRetryMax,
 		labels: map[string]enforceLabel{}}
 }
 
@@ -165,7 +165,7 @@ func (n *Namespaces) failure(ctx context.Context, err error, failed int, msg str
 	level := logrus.DebugLevel
 	if failed == 1 || failed%10 == 0 {
 		level = logrus.WarnLevel
-		if errors.Is(err, plugin.ErrAPIDenied) {
+		if errors.Is(err, ErrDenied) {
 			level, msg = logrus.ErrorLevel, msg+" (the plugin's ClusterRole needs get, list and watch on namespaces)"
 		}
 	}

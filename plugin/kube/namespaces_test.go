@@ -11,8 +11,6 @@ import (
 	"time"
 
 	"github.com/sirupsen/logrus"
-
-	"github.com/nri-hcn-portmap/nri-hcn-portmap/plugin"
 )
 
 // fakeNamespaces is an API server's namespaces: the test changes them, and
@@ -187,7 +185,7 @@ func TestNamespacesFollowTheAPIServer(t *testing.T) {
 
 	// broken, and the API server unreachable: the labels last read stay
 	api.set(errors.New("connection refused"), nil)
-	w <- fmt.Errorf("%w: reset", plugin.ErrAPIUnavailable)
+	w <- fmt.Errorf("%w: reset", ErrUnavailable)
 	w = api.next(t) // watched again after a wait, from where it was
 	m.mu.Lock()
 	if h := m.on; len(h) < 2 || h[len(h)-2] {

@@ -11,6 +11,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/nri-hcn-portmap/nri-hcn-portmap/config"
 	"os"
 	"sync"
 	"sync/atomic"
@@ -88,7 +89,7 @@ func (s *Source) Connected() bool { return s.connected.Load() }
 // SetCore, from cfg.Configure, before any event).
 func NewSource(core *plugin.Core, cfg Config, log *logrus.Entry) *Source {
 	if cfg.ReconnectMin <= 0 {
-		cfg.ReconnectMin = 500 * time.Millisecond
+		cfg.ReconnectMin = config.ReconnectMin
 	}
 	if cfg.ReconnectMax < cfg.ReconnectMin {
 		cfg.ReconnectMax = cfg.ReconnectMin

@@ -1,0 +1,91 @@
+package kube
+
+import (
+	"errors"
+	"net/http"
+
+	"github.com/sirupsen/logrus"
+)
+
+// Errors of the API server, as the reporter and the namespace cache meet
+// them: every failed request wraps one of these, and the table below says
+// what each means for the work.
+var (
+	// ErrGone: the pod (or its namespace) is gone: nothing to report to.
+	ErrGone = errors.New("the API server no longer has the object")
+	// ErrRefused: the API server refused the request as invalid (a bad
+	// object, admission, a precondition): a retry cannot help.
+	ErrRefused = errors.New("the API server refused the request")
+	// ErrDenied: the API server did not let the plugin do it (401, 403):
+	// its RBAC or its token, which may pass (a token rotated, an API server
+	// whose authorizer is still starting): a few tries.
+	ErrDenied = errors.New("the API server denied the plugin the request")
+	// ErrUnavailable: the API server did not answer, is overloaded (429,
+	// 5xx) or timed out: a retry may help.
+	ErrUnavailable = errors.New("the API server is unavailable")
+)
+
+// ErrAPI: the API server answered a request with an error status. Each
+// such error also wraps its kind (ErrGone, ErrRefused, ErrDenied,
+// ErrUnavailable), which the table judges.
+var ErrAPI = errors.New("API server refused the request")
+
+// kindOfStatus is the kind of an HTTP status from the API server: gone
+// (404, 410), denied (401, 403: RBAC or the token, a few tries: an API
+// server just restarted may deny before its authorizer has synced),
+// unavailable (408, 429, 5xx: retried), refused for good (any other 4xx:
+// a bad object, admission, a failed precondition: 409).
+func kindOfStatus(code int) error {
+	switch code {
+	case http.StatusNotFound, http.StatusGone:
+		return ErrGone
+	case http.StatusUnauthorized, http.StatusForbidden:
+		return ErrDenied
+	case http.StatusRequestTimeout, http.StatusTooManyRequests:
+		return ErrUnavailable
+	}
+	if code >= 500 {
+		return ErrUnavailable
+	}
+	return ErrRefused
+}
+
+// Attempts bounds the tries of a report that fails in a way that may pass
+// (denied, unavailable, unclassified): it is dropped after that, and the
+// core's next outcome for the pod (every resync) is reported again.
+const Attempts = 5
+
+// errorKind is one row of the table: how a failed request is treated.
+type errorKind struct {
+	retry bool // tried again, up to Attempts
+	level logrus.Level
+	says  string
+}
+
+// errorTable is every API server error the package tells apart, first
+// match wins; anything else is unclassified (retried, bounded).
+var errorTable = []struct {
+	err  error
+	kind errorKind
+}{
+	{ErrGone, errorKind{false, logrus.DebugLevel, "not reported: the pod is gone"}},
+	{ErrRefused, errorKind{false, logrus.ErrorLevel, "not reported: the API server refused it"}},
+	{ErrDenied, errorKind{true, logrus.ErrorLevel, "not reported: the API server denied it (check the plugin's RBAC and token)"}},
+	{ErrUnavailable, errorKind{true, logrus.ErrorLevel, "not reported: the API server did not take it"}},
+}
+
+var unclassified = errorKind{true, logrus.ErrorLevel, "not reported: failing in a way the plugin does not know"}
+
+// kindOf is err's row of the table.
+func kindOf(err error) errorKind {
+	for _, r := range errorTable {
+		if errors.Is(err, r.err) {
+			return r.kind
+		}
+	}
+	return unclassified
+}
+
+// retries reports whether a report that failed with err on its attempt-th
+// try (1 for the first) is tried again.
+func retries(err error, attempt int) bool { return kindOf(err).retry && attempt < Attempts }
