@@ -8,10 +8,11 @@ import (
 
 	"k8s.io/client-go/util/workqueue"
 
+	"github.com/sirupsen/logrus"
+
 	"github.com/nri-hcn-portmap/nri-hcn-portmap/hcn"
 	"github.com/nri-hcn-portmap/nri-hcn-portmap/plugin/admission"
 	"github.com/nri-hcn-portmap/nri-hcn-portmap/plugin/request"
-	"github.com/sirupsen/logrus"
 )
 
 // Options configure a Core.

@@ -12,8 +12,10 @@
 //	            sync, one commit, said once; retries are the queue's           (snapshot, commit)
 //	4 sync      one decision for every trigger: read, decide, converge         sync.go
 //	5 sandbox   containerd's record: namespace GUID, CRI metadata, task state  plugin/containerd/store.go
-//	6 request   annotation and hostPort, merged, limited, admitted             sync.go (request), plugin/request/, plugin/admission/
-//	7 ports     a host port held by another pod: that pod is synced first      state.go (conflict: the port index)
+//	6 request   annotation and hostPort, merged, limited; what the endpoint    sync.go (request), plugin/request/, plugin/admission/
+//	            in place does not hold is admitted
+//	7 claim     the host ports checked and reserved in one step; one another   state.go (claim: the port index)
+//	            pod holds makes this one wait for that pod's own sync
 //	8 endpoint  keep, replace, create and attach; detach and delete            hcn/manager.go
 //	9 HNS       one method per call, bounded and capped; hcsshim or simulator  hcn/service.go, hcn/calls.go, hcn/service_windows.go
 //	10 errors   what an HNS error is; final or retried, metric, reason, log    hcn/errors.go, errors.go
@@ -23,8 +25,9 @@
 // requests are triggers too: RunPodSandbox is StartPod, which waits for the
 // sandbox's sync within its deadline and answers with its outcome;
 // StopPodSandbox and RemovePodSandbox are StopPod and RemovePod; Synchronize
-// is Reconcile (plugin/nri/nri.go). The resync (resync.go) is Reconcile over
-// what containerd lists. Which source runs is plugin/sources/sources.go.
+// is Reconcile (plugin/nri/nri.go). The listings (HNS's at start-up,
+// Synchronize's, containerd's for the resync) are resync.go's: each becomes
+// one sighting per sandbox. Which source runs is plugin/sources/sources.go.
 //
 // Concurrency: the workqueue never gives one sandbox to two workers; the
 // state has one lock; nothing else is shared. Each field of the state has

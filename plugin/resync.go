@@ -2,8 +2,12 @@ package plugin
 
 import (
 	"context"
-	"github.com/nri-hcn-portmap/nri-hcn-portmap/config"
+	"maps"
+	"slices"
 	"time"
+
+	"github.com/nri-hcn-portmap/nri-hcn-portmap/config"
+	"github.com/nri-hcn-portmap/nri-hcn-portmap/hcn"
 
 	"github.com/sirupsen/logrus"
 )
@@ -68,4 +72,142 @@ func (r *Resyncer) Run(ctx context.Context) {
 			_, _ = r.Once(ctx, "periodic")
 		}
 	}
+}
+
+// Summary counts what a reconcile did.
+type Summary struct {
+	Created, Deleted, Unchanged, Failed int
+	Errors                              []error
+}
+
+// Log writes the summary line of a reconcile (what: synchronize, resync)
+// and one warning per sandbox that failed.
+func (s Summary) Log(log *logrus.Entry, what string) {
+	l := log.WithFields(logrus.Fields{"created": s.Created, "deleted": s.Deleted, "unchanged": s.Unchanged, "failed": s.Failed})
+	for _, err := range s.Errors {
+		l.WithError(err).Warn(what + ": a sandbox could not be reconciled")
+	}
+	l.Info(what + " done")
+}
+
+func (s *Summary) add(r Change, err error) {
+	switch {
+	case err != nil && !kindOf(err).quiet:
+		s.Failed++
+		s.Errors = append(s.Errors, err)
+	case r == Built:
+		s.Created++
+	case r == Removed:
+		s.Deleted++
+	case r == Kept:
+		s.Unchanged++
+	}
+}
+
+// Reconcile is NRI's Synchronize and the body of every resync: pods is the
+// complete list of sandboxes the runtime knows. Each of them, every
+// endpoint of ours HNS holds and every sandbox the controller knows of is
+// synced, each told what the listing of HNS showed of it; what pods does
+// not list is checked with containerd. The summary counts the first
+// attempt of each (failures that pass are retried by the queue as always).
+func (c *Core) Reconcile(ctx context.Context, pods []Pod) (Summary, error) {
+	listed, err := c.listing(ctx)
+	if err != nil {
+		return Summary{}, err
+	}
+	inList := make(map[string]bool, len(pods))
+	for _, p := range pods {
+		inList[p.ID] = true
+	}
+	ids := slices.Concat(c.st.ids(), slices.Collect(maps.Keys(listed)))
+	results := make(chan result, len(pods)+len(ids))
+	n := 0
+	seen := map[string]bool{}
+	for _, p := range pods {
+		if seen[p.ID] {
+			continue
+		}
+		seen[p.ID] = true
+		n++
+		c.enqueue(p.ID, sighting{pod: &p, claim: true, listing: true, listed: listed[p.ID], wait: &waiter{first: true, ch: results}})
+	}
+	for _, id := range ids {
+		if seen[id] {
+			continue
+		}
+		seen[id] = true
+		n++
+		c.enqueue(id, sighting{pod: &Pod{ID: id, Partial: true}, verify: !inList[id], listing: true, listed: listed[id],
+			wait: &waiter{first: true, ch: results}})
+	}
+	c.st.markLoaded()
+	var sum Summary
+	for range n {
+		select {
+		case r := <-results:
+			sum.add(r.change, r.err)
+		case <-c.closed:
+			return sum, ErrClosed
+		case <-ctx.Done():
+			return Summary{}, ctx.Err()
+		}
+	}
+	return sum, nil
+}
+
+// ReconcileAll reconciles every sandbox containerd knows, every endpoint of
+// ours and every sandbox the controller knows of: the periodic resync and
+// the repair after missed events.
+func (c *Core) ReconcileAll(ctx context.Context) (Summary, error) {
+	ids, err := c.store.ListSandboxes(ctx)
+	if err != nil {
+		return Summary{}, err
+	}
+	pods := make([]Pod, 0, len(ids))
+	for _, id := range ids {
+		pods = append(pods, Pod{ID: id, Partial: true})
+	}
+	return c.Reconcile(ctx, pods)
+}
+
+// LoadPorts lists our endpoints in HNS at start (so that conflicts with
+// pods started before a restart are caught, and so that a sandbox without
+// an endpoint is known without asking HNS): each sandbox listed is told
+// what the listing showed, and its sync learns it and decides nothing (the
+// reconcile that follows decides). It returns once every one has learned.
+func (c *Core) LoadPorts(ctx context.Context) error {
+	listed, err := c.listing(ctx)
+	if err != nil {
+		return err
+	}
+	results := make(chan result, len(listed))
+	for id, eps := range listed {
+		c.enqueue(id, sighting{learn: true, listing: true, listed: eps, wait: &waiter{first: true, ch: results}})
+	}
+	c.st.markLoaded()
+	for range listed {
+		select {
+		case <-results:
+		case <-c.closed:
+			return ErrClosed
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	return nil
+}
+
+// listing lists our endpoints in HNS, by sandbox.
+func (c *Core) listing(ctx context.Context) (map[string][]hcn.Endpoint, error) {
+	owned, err := c.mgr.Owned(ctx)
+	if err != nil {
+		return nil, err
+	}
+	bySandbox := map[string][]hcn.Endpoint{}
+	for _, ep := range owned {
+		if id, ok := c.mgr.SandboxID(ep.Name); ok {
+			bySandbox[id] = append(bySandbox[id], ep)
+		}
+	}
+	return bySandbox, nil
 }

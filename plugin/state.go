@@ -195,6 +195,22 @@ func podOf(p Pod) Pod {
 	return out
 }
 
+// waiter is told the outcome of a sandbox's sync: of the first attempt
+// after it was added (first), or of the final one (after the retries of
+// failures that pass). A request that must answer (NRI, a reconcile)
+// waits on ch; an event's outcome is counted by the worker as kind.
+type waiter struct {
+	gen   uint64 // the inbox generation it was added at
+	first bool
+	kind  string        // event-start, event-stop: counted as that operation
+	ch    chan<- result // nil: nobody waits
+}
+
+type result struct {
+	change Change
+	err    error
+}
+
 // snap is what one sync reads of its sandbox: one copy, taken as it begins.
 type snap struct {
 	id      string
@@ -487,4 +503,14 @@ func (x portIndex) set(id string, old, policies []hcn.PortMappingPolicy) {
 		}
 		x[k][id] = append(x[k][id], p.VIP)
 	}
+}
+
+// SandboxMappings is who maps the host ports of one sandbox, as the
+// controller knows it: its own endpoint's, and the CNI's.
+type SandboxMappings struct {
+	Sandbox  string                  `json:"sandbox"`
+	Pod      string                  `json:"pod,omitempty"`      // namespace/name
+	Endpoint string                  `json:"endpoint,omitempty"` // ours
+	Ours     []hcn.PortMappingPolicy `json:"ours,omitempty"`
+	CNI      []CNIMapping            `json:"cni,omitempty"`
 }
