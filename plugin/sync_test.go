@@ -1,40 +1,1147 @@
 package plugin
 
 import (
+	"context"
 	"errors"
 	"fmt"
+	"maps"
+	"math/rand/v2"
+	"os"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/nri-hcn-portmap/nri-hcn-portmap/config"
 	"github.com/nri-hcn-portmap/nri-hcn-portmap/hcn"
+	"github.com/nri-hcn-portmap/nri-hcn-portmap/hcn/hcnsim"
 	"github.com/nri-hcn-portmap/nri-hcn-portmap/plugin/admission"
 	"github.com/nri-hcn-portmap/nri-hcn-portmap/plugin/request"
 )
 
-// criRecord is containerd's CRI record of a pod named namespace/name
-// whose annotation is annotation and whose hostPorts are portMappings (CRI
-// port_mappings JSON).
-func criRecord(name, namespace, annotation, portMappings string) []byte {
-	ann := ""
-	if annotation != "" {
-		ann = `,"annotations":{"` + request.AnnotationPortMappings + `":"` + annotation + `"}`
+// 1: after a sandbox's sync succeeds its retry delay starts over: a later
+// failure waits the shortest delay, not the one the earlier failures grew.
+func TestRetryDelayStartsOverAfterASuccess(t *testing.T) {
+	lim := newDelays(time.Millisecond, time.Second)
+	f := newFixture(t, withLimiter(lim))
+	p := f.eventPod("p", "8080:80")
+	if err := f.sim.InjectFault(hcnsim.Fault{Op: hcnsim.OpCreateEndpoint, Kind: "unavailable", Count: 3}); err != nil {
+		t.Fatal(err)
 	}
-	return []byte(`{"Version":"v1","Metadata":{"ID":"x","Name":"` + name + `","Config":{"metadata":{"name":"` + name +
-		`","uid":"uid-` + name + `","namespace":"` + namespace + `"},"port_mappings":[` + portMappings + `]` + ann + `}}}`)
+	if err := startedAndWait(t, f, p); err != nil {
+		t.Fatal(err)
+	}
+	grown := []time.Duration{time.Millisecond, 2 * time.Millisecond, 4 * time.Millisecond}
+	if got := lim.of("p"); !slices.Equal(got, grown) {
+		t.Fatalf("retry delays %v, want %v", got, grown)
+	}
+	// later: the endpoint is detached behind the plugin's back, and the
+	// repair's first attach fails once
+	ep := f.endpoints("p")[0]
+	if err := f.sim.RemoveNamespaceEndpoint(ctx, ep.Namespace, ep.ID); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.sim.InjectFault(hcnsim.Fault{Op: hcnsim.OpAddNamespaceEndpoint, Kind: "unavailable", Count: 1}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.core.ReconcileAll(ctx); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the repair is retried and attaches", func() bool {
+		eps := f.endpoints("p")
+		return len(eps) == 1 && eps[0].Namespace != ""
+	})
+	if got := lim.of("p"); !slices.Equal(got, append(grown, time.Millisecond)) {
+		t.Fatalf("retry delays %v: the failure after a success did not start over at %v", got, time.Millisecond)
+	}
 }
 
-// namedPod is a running sandbox whose CRI record names its pod as the
-// whole Pod returned does (the event path reads it from there, NRI is
-// given it).
-func (f *fixture) namedPod(id, namespace, annotation, portMappings string) Pod {
-	p := f.sandbox(id, annotation)
-	p.Namespace = namespace
+// 3: a sandbox that a resync finds stopped in containerd is final: a later
+// /tasks/start (late, or repeated) does not bring its endpoint back.
+func TestSandboxAResyncFindsStoppedIsFinal(t *testing.T) {
+	f := newFixture(t)
+	p := f.eventPod("p", "8080:80")
+	if err := startedAndWait(t, f, p); err != nil {
+		t.Fatal(err)
+	}
 	f.store.mu.Lock()
-	f.store.sbs[id].Metadata = criRecord(p.Name, namespace, annotation, portMappings)
+	f.store.tasks["p"] = TaskStopped // its exit event was missed
 	f.store.mu.Unlock()
-	return p
+	if _, err := f.core.ReconcileAll(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if eps := f.endpoints("p"); len(eps) != 0 {
+		t.Fatalf("the resync kept %+v of a stopped sandbox", eps)
+	}
+	if err := startedAndWait(t, f, p); err != nil {
+		t.Fatalf("late start: %v", err)
+	}
+	never(t, 300*time.Millisecond, "a late /tasks/start brought the stopped sandbox's endpoint back",
+		func() bool { return len(f.endpoints("p")) > 0 })
+}
+
+// 5, 6, 7: a change of configuration that changes how a running pod's
+// endpoint behaves rebuilds it at the next resync after a restart: its
+// OutBoundNAT policy, its route's metric or next hop, its policies'
+// local-routed flag. Without the change nothing is rebuilt.
+func TestBehaviourChangingConfigurationRebuildsRunningPods(t *testing.T) {
+	base := testManagerConfig()
+	for _, tc := range []struct {
+		name    string
+		cfg     func(*hcn.ManagerConfig)
+		opt     func(*Options)
+		rebuilt func(ep hcn.Endpoint) bool // the new endpoint shows the change
+	}{
+		{"nothing changed", nil, nil, nil},
+		{"outbound_nat on", func(c *hcn.ManagerConfig) { c.OutboundNAT = true }, nil,
+			func(ep hcn.Endpoint) bool { return ep.OutboundNAT }},
+		{"route_metric", func(c *hcn.ManagerConfig) { c.RouteMetric = 6000 }, nil,
+			func(ep hcn.Endpoint) bool { return len(ep.Routes) == 1 && ep.Routes[0].Metric == 6000 }},
+		{"default route's next hop", func(c *hcn.ManagerConfig) { c.DefaultRoute = hcn.RouteNone }, nil,
+			func(ep hcn.Endpoint) bool { return len(ep.Routes) == 1 && ep.Routes[0].NextHop == "0.0.0.0" }},
+		{"local_routed_vip off", nil, func(o *Options) { o.Policy.LocalRoutedVIP = false },
+			func(ep hcn.Endpoint) bool { return len(ep.PortMappings) == 1 && ep.PortMappings[0].Flags == 0 }},
+	} {
+		for _, from := range []bool{false, true} { // and back: off to on, on to off
+			if tc.cfg == nil && from {
+				continue
+			}
+			t.Run(fmt.Sprintf("%s/reverse=%v", tc.name, from), func(t *testing.T) {
+				f := newFixture(t)
+				first, second := base, base
+				o1, o2 := func(*Options) {}, func(*Options) {}
+				switch {
+				case tc.cfg != nil && !from:
+					tc.cfg(&second)
+				case tc.cfg != nil:
+					tc.cfg(&first)
+				}
+				if tc.opt != nil {
+					o2 = tc.opt
+				}
+				f.restartWith(t, first, o1)
+				p := f.eventPod("p", "8080:80") // the resync reads its request from containerd
+				if err := f.core.StartPod(ctx, p); err != nil {
+					t.Fatal(err)
+				}
+				before := f.endpoints("p")[0]
+				f.restartWith(t, second, o2)
+				if _, err := f.core.ReconcileAll(ctx); err != nil {
+					t.Fatal(err)
+				}
+				eps := f.endpoints("p")
+				if len(eps) != 1 || eps[0].Namespace == "" {
+					t.Fatalf("after the restart: %+v", eps)
+				}
+				switch {
+				case tc.rebuilt == nil && eps[0].ID != before.ID:
+					t.Fatalf("rebuilt with nothing changed: %+v -> %+v", before, eps[0])
+				case tc.rebuilt != nil && (eps[0].ID == before.ID || (!from && !tc.rebuilt(eps[0])) || (from && tc.rebuilt(eps[0]))):
+					t.Fatalf("not rebuilt for the change: %+v -> %+v", before, eps[0])
+				}
+			})
+		}
+	}
+}
+
+// Unit: the plugin's own endpoint in a pod's namespace is never taken for
+// the CNI's: a pod with hostPorts keeps its endpoint over repeated syncs,
+// and is told its ports are the plugin's.
+func TestOwnEndpointIsNeverTheCNIs(t *testing.T) {
+	rep := &reports{}
+	f := newFixture(t, func(o *Options) { o.Reporter = rep; o.Inputs = Inputs{Annotations: true, CRI: true} })
+	f.sandbox("s", "")
+	f.store.sbs["s"].Metadata = criMeta("", criPorts(1, 1))
+	if err := f.startRetrying(Pod{ID: "s", Partial: true}); err != nil {
+		t.Fatal(err)
+	}
+	first := f.endpoints("s")
+	if len(first) != 1 {
+		t.Fatalf("endpoints %+v", first)
+	}
+	for range 3 {
+		if _, err := f.core.ReconcileAll(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if eps := f.endpoints("s"); len(eps) != 1 || eps[0].ID != first[0].ID {
+		t.Fatalf("after resyncs %+v, want %s kept", eps, first[0].ID)
+	}
+	got, _ := rep.last()
+	if got.Endpoint != first[0].ID || len(got.CNI) != 0 {
+		t.Fatalf("report %+v: its own endpoint counted as the CNI's", got)
+	}
+}
+
+// Issue 30, 7: a host port HNS says is taken (HCN_E_PORT_ALREADY_EXISTS)
+// while no pod of the plugin holds it (another process, a CNI endpoint in
+// another namespace, a port HNS kept after a delete) fails the pod as a
+// host-port conflict whose text says so and how to see who holds it.
+func TestPortHNSHoldsIsAConflictThatSaysWho(t *testing.T) {
+	rep := &reports{}
+	f := newFixture(t, func(o *Options) { o.Reporter = rep })
+	netID, err := f.core.mgr.EnsureNetwork(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.sim.CreateEndpoint(ctx, hcn.EndpointSpec{Name: "someone-else", NetworkID: netID,
+		PortMappings: []hcn.PortMappingPolicy{{Protocol: hcn.TCP, ExternalPort: 8080, InternalPort: 80}}}); err != nil {
+		t.Fatal(err)
+	}
+	err = f.core.StartPod(ctx, f.sandbox("p", "8080:80"))
+	if !errors.Is(err, hcn.ErrPortInUse) || Classify(err) != ClassConflict {
+		t.Fatalf("StartPod = %v (class %s), want the port in use, a conflict", err, Classify(err))
+	}
+	for _, want := range []string{"pod default/pod-p", "no pod this plugin manages held it", "Get-HnsEndpoint", "kubernetes#137530"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("error %q does not say %q", err, want)
+		}
+	}
+	if got, ok := rep.last(); !ok || got.Reason != ReasonConflict {
+		t.Errorf("report %+v, want %s", got, ReasonConflict)
+	}
+}
+
+// TestRandomFaultsConverge drives pods through random starts (the
+// runtime's, and containerd events'), stops and removals while HCN fails at
+// random steps (before or after taking effect), then lets one reconcile run
+// without faults: HCN must then hold exactly the desired endpoints, no
+// leaked one and no missing mapping. About half the pods stay live to the
+// end (a stop is final, so only the others see stops); the test fails if no
+// fault ever left HCN wrong before the final reconcile, or if no pod was
+// live at the end.
+func TestRandomFaultsConverge(t *testing.T) {
+	kinds := []string{"internal", "unavailable", "not-found", "in-use"}
+	diverged, liveChecked := 0, 0
+	defer func() {
+		if !t.Failed() && (diverged == 0 || liveChecked == 0) {
+			t.Errorf("diverged %d, live pods checked %d: the test proves nothing", diverged, liveChecked)
+		}
+	}()
+	for seed := uint64(1); seed <= 8; seed++ {
+		t.Run(fmt.Sprintf("seed=%d", seed), func(t *testing.T) {
+			rng := rand.New(rand.NewPCG(seed, 42))
+			f := newFixture(t)
+			f.core.opt.Deadline = 10 * time.Second
+			var pods []Pod
+			doomed := map[string]bool{} // pods that will stop at some point
+			for i := range 12 {
+				p := f.eventPod(fmt.Sprintf("p%02d", i), fmt.Sprintf("%d:80,%d:53/udp", 9000+i, 9100+i))
+				pods = append(pods, p)
+				doomed[p.ID] = rng.IntN(2) == 0
+			}
+			if err := f.core.LoadPorts(ctx); err != nil { // as at start: the state knows our endpoints
+				t.Fatal(err)
+			}
+			stopped := map[string]bool{}
+			gone := map[string]bool{}
+			for range 300 {
+				if rng.IntN(3) == 0 {
+					_ = f.sim.InjectFault(hcnsim.Fault{Op: hcnsim.Ops()[rng.IntN(len(hcnsim.Ops()))], Kind: kinds[rng.IntN(len(kinds))],
+						After: rng.IntN(2) == 0})
+				}
+				p := pods[rng.IntN(len(pods))]
+				switch op := rng.IntN(8); {
+				case op < 2: // the runtime's start, first attempt
+					_, _ = f.start(p)
+				case op == 2: // the runtime's start, within its deadline
+					_ = f.core.StartPod(ctx, p)
+				case op == 3: // containerd's /tasks/start
+					<-f.started(p.ID)
+				case !doomed[p.ID] || rng.IntN(3) != 0:
+				case op == 4: // the runtime's stop
+					stopped[p.ID] = true
+					_, _ = f.stop(p)
+				case op == 5: // the pod stops: containerd deletes its namespace
+					if !stopped[p.ID] && !gone[p.ID] {
+						stopped[p.ID] = true
+						f.store.mu.Lock()
+						ns := f.store.sbs[p.ID].NetNS
+						f.store.tasks[p.ID] = TaskStopped
+						f.store.mu.Unlock()
+						_ = f.sim.DeleteNamespace(ns)
+					}
+				case op == 6: // the pod is removed from containerd
+					if stopped[p.ID] && !gone[p.ID] {
+						gone[p.ID] = true
+						f.store.mu.Lock()
+						delete(f.store.sbs, p.ID)
+						f.store.mu.Unlock()
+					}
+				}
+			}
+			f.sim.ClearFaults()
+			for _, p := range pods {
+				eps := f.endpoints(p.ID)
+				if stopped[p.ID] != (len(eps) == 0) || len(eps) > 1 || (len(eps) == 1 && eps[0].Namespace == "") {
+					diverged++
+				}
+			}
+			var listed []Pod
+			for _, p := range pods {
+				if !gone[p.ID] {
+					listed = append(listed, p)
+				}
+			}
+			sum, err := f.core.Reconcile(ctx, listed)
+			if err != nil || sum.Failed != 0 {
+				t.Fatalf("reconcile: %+v, %v", sum, err)
+			}
+			st := f.sim.State()
+			want := 0
+			for _, p := range pods {
+				eps := f.endpoints(p.ID)
+				if stopped[p.ID] {
+					if len(eps) != 0 {
+						t.Errorf("stopped pod %s keeps %+v", p.ID, eps)
+					}
+					continue
+				}
+				want++
+				liveChecked++
+				policies := request.BuildPolicies(mustParse(t, p.Annotations[request.AnnotationPortMappings]), f.core.opt.Policy)
+				if len(eps) != 1 || eps[0].Namespace != f.store.sbs[p.ID].NetNS || !hcn.SamePolicies(eps[0].PortMappings, policies) {
+					t.Errorf("live pod %s has %+v, want one endpoint with %v in %s", p.ID, eps, policies, f.store.sbs[p.ID].NetNS)
+				}
+			}
+			if len(st.Endpoints) != want {
+				t.Errorf("HCN holds %d endpoints, want %d: %+v", len(st.Endpoints), want, st.Endpoints)
+			}
+		})
+	}
+}
+
+func TestMappingsComeFromTheEnabledSources(t *testing.T) {
+	captured, err := os.ReadFile("request/testdata/cri-sandbox-metadata.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		name    string
+		sources Inputs
+		meta    []byte
+		want    []hcn.PortMappingPolicy
+		err     string
+	}{
+		{"captured record, annotations only", Inputs{Annotations: true}, captured,
+			[]hcn.PortMappingPolicy{{Protocol: hcn.TCP, ExternalPort: 8443, InternalPort: 443, VIP: "10.0.0.4", Flags: 1}}, ""},
+		{"captured record, CRI only", Inputs{CRI: true}, captured,
+			[]hcn.PortMappingPolicy{{Protocol: hcn.TCP, ExternalPort: 8080, InternalPort: 80, Flags: 1},
+				{Protocol: hcn.UDP, ExternalPort: 5353, InternalPort: 53, VIP: "10.0.0.4", Flags: 1}}, ""},
+		{"captured record, both", Inputs{Annotations: true, CRI: true}, captured,
+			[]hcn.PortMappingPolicy{{Protocol: hcn.TCP, ExternalPort: 8080, InternalPort: 80, Flags: 1},
+				{Protocol: hcn.TCP, ExternalPort: 8443, InternalPort: 443, VIP: "10.0.0.4", Flags: 1},
+				{Protocol: hcn.UDP, ExternalPort: 5353, InternalPort: 53, VIP: "10.0.0.4", Flags: 1}}, ""},
+		{"both give the same mapping: counted once", Inputs{Annotations: true, CRI: true},
+			criMeta("8080:80", `{"container_port":80,"host_port":8080}`),
+			[]hcn.PortMappingPolicy{{Protocol: hcn.TCP, ExternalPort: 8080, InternalPort: 80, Flags: 1}}, ""},
+		{"they disagree", Inputs{Annotations: true, CRI: true},
+			criMeta("8080:80", `{"container_port":81,"host_port":8080}`), nil, "disagree"},
+		{"CRI SCTP", Inputs{CRI: true}, criMeta("", `{"protocol":2,"container_port":81,"host_port":8080}`), nil, "SCTP"},
+		{"CRI ignored when not enabled", Inputs{Annotations: true}, criMeta("", `{"protocol":2,"container_port":81,"host_port":8080}`), nil, ""},
+		{"malformed metadata: nothing known, nothing failed", Inputs{CRI: true}, []byte(`{"Version":"v1"`), nil, ""},
+		{"CRI hostPorts at the cap", Inputs{CRI: true}, criMeta("", criPorts(1, 3)),
+			[]hcn.PortMappingPolicy{{Protocol: hcn.TCP, ExternalPort: 9001, InternalPort: 80, Flags: 1},
+				{Protocol: hcn.TCP, ExternalPort: 9002, InternalPort: 80, Flags: 1},
+				{Protocol: hcn.TCP, ExternalPort: 9003, InternalPort: 80, Flags: 1}}, ""},
+		{"CRI hostPorts over the cap", Inputs{CRI: true}, criMeta("", criPorts(1, 4)), nil,
+			"pod ns/p: invalid pod request: CRI hostPorts: 4 entries, more than the limit of 3 (plugin.max_mappings_per_pod)"},
+		{"annotation and CRI count together", Inputs{Annotations: true, CRI: true}, criMeta("9001:80,9002:80", criPorts(2, 4)), nil,
+			"annotation and CRI hostPorts together: 4 entries, more than the limit of 3"},
+		{"annotation over the cap", Inputs{Annotations: true}, criMeta("9001:80,9002:80,9003:80,9004:80", ""), nil,
+			"pod ns/p: annotation hcn.nri.io/port-mappings: invalid pod request: 4 entries, more than the limit of 3 (plugin.max_mappings_per_pod)"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			f := newFixture(t)
+			f.core.opt.Inputs = tt.sources
+			f.core.opt.Limits.MaxMappings = 3
+			p := f.sandbox("s", "")
+			f.store.sbs["s"].Metadata = tt.meta
+			_, err := f.start(Pod{ID: "s", Partial: true})
+			if tt.err != "" {
+				if err == nil || !strings.Contains(err.Error(), tt.err) || !errors.Is(err, ErrInvalidPod) {
+					t.Fatalf("Ensure = %v, want ErrInvalidPod mentioning %q", err, tt.err)
+				}
+				if len(f.endpoints(p.ID)) != 0 {
+					t.Fatal("a rejected pod got an endpoint")
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			eps := f.endpoints(p.ID)
+			if len(tt.want) == 0 {
+				if len(eps) != 0 {
+					t.Fatalf("endpoints %+v, want none", eps)
+				}
+				return
+			}
+			if len(eps) != 1 || !hcn.SamePolicies(eps[0].PortMappings, tt.want) {
+				t.Fatalf("endpoints %+v, want one with %v", eps, tt.want)
+			}
+		})
+	}
+}
+
+func TestNRIPodUsesCRIHostPorts(t *testing.T) {
+	f := newFixture(t)
+	f.core.opt.Inputs = Inputs{Annotations: true, CRI: true}
+	p := f.sandbox("n", "") // an NRI pod without the annotation
+	f.store.sbs["n"].Metadata = criMeta("", `{"container_port":80,"host_port":8080}`)
+	if r, err := f.start(p); err != nil || r != Built {
+		t.Fatalf("Ensure = %v, %v", r, err)
+	}
+}
+
+func TestEventForApplicationContainerDoesNothing(t *testing.T) {
+	f := newFixture(t)
+	f.sandbox("app", "")
+	f.store.sbs["app"].IsSandbox = false
+	f.store.sbs["app"].Metadata = criMeta("7171:71", "")
+	if err := f.startRetrying(Pod{ID: "app", Partial: true}); !errors.Is(err, ErrNotSandbox) {
+		t.Fatalf("start of an application container = %v, want ErrNotSandbox", err)
+	}
+	if n := len(f.sim.State().Endpoints); n != 0 || f.sim.Calls()[hcnsim.OpCreateEndpoint] != 0 {
+		t.Fatalf("%d endpoints for an application container", n)
+	}
+}
+
+// Issue 10, item 8: the CNI (win-bridge honours portMappings) may have
+// mapped the pod's hostPorts on its own endpoint in the pod's namespace;
+// HNS refuses the same mapping twice, so those are skipped.
+func TestMappingsTheCNIProvidesAreSkipped(t *testing.T) {
+	tests := []struct {
+		name      string
+		sources   Inputs
+		cniPorts  []uint16 // the CNI endpoint's host ports
+		elsewhere bool     // the CNI endpoint is in another pod's namespace
+		want      []uint16 // our endpoint's host ports; nil: no endpoint
+		err       error
+	}{
+		{"some provided", Inputs{CRI: true}, []uint16{9001}, false, []uint16{9002}, nil},
+		{"all provided: no endpoint", Inputs{CRI: true}, []uint16{9001, 9002}, false, nil, nil},
+		{"none provided", Inputs{CRI: true}, []uint16{7000}, false, []uint16{9001, 9002}, nil},
+		{"another namespace's mapping is a conflict", Inputs{CRI: true}, []uint16{9001}, true, nil, hcn.ErrPortInUse},
+		{"annotations only: not looked for", Inputs{Annotations: true}, []uint16{9001}, false, nil, hcn.ErrPortInUse},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			f := newFixture(t)
+			f.core.opt.Inputs = tt.sources
+			p := f.sandbox("s", "9001:80,9002:80")
+			f.store.sbs["s"].Metadata = criMeta("9001:80,9002:80", criPorts(1, 2))
+			ns := f.store.sbs["s"].NetNS
+			if tt.elsewhere {
+				ns = f.sim.CreateNamespace("")
+			}
+			bridge, err := f.sim.CreateNetwork(ctx, hcn.NetworkSpec{Name: "cbr0", Type: hcn.NetworkL2Bridge, Subnet: "10.244.0.0/24", Gateway: "10.244.0.1"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			var pms []hcn.PortMappingPolicy
+			for _, port := range tt.cniPorts {
+				pms = append(pms, hcn.PortMappingPolicy{Protocol: hcn.TCP, ExternalPort: port, InternalPort: 80})
+			}
+			cni, err := f.sim.CreateEndpoint(ctx, hcn.EndpointSpec{Name: "cbr0_s", NetworkID: bridge.ID, PortMappings: pms})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := f.sim.AddNamespaceEndpoint(ctx, ns, cni.ID); err != nil {
+				t.Fatal(err)
+			}
+			_, err = f.start(p)
+			if tt.err != nil {
+				if !errors.Is(err, tt.err) {
+					t.Fatalf("Ensure = %v, want %v", err, tt.err)
+				}
+			} else if err != nil {
+				t.Fatalf("Ensure = %v", err)
+			}
+			eps := f.endpoints(p.ID)
+			if tt.want == nil {
+				if len(eps) != 0 {
+					t.Fatalf("endpoints %+v, want none", eps)
+				}
+				return
+			}
+			var want []hcn.PortMappingPolicy
+			for _, port := range tt.want {
+				want = append(want, hcn.PortMappingPolicy{Protocol: hcn.TCP, ExternalPort: port, InternalPort: 80, Flags: 1})
+			}
+			if len(eps) != 1 || !hcn.SamePolicies(eps[0].PortMappings, want) {
+				t.Fatalf("endpoints %+v, want one with %v", eps, want)
+			}
+		})
+	}
+}
+
+// Issue 26: with hostPort as a source a start asks HNS what else the pod's
+// namespace holds (a CNI endpoint may map the port already). It asks the
+// namespace, not the node: the same HNS calls with 1 or 200 other pods'
+// endpoints on the node.
+func TestStartWithHostPortsCostsTheSameOnAFullNode(t *testing.T) {
+	calls := func(others int) map[string]int {
+		f := newFixture(t)
+		f.core.opt.Inputs = Inputs{Annotations: true, CRI: true}
+		if err := f.core.LoadPorts(ctx); err != nil {
+			t.Fatal(err)
+		}
+		cni, err := f.sim.CreateNetwork(ctx, hcn.NetworkSpec{Name: "cbr0", Type: hcn.NetworkL2Bridge, Subnet: "10.244.0.0/16"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i := range others { // other pods, each with its CNI endpoint in its own namespace
+			ep, err := f.sim.CreateEndpoint(ctx, hcn.EndpointSpec{Name: fmt.Sprint("cni-", i), NetworkID: cni.ID})
+			if err == nil {
+				err = f.sim.AddNamespaceEndpoint(ctx, f.sim.CreateNamespace(""), ep.ID)
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+		}
+		warm := f.sandbox("warm", "")
+		f.store.sbs["warm"].Metadata = criMeta("", `{"container_port":80,"host_port":9001}`)
+		if err := f.core.StartPod(ctx, warm); err != nil { // the network
+			t.Fatal(err)
+		}
+		before := f.sim.Calls()
+		p := f.sandbox("p", "")
+		f.store.sbs["p"].Metadata = criMeta("", `{"container_port":80,"host_port":9000}`)
+		if err := f.core.StartPod(ctx, p); err != nil || len(f.endpoints("p")) != 1 {
+			t.Fatalf("StartPod: %v, %+v", err, f.endpoints("p"))
+		}
+		out := map[string]int{}
+		for op, n := range f.sim.Calls() {
+			if d := n - before[op]; d > 0 {
+				out[op] = d
+			}
+		}
+		return out
+	}
+	one, many := calls(1), calls(200)
+	if !maps.Equal(one, many) || many[hcnsim.OpListEndpoints] != 0 {
+		t.Fatalf("HNS calls for a start: %v with 1 other pod, %v with 200", one, many)
+	}
+}
+
+// Issue 26, cost: with hostPort on (the default), a pod whose CRI record
+// has no hostPorts gives its CNI nothing to map, so its start asks HNS
+// nothing about the namespace: the create and the attach, as with the
+// annotation alone. A pod with hostPorts asks the namespace (and opens its
+// other endpoints).
+func TestOnlyAPodWithHostPortsAsksWhatTheCNIMaps(t *testing.T) {
+	for _, tt := range []struct {
+		name, annotation, ports string
+		want                    map[string]int
+	}{
+		{"annotation only", "9010:80", `{"container_port":81}`, // a containerPort without hostPort
+			map[string]int{hcnsim.OpCreateEndpoint: 1, hcnsim.OpAddNamespaceEndpoint: 1}},
+		{"hostPort", "", `{"container_port":80,"host_port":9011}`,
+			map[string]int{hcnsim.OpGetNamespace: 1, hcnsim.OpGetEndpoint: 1, hcnsim.OpenedEndpoint: 1, hcnsim.OpCreateEndpoint: 1, hcnsim.OpAddNamespaceEndpoint: 1}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			f := newFixture(t)
+			f.core.opt.Inputs = Inputs{Annotations: true, CRI: true}
+			if err := f.core.LoadPorts(ctx); err != nil {
+				t.Fatal(err)
+			}
+			warm := f.sandbox("warm", "")
+			f.store.sbs["warm"].Metadata = criMeta("9001:80", "")
+			if err := f.core.StartPod(ctx, warm); err != nil { // the network
+				t.Fatal(err)
+			}
+			p := f.sandbox("p", tt.annotation)
+			f.store.sbs["p"].Metadata = criMeta(tt.annotation, tt.ports)
+			// the CNI's endpoint in the pod's namespace, mapping nothing
+			cni, err := f.sim.CreateNetwork(ctx, hcn.NetworkSpec{Name: "cbr0", Type: hcn.NetworkL2Bridge, Subnet: "10.244.0.0/16"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			ep, err := f.sim.CreateEndpoint(ctx, hcn.EndpointSpec{Name: "cni-p", NetworkID: cni.ID})
+			if err == nil {
+				err = f.sim.AddNamespaceEndpoint(ctx, f.store.sbs["p"].NetNS, ep.ID)
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			before := f.sim.Calls()
+			if err := f.core.StartPod(ctx, p); err != nil || len(f.endpoints("p")) != 1 {
+				t.Fatalf("StartPod: %v, %+v", err, f.endpoints("p"))
+			}
+			got := map[string]int{}
+			for op, n := range f.sim.Calls() {
+				if d := n - before[op]; d > 0 {
+					got[op] = d
+				}
+			}
+			if !maps.Equal(got, tt.want) {
+				t.Fatalf("HNS calls for the start: %v, want %v", got, tt.want)
+			}
+		})
+	}
+}
+
+func TestEachPodGetsWhatItAsksFor(t *testing.T) {
+	f := newFixture(t)
+	mapped := f.sandbox("mapped", "8080:80,53:53/udp")
+	if r, err := f.start(mapped); err != nil || r != Built {
+		t.Fatalf("Ensure(mapped) = %v, %v", r, err)
+	}
+	eps := f.endpoints("mapped")
+	if len(eps) != 1 || len(eps[0].PortMappings) != 2 || eps[0].Namespace != f.store.sbs["mapped"].NetNS {
+		t.Fatalf("mapped pod endpoints: %+v", eps)
+	}
+	if r, err := f.start(mapped); err != nil || r != Kept {
+		t.Fatalf("second Ensure = %v, %v; want unchanged", r, err)
+	}
+
+	unmapped := f.sandbox("unmapped", "")
+	if r, err := f.start(unmapped); err != nil || r != NoChange || len(f.endpoints("unmapped")) != 0 {
+		t.Fatalf("Ensure(unmapped) = %v, %v", r, err)
+	}
+
+	linux := f.sandbox("linux", "8081:80")
+	f.store.sbs["linux"].NetNS = ""
+	if r, err := f.start(linux); err != nil || r != NoChange || len(f.endpoints("linux")) != 0 {
+		t.Fatalf("Ensure(no Windows namespace) = %v, %v; want skipped", r, err)
+	}
+
+	bad := f.sandbox("bad", "8082:80,0:1")
+	_, err := f.start(bad)
+	if !errors.Is(err, ErrInvalidPod) || !strings.Contains(err.Error(), "default/pod-bad") || !strings.Contains(err.Error(), `"0:1"`) {
+		t.Fatalf("Ensure(bad) = %v", err)
+	}
+	if len(f.endpoints("bad")) != 0 {
+		t.Fatal("a rejected pod got an endpoint")
+	}
+
+	ghost := Pod{ID: "ghost", Annotations: map[string]string{request.AnnotationPortMappings: "9000:80"}}
+	if _, err := f.start(ghost); !errors.Is(err, ErrSandboxNotFound) {
+		t.Fatalf("Ensure(unknown sandbox) = %v", err)
+	}
+
+	clash := f.sandbox("clash", "8080:8080")
+	_, err = f.start(clash)
+	if !errors.Is(err, ErrPortConflict) || !strings.Contains(err.Error(), "already held by pod default/pod-mapped") || len(f.endpoints("clash")) != 0 {
+		t.Fatalf("Ensure(port held by another pod) = %v", err)
+	}
+	if n := f.sim.Calls()[hcnsim.OpCreateEndpoint]; n != 1 {
+		t.Errorf("HNS was asked to create %d endpoints; the conflict must be caught before HNS", n)
+	}
+
+	if r, err := f.stop(mapped); err != nil || r != Removed || len(f.endpoints("mapped")) != 0 {
+		t.Fatalf("Remove = %v, %v", r, err)
+	}
+	if r, err := f.stop(mapped); err != nil || r != NoChange {
+		t.Fatalf("second Remove = %v, %v", r, err)
+	}
+}
+
+func TestABadAnnotationsErrorNamesPodAndAnnotation(t *testing.T) {
+	f := newFixture(t)
+	p := f.podIn("abc", "shop", "8080:80/sctp")
+	p.Name = "web"
+	_, err := f.start(p)
+	if err == nil {
+		t.Fatal("want an error")
+	}
+	for _, w := range []string{"shop/web", request.AnnotationPortMappings, "8080:80/sctp", "SCTP"} {
+		if !strings.Contains(err.Error(), w) {
+			t.Errorf("error %q does not mention %q", err, w)
+		}
+	}
+	if !errors.Is(err, ErrInvalidPod) || !errors.Is(err, request.ErrBadMapping) {
+		t.Errorf("error %v should wrap ErrInvalidPod and request.ErrBadMapping", err)
+	}
+}
+
+// The rolling update of a hostPort pod: the new pod asks for the port while
+// the old one's stop is being worked on (HNS slow to delete). The new pod
+// is not refused for good: it gets the port once the old endpoint is gone.
+func TestPodGetsThePortOfAHolderThatIsStopping(t *testing.T) {
+	f := newFixture(t)
+	f.core.opt.Deadline = 5 * time.Second
+	old := f.eventPod("old", "8080:80")
+	if err := startedAndWait(t, f, old); err != nil {
+		t.Fatal(err)
+	}
+	f.sim.SetOpLatency(hcnsim.OpDeleteEndpoint, 200*time.Millisecond)
+	stopDone := f.exited(old.ID)
+	next := f.sandbox("next", "8080:80")
+	if err := f.core.StartPod(ctx, next); err != nil {
+		t.Fatalf("the successor was refused: %v", err)
+	}
+	if err := waitResult(t, stopDone); err != nil {
+		t.Fatal(err)
+	}
+	if eps := f.endpoints("next"); len(eps) != 1 || eps[0].Namespace == "" {
+		t.Fatalf("successor: %+v", eps)
+	}
+	if eps := f.endpoints("old"); len(eps) != 0 {
+		t.Fatalf("old: %+v", eps)
+	}
+}
+
+// A pod whose HNS create failed for good gives its host ports back at once:
+// the next pod asking for them is not refused.
+func TestFinalCreateFailureGivesThePortsBack(t *testing.T) {
+	f := newFixture(t)
+	if err := f.sim.InjectFault(hcnsim.Fault{Op: hcnsim.OpCreateEndpoint, Kind: "invalid", Count: 1}); err != nil {
+		t.Fatal(err)
+	}
+	a := f.sandbox("a", "8080:80")
+	if err := f.core.StartPod(ctx, a); err == nil {
+		t.Fatal("StartPod succeeded through a refused create")
+	}
+	b := f.sandbox("b", "8080:80")
+	if err := f.core.StartPod(ctx, b); err != nil {
+		t.Fatalf("the next pod was refused the port of a pod that never got it: %v", err)
+	}
+}
+
+// Issue 31: the annotation obeys the namespace's Pod Security level; a
+// refused pod leaves nothing in HNS and is told why; the level is read
+// at each pod's start, so relabelling a namespace changes the next pod's
+// outcome; hostPort is the API server's to judge, not the plugin's.
+func TestAnnotationObeysPodSecurity(t *testing.T) {
+	nss := &namespaces{labels: map[string]string{"open": "privileged", "team": "baseline", "locked": "restricted", "plain": "-"}}
+	f, rep := podSecurityFixture(t, nss, func(o *Options) { o.Inputs = Inputs{Annotations: true, CRI: true} })
+	tests := []struct {
+		id, ns, ask string
+		refuse      bool
+	}{
+		{"open", "open", "8080:80", false},
+		{"team", "team", "8090:80", true},
+		{"locked", "locked", "8091:80", true},
+		{"plain", "plain", "8092:80", false}, // the default level: privileged
+	}
+	for _, tt := range tests {
+		p := f.podIn(tt.id, tt.ns, tt.ask)
+		_, err := f.start(p)
+		if !tt.refuse {
+			if err != nil || len(f.endpoints(tt.id)) != 1 {
+				t.Errorf("%s: start = %v with %d endpoints, want mapped", tt.ns, err, len(f.endpoints(tt.id)))
+			}
+			continue
+		}
+		if !errors.Is(err, admission.ErrPodSecurity) || !strings.Contains(err.Error(), `namespace "`+tt.ns+`"`) {
+			t.Errorf("%s: start = %v, want refused by Pod Security naming the namespace", tt.ns, err)
+		}
+		if got, ok := rep.last(); !ok || got.Mapped || got.Reason != ReasonPodSecurity || got.Pod.Name != p.Name {
+			t.Errorf("%s: report %+v, want %s for %s", tt.ns, got, ReasonPodSecurity, p.Name)
+		}
+		if n := len(f.endpoints(tt.id)); n != 0 {
+			t.Errorf("%s: %d endpoints for a refused pod", tt.ns, n)
+		}
+	}
+	if n := f.sim.Calls()[hcnsim.OpCreateEndpoint]; n != 2 {
+		t.Errorf("HNS asked to create %d endpoints, want 2 (the refused pods' never)", n)
+	}
+	// counted as failing while they run, and no longer once stopped
+	if got := f.core.Failing(); got[ReasonPodSecurity] != 2 || len(got) != 1 {
+		t.Errorf("failing %v, want the 2 refused pods under %s", got, ReasonPodSecurity)
+	}
+	if _, err := f.stop(f.podIn("team", "team", "8090:80")); err != nil {
+		t.Fatal(err)
+	}
+	if got := f.core.Failing(); got[ReasonPodSecurity] != 1 {
+		t.Errorf("failing %v after one refused pod stopped, want 1", got)
+	}
+	// relabelled: the next pod's outcome changes, no restart
+	nss.set("team", "privileged")
+	if _, err := f.start(f.podIn("team-2", "team", "8093:80")); err != nil || len(f.endpoints("team-2")) != 1 {
+		t.Errorf("after relabelling team privileged: %v, %d endpoints", err, len(f.endpoints("team-2")))
+	}
+	nss.set("open", "baseline")
+	if _, err := f.start(f.podIn("open-2", "open", "8094:80")); !errors.Is(err, admission.ErrPodSecurity) {
+		t.Errorf("after relabelling open baseline: %v, want refused", err)
+	}
+	// a hostPort in a restricted namespace passed the API server: mapped
+	nss.set("ns", "restricted") // criMeta's pod's namespace
+	p := f.podIn("hp", "ns", "")
+	f.store.sbs["hp"].Metadata = criMeta("", criPorts(1, 1))
+	if _, err := f.start(Pod{ID: p.ID, Partial: true}); err != nil || len(f.endpoints("hp")) != 1 {
+		t.Errorf("a hostPort pod in a restricted namespace: %v, %d endpoints; want mapped (the API server judged it)", err, len(f.endpoints("hp")))
+	}
+}
+
+// A pod whose endpoint is in place keeps it when its namespace is
+// relabelled (or the policy changes): a resync neither removes it nor
+// reports the pod failed. Pod Security, too, judges pods when they start.
+func TestAdmittedPodKeepsItsPorts(t *testing.T) {
+	nss := &namespaces{labels: map[string]string{"shop": "privileged"}}
+	f, rep := podSecurityFixture(t, nss)
+	p := f.podIn("web", "shop", "8080:80")
+	if _, err := f.start(p); err != nil {
+		t.Fatal(err)
+	}
+	before := f.endpoints("web")
+	nss.set("shop", "restricted")
+	if _, err := f.core.ReconcileAll(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if after := f.endpoints("web"); len(after) != 1 || after[0].ID != before[0].ID {
+		t.Fatalf("endpoints after the relabel and a resync: %+v, want %s kept", after, before[0].ID)
+	}
+	if got, _ := rep.last(); !got.Mapped {
+		t.Fatalf("the running pod reported %+v after the relabel, want it still mapped", got)
+	}
+}
+
+// A namespace whose labels were never read: the annotation is held back
+// (never granted by default), the pod proceeds without it (fail-open) or
+// fails saying why (fail-closed), and once the level is known and allows
+// it, the held-back pod is mapped.
+func TestUnknownLevelHoldsTheAnnotationBack(t *testing.T) {
+	for _, failOpen := range []bool{true, false} {
+		name := map[bool]string{true: "fail-open", false: "fail-closed"}[failOpen]
+		t.Run(name, func(t *testing.T) {
+			nss := &namespaces{labels: map[string]string{}}
+			f, rep := podSecurityFixture(t, nss, retryEvery(5*time.Millisecond), func(o *Options) {
+				o.FailOpen, o.Deadline = failOpen, 100*time.Millisecond
+			})
+			p := f.podIn("late", "shop", "8080:80")
+			err := f.core.StartPod(ctx, p)
+			switch {
+			case failOpen && err != nil:
+				t.Fatalf("fail-open StartPod: %v", err)
+			case !failOpen && (!errors.Is(err, ErrDeadline) || !errors.Is(err, admission.ErrLevelUnknown) || !strings.Contains(err.Error(), `namespace "shop"`)):
+				t.Fatalf("fail-closed StartPod: %v, want the deadline and why: the level of namespace shop not known", err)
+			}
+			never(t, 200*time.Millisecond, "an endpoint for a pod whose namespace's level is not known",
+				func() bool { return len(f.endpoints("late")) > 0 })
+			if got, ok := rep.last(); !ok || got.Reason != ReasonPodSecurityUnknown {
+				t.Fatalf("report %+v (sent %v), want %s", got, ok, ReasonPodSecurityUnknown)
+			}
+			if got := f.core.Failing(); failOpen && got[ReasonPodSecurityUnknown] != 1 {
+				t.Fatalf("failing %v, want the held-back pod under %s", got, ReasonPodSecurityUnknown)
+			}
+			nss.set("shop", "privileged")
+			if failOpen {
+				eventually(t, "the held-back pod mapped once its level is known", func() bool { return len(f.endpoints("late")) == 1 })
+				eventually(t, "no pod failing once it is mapped", func() bool { return len(f.core.Failing()) == 0 })
+				return
+			}
+			// the pod failed: it is rolled back, and stays so
+			never(t, 200*time.Millisecond, "an endpoint for a pod whose start failed", func() bool { return len(f.endpoints("late")) > 0 })
+		})
+	}
+}
+
+// Step 0 of a sync: what a listing of HNS showed is what a sandbox known to
+// nobody holds (its ports join the index); for a sandbox the state knows,
+// a listing that agrees changes nothing and one that disagrees makes the
+// next sync ask HNS. A listing alone decides nothing and does no I/O.
+func TestListingIsLearnedOrDoubted(t *testing.T) {
+	f := newFixture(t)
+	f.store.failSandbox = errors.New("containerd must not be asked")
+	mk := func(id string, port uint16) []hcn.Endpoint {
+		return []hcn.Endpoint{{ID: "E" + id, Name: f.core.mgr.EndpointName(id), PortMappings: []hcn.PortMappingPolicy{pp(hcn.TCP, port, "", 1)}}}
+	}
+	hold(f.core.st, "known", "ns/known", mk("known", 9000)[0].PortMappings)
+	hold(f.core.st, "agrees", "ns/agrees", mk("agrees", 9001)[0].PortMappings)
+	for id, eps := range map[string][]hcn.Endpoint{"new": mk("new", 9002), "known": mk("known", 9100), "agrees": mk("agrees", 9001)} {
+		f.core.st.trigger(id, sighting{learn: true, listing: true, listed: eps})
+		sn, _ := f.core.st.snapshot(id, 1)
+		o := f.core.sync(ctx, sn)
+		if o.err != nil || o.change != NoChange {
+			t.Fatalf("%s: %v, %v: a listing alone decided something", id, o.change, o.err)
+		}
+		f.core.st.commit(id, sn, o.known, false)
+		switch id {
+		case "new":
+			if !o.known.epsKnown || !sameEndpoints(o.known.eps, eps) || !hcn.SamePolicies(o.known.ports, eps[0].PortMappings) {
+				t.Errorf("new: %+v, want the listing adopted", o.known)
+			}
+		case "known":
+			if o.known.epsKnown {
+				t.Errorf("known: %+v, want HNS asked next time (the listing disagrees)", o.known)
+			}
+		case "agrees":
+			if !o.known.epsKnown || o.known.eps[0].ID != "Eagrees" {
+				t.Errorf("agrees: %+v, want what was known kept", o.known)
+			}
+		}
+	}
+	if err := f.core.st.claim("x", "", mk("x", 9002)[0].PortMappings); err == nil || !strings.Contains(err.Error(), "sandbox new") {
+		t.Fatalf("the adopted port: %v", err)
+	}
+	if err := f.core.st.claim("x", "", mk("x", 9000)[0].PortMappings); err == nil {
+		t.Fatal("a port held by a sandbox whose listing disagrees was given away before HNS was asked")
+	}
+}
+
+// 10: after a restart, the orphan of a pod stopped while the plugin was down
+// held its host port until the background reconcile removed it: a new pod
+// asking for that port in the meantime was refused.
+func TestNewPodReclaimsThePortOfAnOrphan(t *testing.T) {
+	f := newFixture(t)
+	old := f.sandbox("old", "8080:80")
+	if _, err := f.start(old); err != nil {
+		t.Fatal(err)
+	}
+	// the plugin restarts; meanwhile the old pod stopped
+	f.core.Close()
+	f.store.mu.Lock()
+	f.store.tasks["old"] = TaskStopped
+	f.store.mu.Unlock()
+	restarted := NewCore(f.core.mgr, f.store, f.core.opt, f.core.log)
+	t.Cleanup(restarted.Close)
+	if err := restarted.LoadPorts(ctx); err != nil { // what start-up does, before any reconcile
+		t.Fatal(err)
+	}
+	f.core = restarted
+	next := f.sandbox("next", "8080:80")
+	if err := f.core.StartPod(ctx, next); err != nil {
+		t.Fatalf("new pod refused: %v", err)
+	}
+	if eps := f.endpoints("old"); len(eps) != 0 {
+		t.Fatalf("orphan kept: %+v", eps)
+	}
+	if eps := f.endpoints("next"); len(eps) != 1 || eps[0].Namespace == "" {
+		t.Fatalf("new pod has %+v", eps)
+	}
+	// a running holder keeps its port
+	third := f.sandbox("third", "8080:80")
+	if err := f.core.StartPod(ctx, third); !errors.Is(err, ErrPortConflict) {
+		t.Fatalf("StartPod(third) = %v, want a conflict with the running pod", err)
+	}
+}
+
+// A host port released on removal is free for the next pod.
+func TestRemovedPodsPortGoesToTheNextPod(t *testing.T) {
+	f := newFixture(t)
+	a, b := f.sandbox("a", "8080:80"), f.sandbox("b", "8080:80")
+	if err := f.core.StartPod(ctx, a); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.core.StartPod(ctx, b); !errors.Is(err, ErrPortConflict) {
+		t.Fatalf("b while a holds the port: %v", err)
+	}
+	f.core.StopPod(context.Background(), a)
+	if err := f.core.StartPod(ctx, b); err != nil {
+		t.Fatalf("b after a stopped: %v", err)
+	}
+	if eps := f.endpoints("b"); len(eps) != 1 || !hcn.SamePolicies(eps[0].PortMappings, []hcn.PortMappingPolicy{{Protocol: hcn.TCP, ExternalPort: 8080, InternalPort: 80, Flags: 1}}) {
+		t.Fatalf("b has %+v", eps)
+	}
+}
+
+// Issue 10, item 2: a Hyper-V isolated pod's utility VM takes the
+// namespace's endpoints only when it starts; an endpoint added by us would
+// never reach it, so the pod is refused with an error that says so.
+func TestHyperVPodsAreRefused(t *testing.T) {
+	tests := []struct {
+		name     string
+		handlers []string // nil: the configured default
+		hyperV   string   // SandboxInfo.HyperV
+		handler  string   // the NRI pod's runtime handler
+		criMeta  string   // partial pod: runtime handler in the CRI record
+		mapping  string
+		refused  string // "" when the pod gets its endpoint
+	}{
+		{"container record says Hyper-V", nil, "runhcs runtime options: SandboxIsolation HYPERVISOR", "", "", "8080:80", "SandboxIsolation HYPERVISOR"},
+		{"default Hyper-V runtime handler", nil, "", "runhcs-wcow-hypervisor", "", "8080:80", "runtime handler runhcs-wcow-hypervisor"},
+		{"handler from the CRI record of a partial pod", nil, "", "", "runhcs-wcow-hypervisor", "8080:80", "runtime handler runhcs-wcow-hypervisor"},
+		{"process-isolated handler", nil, "", "runhcs-wcow-process", "", "8080:80", ""},
+		{"configured handlers replace the default", []string{"wcow-vm"}, "", "wcow-vm", "", "8080:80", "runtime handler wcow-vm"},
+		{"default no longer listed", []string{"wcow-vm"}, "", "runhcs-wcow-hypervisor", "", "8080:80", ""},
+		{"Hyper-V pod without host ports: nothing to refuse", nil, "SandboxIsolation HYPERVISOR", "", "", "", ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			f := newFixture(t)
+			f.core.opt.HyperVHandlers = []string{"runhcs-wcow-hypervisor"} // config.Default's
+			if tt.handlers != nil {
+				f.core.opt.HyperVHandlers = tt.handlers
+			}
+			p := f.sandbox("hv", tt.mapping)
+			p.RuntimeHandler = tt.handler
+			f.store.sbs["hv"].HyperV = tt.hyperV
+			if tt.criMeta != "" {
+				f.store.sbs["hv"].Metadata = []byte(`{"Version":"v1","Metadata":{"ID":"hv","Name":"p_ns_uid_0","RuntimeHandler":"` + tt.criMeta +
+					`","Config":{"metadata":{"name":"p","uid":"uid","namespace":"ns"},"annotations":{"` +
+					request.AnnotationPortMappings + `":"` + tt.mapping + `"}}}}`)
+				p = Pod{ID: "hv", Partial: true}
+			}
+			err := f.core.StartPod(ctx, p)
+			if tt.refused == "" {
+				if err != nil {
+					t.Fatalf("StartPod = %v, want no error", err)
+				}
+				if want := min(len(tt.mapping), 1); len(f.endpoints("hv")) != want {
+					t.Fatalf("endpoints %+v, want %d", f.endpoints("hv"), want)
+				}
+				return
+			}
+			if !errors.Is(err, ErrHyperV) || !errors.Is(err, ErrInvalidPod) {
+				t.Fatalf("StartPod = %v, want ErrHyperV", err)
+			}
+			if msg := err.Error(); !strings.Contains(msg, tt.refused) || !strings.Contains(msg, "portMappings") || !strings.Contains(msg, "pod ") {
+				t.Errorf("error %q does not name the pod, %q and the way out", msg, tt.refused)
+			}
+			if n := f.sim.Calls()[hcnsim.OpCreateEndpoint]; n != 0 || len(f.sim.State().Endpoints) != 0 {
+				t.Errorf("HNS asked to create %d endpoints for a Hyper-V pod", n)
+			}
+		})
+	}
+}
+
+// A conflict whose holder is gone but whose ports could not be freed at
+// once (HNS refused the delete) is not taken for a conflict: the start is
+// retried and takes the port.
+func TestConflictWithAHolderThatCannotBeFreedYetIsRetried(t *testing.T) {
+	f := newFixture(t)
+	f.core.opt.Deadline = 5 * time.Second
+	gone := f.sandbox("gone", "8080:80")
+	if err := f.core.StartPod(ctx, gone); err != nil {
+		t.Fatal(err)
+	}
+	f.store.mu.Lock()
+	delete(f.store.sbs, "gone") // vanished without a stop event
+	f.store.mu.Unlock()
+	_ = f.sim.InjectFault(hcnsim.Fault{Op: hcnsim.OpDeleteEndpoint, Kind: "in-use", Count: 1})
+	next := f.sandbox("next", "8080:80")
+	if err := f.core.StartPod(ctx, next); err != nil {
+		t.Fatalf("StartPod: %v, want the port once the vanished holder's endpoint is deleted", err)
+	}
+	if eps := f.endpoints("next"); len(eps) != 1 || eps[0].Namespace == "" {
+		t.Fatalf("next: %+v", eps)
+	}
+	if eps := f.endpoints("gone"); len(eps) != 0 {
+		t.Fatalf("the vanished holder keeps %+v", eps)
+	}
+}
+
+// A start that turns out to get no endpoint (what containerd says of the
+// sandbox, a stop meanwhile, HNS refusing) leaves nothing in HNS and gives
+// its host port back: the next pod asking for it gets it.
+func TestStartWithoutAnEndpointLeavesThePortFree(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		arrange func(f *fixture, p Pod)
+		wantErr error // nil: the pod starts, skipped
+	}{
+		{"no Windows namespace", func(f *fixture, p Pod) { f.store.sbs[p.ID].NetNS = "" }, nil},
+		{"Hyper-V isolated", func(f *fixture, p Pod) { f.store.sbs[p.ID].HyperV = "OCI spec: Windows.HyperV is set" }, ErrHyperV},
+		{"sandbox not in containerd", func(f *fixture, p Pod) { delete(f.store.sbs, p.ID) }, ErrSandboxNotFound},
+		{"stopped while containerd is asked", func(f *fixture, p Pod) {
+			f.store.onSandbox = func(id string) { f.exited(id) }
+		}, nil},
+		{"attach refused", func(f *fixture, _ Pod) {
+			_ = f.sim.InjectFault(hcnsim.Fault{Op: hcnsim.OpAddNamespaceEndpoint, Kind: "invalid", Count: 1})
+		}, hcn.ErrInvalid},
+		{"create refused", func(f *fixture, _ Pod) {
+			_ = f.sim.InjectFault(hcnsim.Fault{Op: hcnsim.OpCreateEndpoint, Kind: "invalid", Count: 1})
+		}, hcn.ErrInvalid},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := loaded(t)
+			p := f.sandbox("p", "8080:80")
+			tc.arrange(f, p)
+			err := f.core.StartPod(ctx, p)
+			switch {
+			case tc.wantErr == nil && err != nil:
+				t.Fatalf("StartPod: %v, want the pod started without an endpoint", err)
+			case tc.wantErr != nil && !errors.Is(err, tc.wantErr):
+				t.Fatalf("StartPod: %v, want %v", err, tc.wantErr)
+			}
+			f.store.hookSandbox(nil)
+			eventually(t, "nothing of p left in HNS", func() bool { return len(f.endpoints("p")) == 0 })
+			// the host port is free: another pod takes it
+			q := f.sandbox("q", "8080:80")
+			if err := f.core.StartPod(ctx, q); err != nil {
+				t.Fatalf("the next pod asking for the port: %v", err)
+			}
+		})
+	}
+}
+
+// An old endpoint of ours with other mappings (left by a crash) is replaced
+// by the start, not joined by a second one, and containerd is asked once.
+func TestStartReplacesAnOldEndpointOfOurs(t *testing.T) {
+	f := newFixture(t) // no listing taken: HNS is asked what the sandbox has
+	f.core.opt.Deadline = 5 * time.Second
+	p := f.sandbox("a", "8080:80")
+	netID, err := f.core.mgr.EnsureNetwork(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.sim.AddStaleEndpoint(hcn.EndpointSpec{Name: f.core.mgr.EndpointName("a"), NetworkID: netID,
+		PortMappings: []hcn.PortMappingPolicy{{InternalPort: 80, ExternalPort: 9999, Protocol: 6}}}, ""); err != nil {
+		t.Fatal(err)
+	}
+	lookups := 0
+	f.store.onSandbox = func(string) { lookups++ }
+	if err := f.core.StartPod(ctx, p); err != nil {
+		t.Fatal(err)
+	}
+	eps := f.endpoints("a")
+	if len(eps) != 1 || eps[0].PortMappings[0].ExternalPort != 8080 || eps[0].Namespace == "" {
+		t.Fatalf("endpoints: %+v", eps)
+	}
+	if lookups != 1 {
+		t.Fatalf("containerd asked %d times for the sandbox, want once", lookups)
+	}
+	if n := f.core.Endpoints(); n != 1 {
+		t.Fatalf("the state knows %d sandboxes with endpoints, want 1", n)
+	}
+}
+
+// With the listing taken at start-up, the state knows what the plugin's
+// sandboxes have: a start costs create and attach, a stop detach and
+// delete, and a sandbox that never had an endpoint costs no HNS call at all.
+func TestKnownEndpointsSaveHNSCalls(t *testing.T) {
+	f := loaded(t)
+	warm := f.sandbox("warm", "8081:80")
+	if err := f.core.StartPod(ctx, warm); err != nil { // creates the network
+		t.Fatal(err)
+	}
+	before := f.sim.Calls()
+	p := f.sandbox("sb1", "8080:80")
+	if err := f.core.StartPod(ctx, p); err != nil {
+		t.Fatal(err)
+	}
+	f.core.StopPod(ctx, p)
+	f.core.StopPod(ctx, f.sandbox("never-mapped", ""))
+	after := f.sim.Calls()
+	total := 0
+	for op, n := range after {
+		total += n - before[op]
+	}
+	if total != 4 || after[hcnsim.OpListEndpointsByName] != before[hcnsim.OpListEndpointsByName] {
+		t.Errorf("%d HNS calls (%v -> %v), want 4 (create, attach, detach, delete) and no listing", total, before, after)
+	}
+}
+
+// What HNS holds, not the state, decides: an endpoint deleted behind the
+// plugin's back is noticed by the resync's listing and built again; after a
+// failed operation HNS is asked again.
+func TestKnownEndpointsRecheckedAfterExternalChange(t *testing.T) {
+	f := loaded(t)
+	p := f.sandbox("sb1", "8080:80")
+	if err := f.core.StartPod(ctx, p); err != nil {
+		t.Fatal(err)
+	}
+	ep := f.endpoints("sb1")[0]
+	if err := f.sim.RemoveNamespaceEndpoint(ctx, ep.Namespace, ep.ID); err != nil { // an operator, behind our back
+		t.Fatal(err)
+	}
+	if err := f.sim.DeleteEndpoint(ctx, ep.ID); err != nil {
+		t.Fatal(err)
+	}
+	if sum, err := f.core.ReconcileAll(ctx); err != nil || sum.Created != 1 {
+		t.Fatalf("resync = %+v, %v; want the endpoint built again", sum, err)
+	}
+	_ = f.sim.InjectFault(hcnsim.Fault{Op: hcnsim.OpRemoveNamespaceEndpoint, Kind: "internal"})
+	before := f.sim.Calls()[hcnsim.OpListEndpointsByName]
+	f.core.StopPod(ctx, p) // fails once, then the retry asks HNS what is there
+	eventually(t, "the endpoint removed", func() bool { return len(f.endpoints("sb1")) == 0 })
+	if f.sim.Calls()[hcnsim.OpListEndpointsByName] != before+1 {
+		t.Error("after a failure the next attempt did not ask HNS")
+	}
 }
 
 // Two pods asking for one host port at once, with HNS at 50 ms a call:
@@ -98,6 +1205,41 @@ func TestTwoStartsOnOnePortOneHoldsItAndTheOtherIsToldWho(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// A pod refused a port whose holder was running is not refused again
+// from that old confirmation once the holder vanished unseen (no event):
+// its next sync asks the holder's own sync again, which finds it gone
+// and gives the port back.
+func TestAPortWhoseHolderVanishedUnseenGoesToTheNextAsker(t *testing.T) {
+	f := newFixture(t)
+	a, b := f.namedPod("a", "shop", "8080:80", ""), f.namedPod("b", "shop", "8080:80", "")
+	if err := startedAndWait(t, f, a); err != nil {
+		t.Fatal(err)
+	}
+	if err := startedAndWait(t, f, b); !errors.Is(err, ErrPortConflict) {
+		t.Fatalf("b while a runs: %v, want a conflict", err)
+	}
+	// a vanishes while nobody listens: containerd forgets it, its
+	// namespace and endpoint go
+	f.store.mu.Lock()
+	ns := f.store.sbs["a"].NetNS
+	delete(f.store.sbs, "a")
+	f.store.mu.Unlock()
+	for _, ep := range f.endpoints("a") {
+		if err := f.sim.RemoveNamespaceEndpoint(ctx, ns, ep.ID); err != nil {
+			t.Fatal(err)
+		}
+		if err := f.sim.DeleteEndpoint(ctx, ep.ID); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := f.sim.DeleteNamespace(ns); err != nil {
+		t.Fatal(err)
+	}
+	if err := startedAndWait(t, f, b); err != nil || len(f.endpoints("b")) != 1 {
+		t.Fatalf("b's next start: %v, endpoints %+v; want the port of the vanished holder", err, f.endpoints("b"))
 	}
 }
 
@@ -193,73 +1335,5 @@ func TestAnEndpointInPlaceExemptsOnlyTheMappingsItHolds(t *testing.T) {
 				t.Fatalf("report %+v, want the new mapping refused (%v)", got, tc.then.refuse)
 			}
 		})
-	}
-}
-
-// hostIPs sets admission.host_ips.
-func hostIPs(ips ...string) func(*Options) {
-	return func(o *Options) {
-		a := config.DefaultAdmission()
-		a.HostIPs = ips
-		pol, err := admission.Compile(a)
-		if err != nil {
-			panic(err)
-		}
-		o.Admission = pol
-	}
-}
-
-// A pod held back because its namespace's level was not known is mapped as
-// soon as the level becomes known, not on its retry timer (here an hour).
-func TestAHeldBackPodIsMappedWhenItsNamespaceBecomesKnown(t *testing.T) {
-	nss := &namespaces{labels: map[string]string{}}
-	f, _ := podSecurityFixture(t, nss, retryEvery(time.Hour))
-	p := f.namedPod("late", "shop", "8080:80", "")
-	done := f.started(p.ID)
-	eventually(t, "the pod held back", func() bool { return f.core.Failing()[ReasonPodSecurityUnknown] == 1 })
-	nss.set("shop", "privileged")
-	f.core.NamespaceChanged("shop")
-	within(t, time.Second, "the held-back pod mapped", func() bool { return len(f.endpoints("late")) == 1 })
-	if err := waitResult(t, done); err != nil {
-		t.Fatal(err)
-	}
-}
-
-// within fails the test unless cond holds within d.
-func within(t *testing.T, d time.Duration, what string, cond func() bool) {
-	t.Helper()
-	end := time.Now().Add(d)
-	for !cond() {
-		if time.Now().After(end) {
-			t.Fatalf("not within %s: %s", d, what)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-}
-
-// containerd not answering is counted and told as containerd's failure,
-// not as HNS's, and retried until it answers.
-func TestContainerdUnreachableIsToldAsContainerds(t *testing.T) {
-	rep := &reports{}
-	f := newFixture(t, func(o *Options) { o.Reporter = rep }, retryEvery(5*time.Millisecond))
-	p := f.sandbox("p", "8080:80")
-	f.store.mu.Lock()
-	f.store.failSandbox = fmt.Errorf("connecting to containerd at /run/containerd.sock: %w", ErrContainerd)
-	f.store.mu.Unlock()
-	done := make(chan error, 1)
-	go func() { done <- f.startRetrying(p) }()
-	eventually(t, "the pod counted as failing", func() bool { return len(f.core.Failing()) > 0 })
-	if got := f.core.Failing(); got[ReasonContainerd] != 1 || len(got) != 1 {
-		t.Fatalf("failing %v, want the pod under %s", got, ReasonContainerd)
-	}
-	got, ok := rep.last()
-	if !ok || got.Mapped || got.Reason != ReasonContainerd || !strings.Contains(got.Err.Error(), "default/pod-p") {
-		t.Fatalf("report %+v (sent %v), want the owners told %s naming the pod", got, ok, ReasonContainerd)
-	}
-	f.store.mu.Lock()
-	f.store.failSandbox = nil
-	f.store.mu.Unlock()
-	if err := waitResult(t, done); err != nil || len(f.endpoints("p")) != 1 {
-		t.Fatalf("once containerd answers: %v, endpoints %+v", err, f.endpoints("p"))
 	}
 }

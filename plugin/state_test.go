@@ -8,11 +8,7 @@ import (
 	"github.com/nri-hcn-portmap/nri-hcn-portmap/hcn"
 )
 
-func pp(proto hcn.Protocol, port uint16, vip string, flags hcn.NatFlags) hcn.PortMappingPolicy {
-	return hcn.PortMappingPolicy{Protocol: proto, ExternalPort: port, InternalPort: 80, VIP: vip, Flags: flags}
-}
-
-func TestPortIndexConflicts(t *testing.T) {
+func TestAClaimConflictsWhereHNSWould(t *testing.T) {
 	tests := []struct {
 		name     string
 		held     []hcn.PortMappingPolicy
@@ -50,21 +46,7 @@ func TestPortIndexConflicts(t *testing.T) {
 	}
 }
 
-// hold commits, as a sync of id would, that id holds policies.
-func hold(x *state, id, name string, policies []hcn.PortMappingPolicy) {
-	x.trigger(id, sighting{})
-	sn, _ := x.snapshot(id, 1)
-	k := sn.known
-	k.ports, k.name, k.epsKnown = policies, name, true
-	if len(policies) > 0 {
-		k.eps = []hcn.Endpoint{{ID: "E" + id, PortMappings: policies}}
-	} else {
-		k.eps = nil
-	}
-	x.commit(id, sn, k, false)
-}
-
-func TestPortIndexLifecycle(t *testing.T) {
+func TestAPortGoesFreeWhenItsHolderMovesOrLetsGo(t *testing.T) {
 	x := newState()
 	x.markLoaded()
 	web := []hcn.PortMappingPolicy{pp(hcn.TCP, 8080, "", 1)}
@@ -88,45 +70,36 @@ func TestPortIndexLifecycle(t *testing.T) {
 	}
 }
 
-// Step 0 of a sync: what a listing of HNS showed is what a sandbox known to
-// nobody holds (its ports join the index); for a sandbox the state knows,
-// a listing that agrees changes nothing and one that disagrees makes the
-// next sync ask HNS. A listing alone decides nothing and does no I/O.
-func TestListingIsLearnedOrDoubted(t *testing.T) {
-	f := newFixture(t)
-	f.store.failSandbox = errors.New("containerd must not be asked")
-	mk := func(id string, port uint16) []hcn.Endpoint {
-		return []hcn.Endpoint{{ID: "E" + id, Name: f.core.mgr.EndpointName(id), PortMappings: []hcn.PortMappingPolicy{pp(hcn.TCP, port, "", 1)}}}
+// A claim holds its ports from the moment it is made until its sandbox's
+// commit: another sandbox's claim meanwhile conflicts with it, naming the
+// claimer; a commit that failed releases them, one that succeeded confirms
+// them (and says how often the holder was confirmed).
+func TestAClaimHoldsItsPortsUntilItsCommit(t *testing.T) {
+	x := newState()
+	web := []hcn.PortMappingPolicy{pp(hcn.TCP, 8080, "", 1)}
+	for _, id := range []string{"a", "b"} {
+		x.trigger(id, sighting{})
 	}
-	hold(f.core.st, "known", "ns/known", mk("known", 9000)[0].PortMappings)
-	hold(f.core.st, "agrees", "ns/agrees", mk("agrees", 9001)[0].PortMappings)
-	for id, eps := range map[string][]hcn.Endpoint{"new": mk("new", 9002), "known": mk("known", 9100), "agrees": mk("agrees", 9001)} {
-		f.core.st.trigger(id, sighting{learn: true, listing: true, listed: eps})
-		sn, _ := f.core.st.snapshot(id, 1)
-		o := f.core.sync(ctx, sn)
-		if o.err != nil || o.change != NoChange {
-			t.Fatalf("%s: %v, %v: a listing alone decided something", id, o.change, o.err)
-		}
-		f.core.st.commit(id, sn, o.known, false)
-		switch id {
-		case "new":
-			if !o.known.epsKnown || !sameEndpoints(o.known.eps, eps) || !hcn.SamePolicies(o.known.ports, eps[0].PortMappings) {
-				t.Errorf("new: %+v, want the listing adopted", o.known)
-			}
-		case "known":
-			if o.known.epsKnown {
-				t.Errorf("known: %+v, want HNS asked next time (the listing disagrees)", o.known)
-			}
-		case "agrees":
-			if !o.known.epsKnown || o.known.eps[0].ID != "Eagrees" {
-				t.Errorf("agrees: %+v, want what was known kept", o.known)
-			}
-		}
+	if ce := x.claim("a", "ns/a", web); ce != nil {
+		t.Fatalf("a's claim: %v", ce)
 	}
-	if err := f.core.st.claim("x", "", mk("x", 9002)[0].PortMappings); err == nil || !strings.Contains(err.Error(), "sandbox new") {
-		t.Fatalf("the adopted port: %v", err)
+	ce := x.claim("b", "ns/b", web)
+	if ce == nil || ce.HolderID != "a" || ce.Holder != "ns/a" || ce.confirmed != 0 {
+		t.Fatalf("b's claim while a's is pending: %+v, want a conflict naming ns/a, never confirmed", ce)
 	}
-	if err := f.core.st.claim("x", "", mk("x", 9000)[0].PortMappings); err == nil {
-		t.Fatal("a port held by a sandbox whose listing disagrees was given away before HNS was asked")
+	sn, _ := x.snapshot("a", 1)
+	x.commit("a", sn, sn.known, false) // a's sync failed: nothing confirmed
+	if ce := x.claim("b", "ns/b", web); ce != nil {
+		t.Fatalf("b's claim after a's failed commit: %v, want the port released", ce)
+	}
+	if ce := x.claim("a", "ns/a", web); ce == nil || ce.HolderID != "b" || ce.Holder != "ns/b" {
+		t.Fatalf("a's claim while b's is pending: %+v", ce)
+	}
+	sn, _ = x.snapshot("b", 1)
+	k := sn.known
+	k.ports, k.eps, k.epsKnown, k.confirmed, k.name = web, []hcn.Endpoint{{ID: "Eb", PortMappings: web}}, true, 1, "ns/b"
+	x.commit("b", sn, k, false)
+	if ce := x.claim("a", "ns/a", web); ce == nil || ce.HolderID != "b" || ce.confirmed != 1 {
+		t.Fatalf("a's claim after b's commit: %+v, want a conflict with b, confirmed once", ce)
 	}
 }

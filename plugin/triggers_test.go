@@ -1,0 +1,408 @@
+package plugin
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/nri-hcn-portmap/nri-hcn-portmap/config"
+	"github.com/nri-hcn-portmap/nri-hcn-portmap/hcn/hcnsim"
+	"github.com/nri-hcn-portmap/nri-hcn-portmap/plugin/admission"
+	"github.com/nri-hcn-portmap/nri-hcn-portmap/plugin/request"
+)
+
+// 2: a RunPodSandbox that arrives while an older sync of the same sandbox
+// runs is answered by a sync that began after it arrived. Here the older
+// sync (from a /tasks/start, before the pod's annotation was known) makes
+// no endpoint; the runtime's request must not return before its endpoint
+// exists.
+func TestRunPodSandboxIsAnsweredByASyncThatBeganAfterIt(t *testing.T) {
+	f := newFixture(t)
+	f.core.opt.Deadline = 5 * time.Second
+	p := f.sandbox("p", "8080:80")
+	f.store.mu.Lock()
+	f.store.sbs["p"].Metadata = criMeta("", "") // the record the event's sync reads: nothing asked
+	f.store.mu.Unlock()
+	f.sim.SetLatency(50 * time.Millisecond) // the later sync's create and attach take a while
+	entered, release := make(chan struct{}), make(chan struct{})
+	var once sync.Once
+	f.store.hookSandbox(func(string) {
+		once.Do(func() {
+			close(entered)
+			<-release
+		})
+	})
+	f.started("p")
+	<-entered // the older sync runs
+	answered := make(chan error, 1)
+	go func() { answered <- f.core.StartPod(ctx, p) }()
+	eventually(t, "the runtime's request is recorded", func() bool { return f.core.waiting("p") })
+	close(release)
+	if err := waitResult(t, answered); err != nil {
+		t.Fatalf("StartPod: %v", err)
+	}
+	if eps := f.endpoints("p"); len(eps) != 1 || eps[0].Namespace == "" {
+		t.Fatalf("StartPod answered before its endpoint existed: %+v", eps)
+	}
+}
+
+// A /tasks/start that arrives late, or twice, after the sandbox's
+// /tasks/exit does not bring its endpoint back: a stop is final. Both while
+// the stop is still being worked on (HNS slow to delete) and after it.
+func TestStartAfterStopDoesNotBringTheEndpointBack(t *testing.T) {
+	for _, pending := range []bool{false, true} {
+		name := "after the stop finished"
+		if pending {
+			name = "while the stop is pending"
+		}
+		t.Run(name, func(t *testing.T) {
+			f := newFixture(t)
+			p := f.eventPod("p", "8080:80")
+			if err := startedAndWait(t, f, p); err != nil || len(f.endpoints("p")) != 1 {
+				t.Fatalf("start: %v, %+v", err, f.endpoints("p"))
+			}
+			if pending {
+				f.sim.SetOpLatency(hcnsim.OpDeleteEndpoint, 150*time.Millisecond)
+			}
+			stopDone := f.exited(p.ID)
+			if !pending {
+				if err := waitResult(t, stopDone); err != nil {
+					t.Fatal(err)
+				}
+			}
+			// the late or duplicate start
+			startDone := f.started(p.ID)
+			if pending {
+				if err := waitResult(t, stopDone); err != nil {
+					t.Fatal(err)
+				}
+			}
+			select {
+			case <-startDone:
+			case <-time.After(2 * time.Second): // merged into the stop: told nothing more
+			}
+			never(t, 300*time.Millisecond, "the endpoint came back after the stop", func() bool { return len(f.endpoints("p")) > 0 })
+		})
+	}
+}
+
+// A stop that HNS makes retry stays a stop when a resync's work for the same
+// sandbox arrives meanwhile, even though containerd still lists the task as
+// running (the exit event came first).
+func TestRetryingStopStaysAStopWhenAResyncArrives(t *testing.T) {
+	f := newFixture(t)
+	p := f.eventPod("p", "8080:80")
+	if err := startedAndWait(t, f, p); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.sim.InjectFault(hcnsim.Fault{Op: hcnsim.OpRemoveNamespaceEndpoint, Kind: "unavailable", Count: 3}); err != nil {
+		t.Fatal(err)
+	}
+	stopDone := f.exited(p.ID)
+	eventually(t, "the stop is retrying", func() bool { return f.sim.Calls()[hcnsim.OpRemoveNamespaceEndpoint] >= 1 })
+	if _, err := f.core.ReconcileAll(ctx); err != nil { // the resync: containerd lists p, task running
+		t.Fatal(err)
+	}
+	if err := waitResult(t, stopDone); err != nil {
+		t.Fatalf("stop: %v", err)
+	}
+	if _, err := f.core.ReconcileAll(ctx); err != nil {
+		t.Fatal(err)
+	}
+	never(t, 300*time.Millisecond, "the resync brought the stopped sandbox's endpoint back", func() bool { return len(f.endpoints("p")) > 0 })
+}
+
+// A task event for a sandbox containerd has already forgotten (or cannot
+// tell about right now) still removes its endpoint.
+func TestTaskEventForAForgottenSandboxRemovesTheEndpoint(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		arrange func(f *fixture)
+	}{
+		{"containerd forgot it", func(f *fixture) {
+			f.store.mu.Lock()
+			delete(f.store.sbs, "p")
+			f.store.mu.Unlock()
+		}},
+		{"containerd cannot be asked", func(f *fixture) { f.store.failSandbox = errors.New("containerd: connection refused") }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newFixture(t)
+			p := f.eventPod("p", "8080:80")
+			if err := startedAndWait(t, f, p); err != nil {
+				t.Fatal(err)
+			}
+			tc.arrange(f)
+			if err := stoppedAndWait(t, f, p); err != nil {
+				t.Fatalf("stop: %v", err)
+			}
+			if eps := f.endpoints("p"); len(eps) != 0 {
+				t.Fatalf("endpoint left: %+v", eps)
+			}
+		})
+	}
+}
+
+// One pod stop on the event path does its HNS and containerd work once,
+// however many of the three stop events arrive (containerd 2.x sometimes
+// sends no /tasks/delete, so all three are followed): /tasks/exit removes
+// the endpoint, /tasks/delete and /containers/delete find nothing left to
+// do and ask nobody.
+func TestOneStopDoesItsWorkOnce(t *testing.T) {
+	f := loaded(t)
+	p := f.eventPod("p", "8080:80")
+	if err := startedAndWait(t, f, p); err != nil {
+		t.Fatal(err)
+	}
+	lookups := 0
+	f.store.hookSandbox(func(string) { lookups++ })
+	before := f.sim.Calls()
+	for _, ev := range []func(string) <-chan error{f.exited, f.exited, f.deleted} {
+		if err := waitResult(t, ev(p.ID)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	after := f.sim.Calls()
+	total := 0
+	for op, n := range after {
+		total += n - before[op]
+	}
+	if total != 2 || after[hcnsim.OpDeleteEndpoint]-before[hcnsim.OpDeleteEndpoint] != 1 || lookups != 0 {
+		t.Fatalf("%d HNS calls (%v -> %v) and %d containerd lookups; want detach and delete, once, and no lookup", total, before, after, lookups)
+	}
+	if c := f.core.st.counts(); c.records != 0 {
+		t.Fatalf("the state keeps %+v after containerd deleted the sandbox", c)
+	}
+}
+
+// 11: a reconcile working from a snapshot re-created the endpoint of a pod
+// stopped after the snapshot whose task was already gone while its
+// namespace still existed (containerd tears the namespace down last).
+func TestStopWinsOverAReconcileThatStartedBefore(t *testing.T) {
+	f := newFixture(t)
+	p := f.sandbox("p", "8080:80")
+	if _, err := f.start(p); err != nil {
+		t.Fatal(err)
+	}
+	snapshot := []Pod{p}                 // what Synchronize listed
+	if _, err := f.stop(p); err != nil { // the stop
+		t.Fatal(err)
+	}
+	f.store.mu.Lock()
+	f.store.tasks["p"] = TaskUnknown // task deleted, namespace not yet
+	f.store.mu.Unlock()
+	if _, err := f.core.Reconcile(ctx, snapshot); err != nil {
+		t.Fatal(err)
+	}
+	if eps := f.endpoints("p"); len(eps) != 0 {
+		t.Fatalf("the reconcile resurrected %+v", eps)
+	}
+	if err := f.core.StartPod(ctx, p); err != nil || len(f.endpoints("p")) != 0 {
+		t.Fatalf("a late start of the stopped pod: %v, %+v", err, f.endpoints("p"))
+	}
+	// once containerd forgets the sandbox, so do we
+	f.store.mu.Lock()
+	delete(f.store.sbs, "p")
+	f.store.mu.Unlock()
+	if _, err := f.core.ReconcileAll(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if c := f.core.st.counts(); c.tombstones != 0 || c.records != 0 {
+		t.Fatalf("the state keeps %+v", c)
+	}
+}
+
+// 5: a fail-closed start given up on during its backoff wait tried again,
+// creating an endpoint only to roll it back.
+func TestAbandonedStartDoesNotTryAgain(t *testing.T) {
+	f := newFixture(t, retryEvery(150*time.Millisecond))
+	f.core.opt.FailOpen = false
+	f.core.opt.Deadline = 30 * time.Millisecond
+	p := f.sandbox("p", "8080:80")
+	if err := f.sim.InjectFault(hcnsim.Fault{Op: hcnsim.OpCreateEndpoint, Kind: "unavailable", Count: 1}); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.core.StartPod(ctx, p); !errors.Is(err, ErrDeadline) {
+		t.Fatalf("StartPod = %v, want ErrDeadline", err)
+	}
+	eventually(t, "the abandoned start ended", func() bool { return !f.core.queued("p") })
+	if n := f.sim.Calls()[hcnsim.OpCreateEndpoint]; n != 1 {
+		t.Fatalf("CreateEndpoint called %d times, want 1 (no attempt after giving up)", n)
+	}
+	if eps := f.endpoints("p"); len(eps) != 0 {
+		t.Fatalf("left %+v", eps)
+	}
+}
+
+func TestStartPodSlowHCN(t *testing.T) {
+	for _, failOpen := range []bool{true, false} {
+		t.Run(fmt.Sprintf("failOpen=%v", failOpen), func(t *testing.T) {
+			f := newFixture(t)
+			f.core.opt.Deadline = 50 * time.Millisecond
+			f.core.opt.FailOpen = failOpen
+			p := f.sandbox("slow", "8080:80")
+			f.sim.SetLatency(40 * time.Millisecond) // 3+ calls: well past the deadline
+			err := f.core.StartPod(ctx, p)
+			if failOpen {
+				if err != nil {
+					t.Fatalf("fail-open StartPod: %v", err)
+				}
+				eventually(t, "the endpoint completed in the background", func() bool {
+					eps := f.endpoints("slow")
+					return len(eps) == 1 && eps[0].Namespace != ""
+				})
+				return
+			}
+			if !errors.Is(err, ErrDeadline) {
+				t.Fatalf("fail-closed StartPod: %v, want ErrDeadline", err)
+			}
+			// the work still running finishes and is rolled back
+			eventually(t, "the abandoned start finished", func() bool { return !f.core.queued("slow") })
+			f.core.Close()
+			if eps := f.endpoints("slow"); len(eps) != 0 {
+				t.Fatalf("fail-closed left %+v", eps)
+			}
+		})
+	}
+}
+
+func TestStartPodRetriesTransientFailures(t *testing.T) {
+	f := newFixture(t)
+	f.core.opt.Deadline = 5 * time.Second
+	p := f.sandbox("flaky", "8080:80")
+	for _, op := range []string{hcnsim.OpListEndpointsByName, hcnsim.OpCreateEndpoint, hcnsim.OpAddNamespaceEndpoint} {
+		if err := f.sim.InjectFault(hcnsim.Fault{Op: op, Kind: "unavailable"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := f.core.StartPod(ctx, p); err != nil {
+		t.Fatalf("StartPod: %v", err)
+	}
+	if eps := f.endpoints("flaky"); len(eps) != 1 || eps[0].Namespace == "" {
+		t.Fatalf("endpoints %+v", eps)
+	}
+}
+
+// TestStartPodFinalErrorsFailAtOnce: before and after the first listing
+// (after it, the state can tell that a sandbox has no endpoint without
+// asking HNS).
+func TestStartPodFinalErrorsFailAtOnce(t *testing.T) {
+	for _, listed := range []bool{false, true} {
+		t.Run(fmt.Sprintf("listed=%v", listed), func(t *testing.T) {
+			f := loaded
+			if !listed {
+				f = func(t *testing.T) *fixture { return newFixture(t) }
+			}
+			testStartPodFinalErrorsFailAtOnce(t, f(t))
+		})
+	}
+}
+
+func testStartPodFinalErrorsFailAtOnce(t *testing.T, f *fixture) {
+	pol, err := admission.Compile(config.DefaultAdmission())
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.core.SetAdmission(pol)
+	f.core.opt.Deadline = time.Minute // a final error must not wait for it
+	tests := []struct {
+		pod  Pod
+		want error
+	}{
+		{f.sandbox("rdp", "3389:3389"), admission.ErrDenied},
+		{f.sandbox("bad", "80:80/sctp"), ErrInvalidPod},
+		{f.sandbox("low", "80:80"), admission.ErrDenied},
+	}
+	for _, tt := range tests {
+		if err := f.core.StartPod(ctx, tt.pod); !errors.Is(err, tt.want) {
+			t.Errorf("StartPod(%s) = %v, want %v", tt.pod.Name, err, tt.want)
+		}
+	}
+	if n := len(f.sim.State().Endpoints); n != 0 {
+		t.Errorf("%d endpoints for rejected pods", n)
+	}
+	if n := f.sim.Calls()[hcnsim.OpCreateEndpoint]; n != 0 {
+		t.Errorf("HNS asked to create %d endpoints for rejected pods", n)
+	}
+}
+
+func TestStopPodCancelsRetryingStart(t *testing.T) {
+	f := newFixture(t, retryEvery(5*time.Millisecond))
+	f.core.opt.Deadline = 20 * time.Millisecond
+	f.core.opt.FailOpen = true
+	p := f.sandbox("doomed", "8080:80")
+	if err := f.sim.InjectFault(hcnsim.Fault{Op: hcnsim.OpCreateEndpoint, Kind: "unavailable", Count: 1 << 20}); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.core.StartPod(ctx, p); err != nil {
+		t.Fatal(err)
+	}
+	// between attempts the start waits in the queue (during one it is
+	// out of it): wait for that state rather than look once
+	eventually(t, "a start retrying in the background", func() bool { return f.core.queued("doomed") })
+	f.core.StopPod(ctx, p)
+	eventually(t, "the retrying start was cancelled", func() bool { return !f.core.queued("doomed") })
+	f.core.Close()
+	if eps := f.endpoints("doomed"); len(eps) != 0 {
+		t.Fatalf("endpoints %+v", eps)
+	}
+}
+
+// A pod start parses the annotation once: what the fast path parsed is what
+// the endpoint is built from, even if the pod's annotation map were read
+// again later (here it is changed while containerd is asked for the sandbox).
+func TestStartPodParsesAnnotationOnce(t *testing.T) {
+	f := newFixture(t)
+	p := f.sandbox("once", "8080:80")
+	f.store.onSandbox = func(string) { p.Annotations[request.AnnotationPortMappings] = "not a mapping" }
+	if err := f.core.StartPod(ctx, p); err != nil {
+		t.Fatalf("StartPod: %v (the annotation was parsed again)", err)
+	}
+	eps := f.endpoints(p.ID)
+	if len(eps) != 1 || len(eps[0].PortMappings) != 1 || eps[0].PortMappings[0].ExternalPort != 8080 {
+		t.Fatalf("endpoints = %+v, want one mapping 8080", eps)
+	}
+}
+
+// Over the cap, a pod start fails at once, naming the pod, the count and the
+// limit, and HNS is not asked for anything.
+func TestStartPodOverTheCap(t *testing.T) {
+	f := newFixture(t)
+	f.core.opt.Limits = request.Limits{MaxMappings: 2, MaxBytes: 64}
+	tests := []struct{ name, annotation, want string }{
+		{"entries", "8080:80,8081:80,8082:80", "pod default/pod-entries: annotation hcn.nri.io/port-mappings: invalid pod request: 3 entries, more than the limit of 2 (plugin.max_mappings_per_pod)"},
+		{"bytes", strings.Repeat(" ", 60) + "8080:80", "pod default/pod-bytes: annotation hcn.nri.io/port-mappings: invalid pod request: 67 bytes, more than the limit of 64 (plugin.max_annotation_bytes)"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			p := f.sandbox(tt.name, tt.annotation)
+			f.store.onSandbox = func(string) { t.Error("containerd was asked about a pod rejected on its annotation") }
+			err := f.core.StartPod(ctx, p)
+			if err == nil || err.Error() != tt.want || !errors.Is(err, ErrInvalidPod) || !errors.Is(err, request.ErrTooLarge) {
+				t.Fatalf("StartPod = %v, want %q", err, tt.want)
+			}
+			if st := f.sim.State(); len(st.Endpoints) != 0 || len(st.Networks) != 0 {
+				t.Fatalf("HCN changed: %+v", st)
+			}
+		})
+	}
+}
+
+// A pod held back because its namespace's level was not known is mapped as
+// soon as the level becomes known, not on its retry timer (here an hour).
+func TestAHeldBackPodIsMappedWhenItsNamespaceBecomesKnown(t *testing.T) {
+	nss := &namespaces{labels: map[string]string{}}
+	f, _ := podSecurityFixture(t, nss, retryEvery(time.Hour))
+	p := f.namedPod("late", "shop", "8080:80", "")
+	done := f.started(p.ID)
+	eventually(t, "the pod held back", func() bool { return f.core.Failing()[ReasonPodSecurityUnknown] == 1 })
+	nss.set("shop", "privileged")
+	f.core.NamespaceChanged("shop")
+	within(t, time.Second, "the held-back pod mapped", func() bool { return len(f.endpoints("late")) == 1 })
+	if err := waitResult(t, done); err != nil {
+		t.Fatal(err)
+	}
+}
