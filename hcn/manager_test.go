@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/netip"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -73,6 +74,8 @@ func TestManager(t *testing.T) {
 		{"ListingThatRacedADeleteIsTakenAgainBounded", testListingThatRacedADeleteIsTakenAgainBounded},
 		{"OwnEndpointIsNoNeighbour", testOwnEndpointIsNoNeighbour},
 		{"AttachHNSCompletedIsKept", testAttachHNSCompletedIsKept},
+		{"OwnedEverywhereIsOursOnEveryNetworkAndNothingElse", testOwnedEverywhereIsOursOnEveryNetworkAndNothingElse},
+		{"ARestartLearnsFromAListingThatHNSKeepsRoutes", testARestartLearnsFromAListingThatHNSKeepsRoutes},
 	}
 	for _, rules := range hcnsim.AllRules() {
 		hns := func() *hcnsim.Sim {
@@ -902,5 +905,73 @@ func TestNATNetworkWithoutASubnet(t *testing.T) {
 				t.Fatalf("the manager picked a subnet HNS would have picked: %q", said)
 			}
 		})
+	}
+}
+
+// cleanup and status list what is ours on every network (a network the
+// configuration no longer names included) and never another's endpoint: an
+// uninstall that took the CNI's endpoints would cut every pod's network.
+func testOwnedEverywhereIsOursOnEveryNetworkAndNothingElse(t *testing.T, hns func() *hcnsim.Sim) {
+	sim, mgr := setup(hns, true)
+	ns := sim.CreateNamespace("")
+	if _, _, err := mgr.Ensure(ctx, hcn.Desired{SandboxID: "sb1", Namespace: ns, Policies: web}); err != nil {
+		t.Fatal(err)
+	}
+	natID, _ := mgr.EnsureNetwork(ctx)
+	old, err := sim.CreateNetwork(ctx, hcn.NetworkSpec{Name: "old", Type: hcn.NetworkNAT, Subnet: "172.31.0.0/24", Gateway: "172.31.0.1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cbr, err := sim.CreateNetwork(ctx, hcn.NetworkSpec{Name: "cbr0", Type: hcn.NetworkL2Bridge, Subnet: "10.244.0.0/24"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, spec := range []hcn.EndpointSpec{
+		{Name: mgr.EndpointName("sb2"), NetworkID: old.ID},        // ours, left on a network no longer configured
+		{Name: "cbr0_sb1", NetworkID: cbr.ID, PortMappings: web2}, // the CNI's
+		{Name: "someone-elses", NetworkID: natID},                 // another's on our network
+		{Name: strings.ToUpper(mgr.EndpointName("sb3")), NetworkID: natID},
+	} {
+		if _, err := sim.CreateEndpoint(ctx, spec); err != nil {
+			t.Fatal(err)
+		}
+	}
+	eps, err := mgr.OwnedEverywhere(ctx)
+	var names []string
+	for _, ep := range eps {
+		names = append(names, ep.Name)
+	}
+	slices.Sort(names)
+	if want := []string{mgr.EndpointName("sb1"), mgr.EndpointName("sb2")}; err != nil || !slices.Equal(names, want) {
+		t.Fatalf("OwnedEverywhere = %v, %v; want %v: ours on every network, nothing else", names, err, want)
+	}
+}
+
+// A restarted plugin's first listing teaches the manager what this HNS
+// does with routes: an endpoint of ours that reads back with routes shows
+// that HNS keeps them, so one without routes (an older build's) is
+// rebuilt with them instead of adopted as HNS's doing.
+func testARestartLearnsFromAListingThatHNSKeepsRoutes(t *testing.T, hns func() *hcnsim.Sim) {
+	sim, mgr := setup(hns, true)
+	ns1, ns2 := sim.CreateNamespace(""), sim.CreateNamespace("")
+	if _, _, err := mgr.Ensure(ctx, hcn.Desired{SandboxID: "sb1", Namespace: ns1, Policies: web}); err != nil {
+		t.Fatal(err)
+	}
+	netID, _ := mgr.EnsureNetwork(ctx)
+	bare, err := sim.CreateEndpoint(ctx, hcn.EndpointSpec{Name: mgr.EndpointName("sb2"), NetworkID: netID, PortMappings: web2})
+	if err == nil {
+		err = sim.AddNamespaceEndpoint(ctx, ns2, bare.ID)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	restarted := hcn.NewManager(sim, lowPriority(hcn.ManagerConfig{CreateNetwork: true,
+		Network: hcn.NetworkSpec{Name: "nat", Type: hcn.NetworkNAT, Subnet: "172.30.0.0/24", Gateway: "172.30.0.1"}}))
+	if _, err := restarted.Owned(ctx); err != nil { // the start-up listing
+		t.Fatal(err)
+	}
+	_, out, err := restarted.Ensure(ctx, hcn.Desired{SandboxID: "sb2", Namespace: ns2, Policies: web2})
+	if want := map[bool]hcn.Outcome{false: hcn.Created, true: hcn.Unchanged}[sim.Rules().DropRoutes]; err != nil || out != want {
+		t.Fatalf("the routeless endpoint after a listing showed routes kept: %v, %v; want %v", out, err, want)
 	}
 }

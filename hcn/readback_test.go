@@ -146,3 +146,26 @@ func TestDecodePortMapping(t *testing.T) {
 		_, _ = mgr.Remove(ctx, "sb1")
 	}
 }
+
+// A v1 NAT policy (a CNI's endpoint made through the v1 API) is read with
+// its protocol as HNS names it, and without one as TCP, HNS v1's default:
+// the CNI's TCP mapping must be recognised as the CNI's.
+func TestDecodeV1NAT(t *testing.T) {
+	for _, tc := range []struct {
+		in   string
+		want hcn.PortMappingPolicy
+		ok   bool
+	}{
+		{`{"InternalPort":80,"ExternalPort":8080}`, hcn.PortMappingPolicy{Protocol: hcn.TCP, InternalPort: 80, ExternalPort: 8080}, true},
+		{`{"Protocol":"TCP","InternalPort":80,"ExternalPort":8080}`, hcn.PortMappingPolicy{Protocol: hcn.TCP, InternalPort: 80, ExternalPort: 8080}, true},
+		{`{"Protocol":"udp","InternalPort":53,"ExternalPort":5353}`, hcn.PortMappingPolicy{Protocol: hcn.UDP, InternalPort: 53, ExternalPort: 5353}, true},
+		{`{"Protocol":17,"InternalPort":"53","ExternalPort":"5353","VIP":"10.0.0.4"}`, hcn.PortMappingPolicy{Protocol: hcn.UDP, InternalPort: 53, ExternalPort: 5353, VIP: "10.0.0.4"}, true},
+		{`{"Protocol":"TCP","InternalPort":80}`, hcn.PortMappingPolicy{}, false}, // no host port: not a port mapping
+		{`"NAT"`, hcn.PortMappingPolicy{}, false},
+	} {
+		got, ok := hcn.DecodeV1NAT(json.RawMessage(tc.in))
+		if ok != tc.ok || got != tc.want {
+			t.Errorf("%s: %+v, %v; want %+v, %v", tc.in, got, ok, tc.want, tc.ok)
+		}
+	}
+}

@@ -1337,3 +1337,18 @@ func TestAnEndpointInPlaceExemptsOnlyTheMappingsItHolds(t *testing.T) {
 		})
 	}
 }
+
+// The pod's own DNS (its CRI record's servers, search list and options) is
+// what its endpoint carries, so HNS fills in nothing of the node's.
+func TestThePodsOwnDNSIsOnItsEndpoint(t *testing.T) {
+	f := newFixture(t)
+	f.sandbox("p", "8080:80")
+	f.store.sbs["p"].Metadata = criMetaDNS("8080:80", "10.96.0.10")
+	if err := startedAndWait(t, f, Pod{ID: "p"}); err != nil {
+		t.Fatal(err)
+	}
+	eps := f.endpoints("p")
+	if len(eps) != 1 || !slices.Equal(eps[0].DNS.ServerList, []string{"10.96.0.10"}) || !slices.Equal(eps[0].DNS.Search, []string{"ns.svc.cluster.local"}) {
+		t.Fatalf("endpoints %+v, want the pod's DNS (server 10.96.0.10, search ns.svc.cluster.local)", eps)
+	}
+}

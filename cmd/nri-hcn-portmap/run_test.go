@@ -1,0 +1,41 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"io"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/sirupsen/logrus"
+
+	"github.com/nri-hcn-portmap/nri-hcn-portmap/config"
+	"github.com/nri-hcn-portmap/nri-hcn-portmap/hcn"
+)
+
+// A network the plugin may not use (an L2Bridge network named by
+// hcn.network, without hcn.allow_cni_network) stops it at start with an
+// error naming the key, rather than leaving it running and never ready: a
+// restart cannot change it.
+func TestANetworkThePluginMayNotUseStopsItAtStart(t *testing.T) {
+	sim, flags := simulated(t)
+	if _, err := sim.CreateNetwork(context.Background(), hcn.NetworkSpec{Name: "nat", Type: hcn.NetworkL2Bridge, Subnet: "10.1.0.0/24"}); err != nil {
+		t.Fatal(err)
+	}
+	cfg := config.Default()
+	cfg.HCN.Backend, cfg.HCN.SimulatorAddress = config.BackendSimulated, flags[3]
+	cfg.Admin.Listen = ""
+	log := logrus.NewEntry(logrus.New())
+	log.Logger.SetOutput(io.Discard)
+	a, err := build(context.Background(), cfg, nil, log, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second) // a guard against a hang
+	defer cancel()
+	err = a.run(ctx)
+	if !errors.Is(err, hcn.ErrInvalid) || !strings.Contains(err.Error(), `hcn.network = "nat"`) || ctx.Err() != nil {
+		t.Fatalf("run = %v; want it stopped at start naming hcn.network", err)
+	}
+}
