@@ -6,6 +6,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"net"
 	"os"
 	"os/signal"
 	"runtime/debug"
@@ -64,7 +65,8 @@ func runCmd(args []string, stderr io.Writer) error {
 	if isService {
 		return runService(cfg, flags, log)
 	}
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer logPanic(log)
+	ctx, stop := stopOnSignal(context.Background(), log)
 	defer stop()
 	ctx = stopWithWrapper(ctx, log) // a HostProcess container's cmd /c wrapper
 	if nri.Launched() {
@@ -73,7 +75,7 @@ func runCmd(args []string, stderr io.Writer) error {
 	app, err := buildForOS(ctx, cfg, flags, log)
 	if err != nil {
 		if ctx.Err() != nil {
-			return nil // stopped while waiting
+			return stopped(ctx, cfg, log, nil) // stopped while waiting
 		}
 		if cfg.Log.File != "" { // stderr gets it from main, once
 			log.WithError(err).Error("nri-hcn-portmap cannot start")
@@ -88,7 +90,51 @@ func runCmd(args []string, stderr io.Writer) error {
 			_, _ = app.reload()
 		}
 	}()
-	return app.run(ctx)
+	return stopped(ctx, cfg, log, app.run(ctx))
+}
+
+// stopOnSignal is a context that ends when the process is asked to stop
+// (SIGINT, SIGTERM; Ctrl-C and Ctrl-Break on Windows), saying so in the
+// log and as the context's cause.
+func stopOnSignal(parent context.Context, log *logrus.Entry) (context.Context, func()) {
+	ctx, cancel := context.WithCancelCause(parent)
+	sigs := make(chan os.Signal, 1)
+	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
+	go func() {
+		select {
+		case sig := <-sigs:
+			log.WithField("signal", sig.String()).Info("asked to stop")
+			cancel(fmt.Errorf("signal %s", sig))
+		case <-ctx.Done():
+		}
+	}()
+	return ctx, func() { signal.Stop(sigs); cancel(nil) }
+}
+
+// stopped says how the plugin ends, every way it can: asked to stop (ctx's
+// cause: a signal, the HostProcess wrapper), or an error. An error goes to
+// stderr once: main prints it, and the log file has it too.
+func stopped(ctx context.Context, cfg config.Config, log *logrus.Entry, err error) error {
+	if cause := context.Cause(ctx); cause != nil {
+		log = log.WithField("reason", cause.Error())
+	}
+	switch {
+	case err == nil:
+		log.Info("nri-hcn-portmap stopped")
+	case cfg.Log.File != "": // stderr gets it from main, once
+		log.WithError(err).Error("nri-hcn-portmap stopped")
+	}
+	return err
+}
+
+// logPanic logs a panic of the main goroutine (with its stack) before it
+// goes on to end the process as panics do. A panic elsewhere is printed by
+// Go's runtime to stderr (and, for the service, the crash file).
+func logPanic(log *logrus.Entry) {
+	if r := recover(); r != nil {
+		log.WithField("panic", fmt.Sprint(r)).WithField("stack", string(debug.Stack())).Error("nri-hcn-portmap crashed")
+		panic(r)
+	}
 }
 
 // app is the wired plugin.
@@ -202,17 +248,25 @@ func (a *app) run(ctx context.Context) error {
 	if a.nss != nil { // until it has listed, annotations wait (never granted)
 		go a.nss.Run(ctx)
 	}
-	if a.cfg.Admin.Listen != "" {
+	// bound before the event sources start: whoever sees the plugin
+	// registered (or subscribed) finds its endpoints answering
+	for _, srv := range []struct {
+		addr  string
+		serve func(context.Context, net.Listener) error
+		what  string
+	}{{a.cfg.Admin.Listen, a.admin.Serve, "admin endpoints unavailable"},
+		{a.cfg.Admin.MetricsListen, a.admin.ServeMetrics, "metrics endpoint unavailable"}} {
+		if srv.addr == "" {
+			continue
+		}
+		l, err := admin.Listen(srv.addr)
+		if err != nil {
+			a.log.WithError(err).Error(srv.what)
+			continue
+		}
 		go func() {
-			if err := a.admin.Serve(ctx, a.cfg.Admin.Listen); err != nil {
-				a.log.WithError(err).Error("admin endpoints unavailable")
-			}
-		}()
-	}
-	if a.cfg.Admin.MetricsListen != "" {
-		go func() {
-			if err := a.admin.ServeMetrics(ctx, a.cfg.Admin.MetricsListen); err != nil {
-				a.log.WithError(err).Error("metrics endpoint unavailable")
+			if err := srv.serve(ctx, l); err != nil {
+				a.log.WithError(err).Error(srv.what)
 			}
 		}()
 	}

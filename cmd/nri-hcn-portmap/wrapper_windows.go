@@ -34,12 +34,12 @@ func stopWithWrapper(ctx context.Context, log *logrus.Entry) context.Context {
 		log.WithError(err).Warn("cannot watch the HostProcess command wrapper (cmd.exe); a stop may reach it and not the plugin")
 		return ctx
 	}
-	ctx, cancel := context.WithCancel(ctx)
+	ctx, cancel := context.WithCancelCause(ctx)
 	go func() {
 		select {
 		case <-exited:
 			log.WithField("wrapper_pid", pid).Info("the HostProcess command wrapper (cmd /c) exited: stopping")
-			cancel()
+			cancel(errors.New("the HostProcess command wrapper (cmd /c) exited"))
 		case <-ctx.Done():
 		}
 	}()

@@ -8,6 +8,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"net"
 	"net/http"
 	"sort"
 	"sync"
@@ -155,26 +156,31 @@ func writeJSON(w http.ResponseWriter, code int, v any) {
 	_ = enc.Encode(v)
 }
 
-// Serve serves the admin endpoints on addr until ctx ends.
-func (a *Admin) Serve(ctx context.Context, addr string) error {
-	return a.serve(ctx, addr, a.Handler(), "serving /healthz, /livez, /metrics, /mappings and /reload")
+// Listen binds addr for Serve or ServeMetrics: the plugin binds its
+// addresses before it registers with the runtime, so that whoever sees it
+// registered finds it answering.
+func Listen(addr string) (net.Listener, error) { return net.Listen("tcp", addr) }
+
+// Serve serves the admin endpoints on l until ctx ends.
+func (a *Admin) Serve(ctx context.Context, l net.Listener) error {
+	return a.serve(ctx, l, a.Handler(), "serving /healthz, /livez, /metrics, /mappings and /reload")
 }
 
-// ServeMetrics serves GET /metrics alone on addr until ctx ends.
-func (a *Admin) ServeMetrics(ctx context.Context, addr string) error {
-	return a.serve(ctx, addr, a.MetricsHandler(), "serving /metrics")
+// ServeMetrics serves GET /metrics alone on l until ctx ends.
+func (a *Admin) ServeMetrics(ctx context.Context, l net.Listener) error {
+	return a.serve(ctx, l, a.MetricsHandler(), "serving /metrics")
 }
 
-func (a *Admin) serve(ctx context.Context, addr string, h http.Handler, what string) error {
-	srv := &http.Server{Addr: addr, Handler: h, ReadHeaderTimeout: 5 * time.Second}
+func (a *Admin) serve(ctx context.Context, l net.Listener, h http.Handler, what string) error {
+	srv := &http.Server{Handler: h, ReadHeaderTimeout: 5 * time.Second}
 	go func() {
 		<-ctx.Done()
 		sctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 		defer cancel()
 		_ = srv.Shutdown(sctx)
 	}()
-	a.Log.WithField("address", addr).Info(what)
-	if err := srv.ListenAndServe(); err != nil && !errors.Is(err, http.ErrServerClosed) {
+	a.Log.WithField("address", l.Addr().String()).Info(what)
+	if err := srv.Serve(l); err != nil && !errors.Is(err, http.ErrServerClosed) {
 		return err
 	}
 	return nil

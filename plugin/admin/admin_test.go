@@ -108,14 +108,13 @@ func TestServeMetricsListensForMetricsAlone(t *testing.T) {
 		t.Fatal(err)
 	}
 	addr := l.Addr().String()
-	l.Close() // ServeMetrics binds it itself
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	reloads := 0
 	a := newAdmin(&reloads)
 	a.Checks = []HealthCheck{{Name: "x", Check: func(context.Context) error { return nil }}}
 	served := make(chan error, 1)
-	go func() { served <- a.ServeMetrics(ctx, addr) }()
+	go func() { served <- a.ServeMetrics(ctx, l) }()
 	get := func(method, path string) int {
 		for range 100 {
 			req, _ := http.NewRequest(method, "http://"+addr+path, nil)

@@ -6,6 +6,7 @@
 package e2e
 
 import (
+	"cmp"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -73,7 +74,7 @@ func newEnvWith(t *testing.T, o harness.Options) (*harness.Env, context.Context)
 		if t.Failed() {
 			for _, p := range []*harness.Process{env.Plugin, env.Sim, env.Containerd} {
 				if p != nil {
-					t.Logf("--- %s log (tail) ---\n%s", p.Name, p.Tail(40))
+					t.Logf("--- %s log (tail; %s) ---\n%s", p.Name, cmp.Or(p.Exited(), "running"), p.Tail(40))
 				}
 			}
 		}

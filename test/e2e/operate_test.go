@@ -338,3 +338,35 @@ func TestStatusWithoutContainerd(t *testing.T) {
 		t.Fatalf("rows %+v, want alpha then zeta", entries)
 	}
 }
+
+// Issue 36: a plugin that stops says why, and whoever waits on it is told
+// how it ended. Asked to stop (SIGTERM), it logs the signal and its last
+// line and exits 0, its endpoints answering until then; killed, the
+// harness says so (a wait on /metrics names the signal and the end of
+// the log), so a process gone is never mistaken for a slow one.
+func TestAPluginThatStopsSaysWhy(t *testing.T) {
+	env, ctx := startEnv(t)
+	if _, err := env.Metrics(); err != nil {
+		t.Fatalf("the plugin answers at once after registering: %v", err)
+	}
+	env.Plugin.Stop()
+	if got := env.Plugin.Exited(); got != "exit status 0" {
+		t.Fatalf("stopped: %q, want exit status 0", got)
+	}
+	log, err := os.ReadFile(env.Plugin.Log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, line := range []string{`msg="asked to stop" signal=terminated`, `msg="nri-hcn-portmap stopped" reason="signal terminated"`} {
+		if !strings.Contains(string(log), line) {
+			t.Errorf("the log does not say %s:\n%s", line, env.Plugin.Tail(10))
+		}
+	}
+	if err := env.StartPlugin(ctx); err != nil {
+		t.Fatal(err)
+	}
+	env.Plugin.Kill()
+	if _, err := env.Metrics(); err == nil || !strings.Contains(err.Error(), "signal: killed") {
+		t.Fatalf("/metrics of a killed plugin: %v, want the harness to say it was killed", err)
+	}
+}

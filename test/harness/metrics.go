@@ -18,6 +18,9 @@ import (
 func (e *Env) Metrics() (map[string]float64, error) {
 	res, err := http.Get("http://" + e.AdminAddr + "/metrics")
 	if err != nil {
+		if e.Plugin != nil && e.Plugin.Gone() != "" { // not a slow start: say how it ended
+			return nil, fmt.Errorf("%w: the %s", err, e.Plugin.Gone())
+		}
 		return nil, err
 	}
 	defer res.Body.Close()
@@ -62,7 +65,7 @@ func (e *Env) WaitMetric(ctx context.Context, prefix string, want float64, d tim
 		}
 		if got = Sum(m, prefix); got < want {
 			if e.Plugin != nil && !e.Plugin.Running() {
-				return fmt.Errorf("plugin exited: %v", e.Plugin.err)
+				return fmt.Errorf("plugin exited: %s", e.Plugin.Exited())
 			}
 			return fmt.Errorf("%s = %v, want at least %v", prefix, got, want)
 		}

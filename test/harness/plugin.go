@@ -38,7 +38,7 @@ func (e *Env) StartNRIPlugin(ctx context.Context, name, bin string, args ...stri
 	select {
 	case <-e.syncs:
 	case <-p.done:
-		return fmt.Errorf("plugin exited before registering: %v\n%s", p.err, p.Tail(30))
+		return fmt.Errorf("plugin exited before registering: %s\n%s", p.Exited(), p.Tail(30))
 	case <-time.After(20 * time.Second):
 		return fmt.Errorf("plugin did not register with NRI within 20s\n%s", p.Tail(30))
 	case <-ctx.Done():

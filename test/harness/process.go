@@ -48,6 +48,28 @@ func startEnv(env []string, name, logPath, bin string, args ...string) (*Process
 	return p, nil
 }
 
+// Exited says how the process ended, as its exit status or the signal
+// that ended it ("exit status 1", "signal: killed"); "" while it runs.
+func (p *Process) Exited() string {
+	if p.Running() {
+		return ""
+	}
+	if p.cmd.ProcessState == nil {
+		return fmt.Sprint(p.err)
+	}
+	return p.cmd.ProcessState.String()
+}
+
+// Gone describes the process when it has ended: its exit status or signal
+// and the end of its log, for an error message; "" while it runs.
+func (p *Process) Gone() string {
+	how := p.Exited()
+	if how == "" {
+		return ""
+	}
+	return fmt.Sprintf("%s process is gone (%s); the end of its log:\n%s", p.Name, how, p.Tail(30))
+}
+
 // PID is the process ID.
 func (p *Process) PID() int { return p.cmd.Process.Pid }
 
