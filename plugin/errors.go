@@ -173,6 +173,22 @@ func Classify(err error) string { return kindOf(err).class }
 // pod owner's business.
 func failureReason(err error) string { return kindOf(err).reason }
 
+// verdict is what a sync's outcome means, read off the table once: the
+// error naming the pod, its row, and whether it is tried again.
+type verdict struct {
+	err   error
+	kind  errorKind
+	again bool
+}
+
+// judge names the pod in err once and reads its row: every reader of a
+// sync's failure (the retry, the commit, the owners' report, the gauge,
+// the log line) takes it from here.
+func judge(p Pod, err error, attempt int) verdict {
+	err = errPod(p, err)
+	return verdict{err: err, kind: kindOf(err), again: err != nil && retries(err, attempt)}
+}
+
 // errPod wraps err with the pod it concerns.
 func errPod(p Pod, err error) error {
 	if err == nil {

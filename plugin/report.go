@@ -99,12 +99,12 @@ func (nopReporter) Report(PodReport) {}
 
 // ownersReport is what a pod's owners are told of a sync, derived once
 // from its outcome: a failure whose row in the table of errors has a
-// reason, or who maps its host ports (a CNI mapping that will not work
+// reason (reason, the row's), or who maps its host ports (a CNI mapping that will not work
 // makes that a failure naming it); and, when containerd's record does not
 // decode, that its hostPorts are unknown. Nothing for a pod whose name is
 // not known, or a sandbox that stopped or is gone (nobody is there to
 // tell).
-func ownersReport(sn snap, out outcome) *PodReport {
+func ownersReport(sn snap, out outcome, reason string) *PodReport {
 	p := out.pod
 	if p.Name == "" || sn.stopped || sn.removed || out.known.final || out.known.gone {
 		return nil
@@ -112,7 +112,7 @@ func ownersReport(sn snap, out outcome) *PodReport {
 	var rep *PodReport
 	switch {
 	case out.err != nil:
-		if reason := failureReason(out.err); reason != "" {
+		if reason != "" {
 			rep = &PodReport{Pod: p, Reason: reason, Err: out.err}
 		}
 	case out.mapped != nil:

@@ -110,26 +110,26 @@ func (c *Core) process(id string) {
 	ctx, cancel := context.WithTimeout(context.Background(), config.SyncBound)
 	out := c.sync(ctx, sn)
 	cancel()
-	out.err = errPod(out.pod, out.err) // the pod named once, for every reader
-	out.known.err = out.err
+	v := judge(out.pod, out.err, sn.attempt) // the pod named once, the row read once
+	out.err, out.known.err = v.err, v.err
 	if out.pod.Name != "" {
 		out.known.name, out.known.namespace = out.pod.holderName(), out.pod.Namespace
 	}
 	mapped := out.err == nil && !sn.known.timed && !sn.startedAt.IsZero() && len(out.known.eps) > 0
 	out.known.timed = sn.known.timed || mapped
-	again := out.err != nil && retries(out.err, sn.attempt) && !c.closing.Load()
-	if !again {
+	v.again = v.again && !c.closing.Load()
+	if !v.again {
 		out.known.waitFor = nil // a conflict's wait ends with its work
 	}
-	tell := c.st.commit(id, sn, out.known, again)
+	tell := c.st.commit(id, sn, out.known, v.again)
 	if mapped { // its host ports first in place
 		c.opt.Observer.Mapped(sn.startPath, time.Since(sn.startedAt))
 	}
-	c.tell(sn, out, again, tell)
+	c.tell(sn, out, v, tell)
 	for _, h := range out.also {
 		c.enqueue(h, sighting{}) // a conflict asks: does the holder still run?
 	}
-	if again {
+	if v.again {
 		c.q.AddRateLimited(id)
 	} else {
 		c.q.Forget(id)
@@ -138,14 +138,14 @@ func (c *Core) process(id string) {
 
 // tell says a sync's outcome once: the owners' report, the metrics, the
 // waiters it answers and one log line, each as the error's row says.
-func (c *Core) tell(sn snap, out outcome, again bool, waiters []waiter) {
-	if rep := ownersReport(sn, out); rep != nil {
+func (c *Core) tell(sn snap, out outcome, v verdict, waiters []waiter) {
+	if rep := ownersReport(sn, out, v.kind.reason); rep != nil {
 		c.opt.Reporter.Report(*rep)
 	}
 	for _, r := range out.skipped {
 		c.opt.Observer.Skipped(r)
 	}
-	k := kindOf(out.err)
+	k, again := v.kind, v.again
 	for _, w := range waiters {
 		if w.kind != "" && k.counted {
 			c.opt.Observer.Operation(w.kind, k.class)
@@ -677,38 +677,12 @@ func (c *Core) request(p Pod, sb *SandboxInfo, annotated []request.PortMapping, 
 		}
 	}
 	if pol := c.policy.Load(); pol != nil {
-		isNew := func(m request.PortMapping) bool { return !c.holds(held, m) }
-		ap := admission.Pod{Namespace: r.pod.Namespace, Labels: r.pod.Labels}
-		if err := pol.Admit(ap, filter(r.mappings, isNew)); err != nil {
-			return r, err
-		}
+		newAll, newAnnotated := request.Unheld(r.mappings, annotated, c.opt.Policy, held)
 		// hostPorts passed Pod Security at the API server; the annotation
 		// is held to it here
-		if err := pol.AdmitAnnotation(ap, filter(annotated, isNew), c.opt.Namespaces); err != nil {
+		if err := pol.AdmitRequest(admission.Pod{Namespace: r.pod.Namespace, Labels: r.pod.Labels}, newAll, newAnnotated, c.opt.Namespaces); err != nil {
 			return r, err
 		}
 	}
 	return r, nil
-}
-
-// holds reports whether the host ports in place (held) map m already:
-// every policy m is built into, whatever the flags other than the address
-// family.
-func (c *Core) holds(held []hcn.PortMappingPolicy, m request.PortMapping) bool {
-	for _, p := range request.BuildPolicies([]request.PortMapping{m}, c.opt.Policy) {
-		if !slices.ContainsFunc(held, func(h hcn.PortMappingPolicy) bool { return hcn.SameMapping(h, p) }) {
-			return false
-		}
-	}
-	return true
-}
-
-func filter[T any](xs []T, keep func(T) bool) []T {
-	var out []T
-	for _, x := range xs {
-		if keep(x) {
-			out = append(out, x)
-		}
-	}
-	return out
 }

@@ -98,6 +98,16 @@ type Pod struct {
 	Labels    map[string]string
 }
 
+// AdmitRequest admits what a pod asks for that it does not hold yet:
+// every mapping by the node's rules (Admit), and those of its annotation
+// also by its namespace's Pod Security level (AdmitAnnotation).
+func (p *Policy) AdmitRequest(pod Pod, mappings, annotated []request.PortMapping, ns Namespaces) error {
+	if err := p.Admit(pod, mappings); err != nil {
+		return err
+	}
+	return p.AdmitAnnotation(pod, annotated, ns)
+}
+
 // Admit checks every mapping of a pod; the first denial is returned as a
 // *Denial naming the mapping and the rule. The deny list wins over every
 // allow rule.

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"net/netip"
+	"slices"
 	"strconv"
 
 	"github.com/nri-hcn-portmap/nri-hcn-portmap/hcn"
@@ -263,4 +264,31 @@ func CheckOverlaps(ms []PortMapping, name func(i int) string) error {
 		idx.add(i, ms[i])
 	}
 	return nil
+}
+
+// Unheld returns the mappings of ms (and of annotated, a part of them) that
+// the host ports in place (held) do not map yet: a mapping is held when
+// every policy it is built into (with o) is there, whatever the flags
+// other than the address family. What is held was admitted when it was
+// built; what is not is admitted as a new pod's would be.
+func Unheld(ms, annotated []PortMapping, o PolicyOptions, held []hcn.PortMappingPolicy) (newMs, newAnnotated []PortMapping) {
+	isHeld := func(m PortMapping) bool {
+		for _, p := range BuildPolicies([]PortMapping{m}, o) {
+			if !slices.ContainsFunc(held, func(h hcn.PortMappingPolicy) bool { return hcn.SameMapping(h, p) }) {
+				return false
+			}
+		}
+		return true
+	}
+	for _, m := range ms {
+		if !isHeld(m) {
+			newMs = append(newMs, m)
+		}
+	}
+	for _, m := range annotated {
+		if !isHeld(m) {
+			newAnnotated = append(newAnnotated, m)
+		}
+	}
+	return newMs, newAnnotated
 }

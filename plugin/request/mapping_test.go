@@ -2,6 +2,7 @@ package request
 
 import (
 	"net/netip"
+	"slices"
 	"testing"
 
 	"github.com/nri-hcn-portmap/nri-hcn-portmap/hcn"
@@ -57,5 +58,31 @@ func TestBuildPolicies(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// A mapping is held when the host ports in place map every policy it is
+// built into, whatever their other flags: a new container port, a new
+// address family (dual stack turned on) or a new host port is not.
+func TestUnheld(t *testing.T) {
+	held := []hcn.PortMappingPolicy{{Protocol: hcn.TCP, ExternalPort: 8080, InternalPort: 80, VIP: "0.0.0.0"}} // no flags, VIP spelled out
+	web := PortMapping{Protocol: hcn.TCP, HostPort: 8080, ContainerPort: 80}
+	rdp := PortMapping{Protocol: hcn.TCP, HostPort: 3389, ContainerPort: 3389}
+	moved := PortMapping{Protocol: hcn.TCP, HostPort: 8080, ContainerPort: 81}
+	for _, tc := range []struct {
+		name          string
+		ms, annotated []PortMapping
+		opt           PolicyOptions
+		want, wantAnn []PortMapping
+	}{
+		{"held, flags aside", []PortMapping{web}, []PortMapping{web}, PolicyOptions{LocalRoutedVIP: true}, nil, nil},
+		{"a new mapping beside", []PortMapping{web, rdp}, []PortMapping{rdp}, PolicyOptions{LocalRoutedVIP: true}, []PortMapping{rdp}, []PortMapping{rdp}},
+		{"another container port", []PortMapping{moved}, nil, PolicyOptions{}, []PortMapping{moved}, nil},
+		{"dual stack adds IPv6", []PortMapping{web}, nil, PolicyOptions{DualStack: true}, []PortMapping{web}, nil},
+	} {
+		got, gotAnn := Unheld(tc.ms, tc.annotated, tc.opt, held)
+		if !slices.Equal(got, tc.want) || !slices.Equal(gotAnn, tc.wantAnn) {
+			t.Errorf("%s: %v, %v; want %v, %v", tc.name, got, gotAnn, tc.want, tc.wantAnn)
+		}
 	}
 }
