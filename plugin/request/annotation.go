@@ -4,10 +4,12 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net/netip"
 	"strconv"
 	"strings"
 
+	yamlv3 "go.yaml.in/yaml/v3"
 	k8sjson "sigs.k8s.io/json"
 	"sigs.k8s.io/yaml"
 
@@ -220,6 +222,9 @@ func parseList(v string, lim Limits) ([]PortMapping, error) {
 		if err := lim.checkCount(yamlItems(v)); err != nil {
 			return nil, err
 		}
+		if err := strictYAML(v); err != nil {
+			return nil, bad(err)
+		}
 		var err error
 		if j, err = yaml.YAMLToJSON(j); err != nil {
 			return nil, bad(err)
@@ -246,6 +251,63 @@ func parseList(v string, lim Limits) ([]PortMapping, error) {
 		out = append(out, m)
 	}
 	return out, nil
+}
+
+// strictYAML holds the YAML list form to what JSON's strict decoding and
+// the compact form hold it to, so that one reading of the annotation is the
+// only one (a policy engine reading it sees the ports the plugin maps): one
+// document, no key twice in an entry (YAML's last-wins), no alias, and
+// ports written as plain decimal numbers (YAML 1.1 also reads 0x1f90,
+// 0o120, 080, 8_080 and +8080 as integers, which the compact form
+// refuses).
+func strictYAML(v string) error {
+	dec := yamlv3.NewDecoder(strings.NewReader(v))
+	var doc, next yamlv3.Node
+	if err := dec.Decode(&doc); err != nil {
+		return err
+	}
+	if err := dec.Decode(&next); !errors.Is(err, io.EOF) {
+		return errors.New("the value holds more than one YAML document; the list form is one")
+	}
+	return strictNode(&doc)
+}
+
+func strictNode(n *yamlv3.Node) error {
+	switch n.Kind {
+	case yamlv3.AliasNode:
+		return fmt.Errorf("line %d: YAML aliases are not taken", n.Line)
+	case yamlv3.MappingNode:
+		seen := map[string]bool{}
+		for i := 0; i+1 < len(n.Content); i += 2 {
+			k, val := n.Content[i], n.Content[i+1]
+			if seen[k.Value] {
+				return fmt.Errorf("line %d: key %q appears twice in one entry", k.Line, k.Value)
+			}
+			seen[k.Value] = true
+			if (k.Value == "containerPort" || k.Value == "hostPort") && val.Kind == yamlv3.ScalarNode && val.Style == 0 && !plainDecimal(val.Value) {
+				return fmt.Errorf("line %d: %s %q is not a plain decimal number", val.Line, k.Value, val.Value)
+			}
+		}
+	}
+	for _, c := range n.Content {
+		if err := strictNode(c); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// plainDecimal: digits only, without a leading zero (a lone 0 aside).
+func plainDecimal(s string) bool {
+	if s == "" || (len(s) > 1 && s[0] == '0') {
+		return false
+	}
+	for _, r := range s {
+		if r < '0' || r > '9' {
+			return false
+		}
+	}
+	return true
 }
 
 // yamlItems counts the lines that start a top-level YAML block sequence

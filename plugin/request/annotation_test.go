@@ -97,6 +97,21 @@ func TestParsePortMappingsRejects(t *testing.T) {
 		{"json malformed", `[{"containerPort":80,`, []string{"not a valid JSON/YAML list"}},
 		{"json duplicate", `[{"containerPort":80,"hostPort":80},{"containerPort":80,"hostPort":80}]`, []string{"duplicates entry"}},
 		{"yaml second entry bad", "- containerPort: 80\n  hostPort: 8080\n- containerPort: 0\n  hostPort: 1\n", []string{"#2", "containerPort 0"}},
+		// one reading of the annotation: what the list form takes, a
+		// policy engine reading it sees the same (no last-wins key, no
+		// hidden document, no number the compact form would refuse)
+		{"yaml duplicate key", "- {containerPort: 80, hostPort: 8080, containerPort: 81}\n", []string{"not a valid JSON/YAML list", `"containerPort"`, "twice"}},
+		{"yaml duplicate key, block", "- containerPort: 80\n  hostPort: 8080\n  hostPort: 9090\n", []string{`"hostPort"`, "twice"}},
+		{"yaml second document", "- containerPort: 80\n  hostPort: 8080\n---\n- containerPort: 81\n  hostPort: 3389\n", []string{"one YAML document"}},
+		{"yaml hex port", "- containerPort: 80\n  hostPort: 0x1f90\n", []string{`hostPort "0x1f90"`, "decimal"}},
+		{"yaml octal port", "- containerPort: 0o120\n  hostPort: 8080\n", []string{`containerPort "0o120"`, "decimal"}},
+		{"yaml leading zero", "- containerPort: 080\n  hostPort: 8080\n", []string{`containerPort "080"`}},
+		{"yaml underscore", "- containerPort: 80\n  hostPort: 8_080\n", []string{`hostPort "8_080"`}},
+		{"yaml float", "- containerPort: 80\n  hostPort: 8080.0\n", []string{`hostPort "8080.0"`}},
+		{"yaml plus sign", "- containerPort: 80\n  hostPort: +8080\n", []string{`hostPort "+8080"`}},
+		{"json float", `[{"containerPort":80,"hostPort":8080.0}]`, []string{"not a valid JSON/YAML list"}},
+		{"json exponent", `[{"containerPort":80,"hostPort":8e3}]`, []string{"not a valid JSON/YAML list"}},
+		{"json duplicate key", `[{"containerPort":80,"hostPort":8080,"containerPort":81}]`, []string{"not a valid JSON/YAML list"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
