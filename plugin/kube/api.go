@@ -11,16 +11,15 @@ import (
 	"net/url"
 	"strings"
 
-	corev1 "k8s.io/api/core/v1"
 	eventsv1 "k8s.io/api/events/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/rest"
 )
 
 // API is what the reporter asks of the API server: the process boundary,
-// and the seam of the unit tests.
+// and the seam of the unit tests. It reads no pod: the plugin's token has
+// no get on pods.
 type API interface {
-	GetPod(ctx context.Context, namespace, name string) (*corev1.Pod, error)
 	CreateEvent(ctx context.Context, ev *eventsv1.Event) error
 	// PatchPodStatus applies a strategic merge patch to pods/status.
 	PatchPodStatus(ctx context.Context, namespace, name string, patch []byte) error
@@ -49,16 +48,6 @@ func NewRESTAPI(rc *rest.Config) (*RESTAPI, error) {
 		return nil, fmt.Errorf("API server client: %w", err)
 	}
 	return &RESTAPI{base: base, client: client, agent: rc.UserAgent}, nil
-}
-
-// GetPod implements API.
-func (a *RESTAPI) GetPod(ctx context.Context, namespace, name string) (*corev1.Pod, error) {
-	var pod corev1.Pod
-	err := a.do(ctx, http.MethodGet, "/api/v1/namespaces/"+url.PathEscape(namespace)+"/pods/"+url.PathEscape(name), "", nil, &pod)
-	if err != nil {
-		return nil, fmt.Errorf("reading pod %s/%s: %w", namespace, name, err)
-	}
-	return &pod, nil
 }
 
 // CreateEvent implements API.

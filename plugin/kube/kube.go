@@ -21,6 +21,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	eventsv1 "k8s.io/api/events/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/util/workqueue"
 
 	"github.com/nri-hcn-portmap/nri-hcn-portmap/config"
@@ -72,9 +73,10 @@ type Reporter struct {
 	q   workqueue.TypedRateLimitingInterface[string]
 
 	mu      sync.Mutex
-	pending map[string]*item  // namespace/name -> the report to send
-	seq     uint64            // arrivals so far
-	last    map[string]string // namespace/name -> the last state reported
+	pending map[string]*item      // namespace/name -> the report to send
+	seq     uint64                // arrivals so far
+	last    map[string]string     // namespace/name -> the last state reported
+	since   map[string]transition // namespace/name -> its condition's status and transition time, as last set
 }
 
 var _ plugin.Reporter = (*Reporter)(nil)
@@ -83,7 +85,7 @@ var _ plugin.Reporter = (*Reporter)(nil)
 func New(o Options) *Reporter {
 	lim := workqueue.NewTypedItemExponentialFailureRateLimiter[string](o.RetryMin, max(o.RetryMax, o.RetryMin))
 	q := workqueue.NewTypedRateLimitingQueueWithConfig(lim, workqueue.TypedRateLimitingQueueConfig[string]{Name: "nri-hcn-portmap-kubernetes"})
-	return &Reporter{opt: o, q: q, pending: map[string]*item{}, last: map[string]string{}}
+	return &Reporter{opt: o, q: q, pending: map[string]*item{}, last: map[string]string{}, since: map[string]transition{}}
 }
 
 // Report implements plugin.Reporter: it queues and returns at once. What
@@ -185,6 +187,12 @@ func (r *Reporter) count(what, result string) {
 	}
 }
 
+// send tells the pod's owners: an event regarding the pod, then its
+// condition. The pod is named by the CRI record the report came from,
+// UID included; nothing is read from the API server (the plugin's token
+// has no get on pods): the status patch carries the pod's UID as a
+// precondition, so a recreated pod of the same name is never patched, and
+// a report without a UID is not sent.
 func (r *Reporter) send(ctx context.Context, it *item) error {
 	rep := it.rep
 	key := reportKey(rep)
@@ -195,17 +203,12 @@ func (r *Reporter) send(ctx context.Context, it *item) error {
 	if same {
 		return nil
 	}
-	cctx, cancel := context.WithTimeout(ctx, config.APICallTimeout)
-	defer cancel()
-	pod, err := r.opt.API.GetPod(cctx, rep.Pod.Namespace, rep.Pod.Name)
-	if err != nil {
-		r.count("event", "failed")
-		return err
-	}
-	if pod.Spec.NodeName != r.opt.Node || (rep.Pod.UID != "" && string(pod.UID) != rep.Pod.UID) {
-		r.count("event", "skipped") // another node's pod, or another pod of that name
+	if rep.Pod.UID == "" {
+		r.count("event", "skipped") // which pod of that name is not known
 		return nil
 	}
+	cctx, cancel := context.WithTimeout(ctx, config.APICallTimeout)
+	defer cancel()
 	status, reason, msg := corev1.ConditionTrue, ReasonMapped, mappedNote(rep)
 	typ, eventReason, note := corev1.EventTypeNormal, ReasonMapped, msg
 	if !rep.Mapped {
@@ -216,14 +219,15 @@ func (r *Reporter) send(ctx context.Context, it *item) error {
 		}
 	}
 	if !it.eventSent {
-		if err := r.opt.API.CreateEvent(cctx, r.event(pod, typ, eventReason, note)); err != nil {
+		if err := r.opt.API.CreateEvent(cctx, r.event(rep.Pod, typ, eventReason, note)); err != nil {
 			r.count("event", "failed")
 			return err
 		}
 		it.eventSent = true
 		r.count("event", "sent")
 	}
-	if err := r.patchCondition(cctx, pod, status, reason, msg); err != nil {
+	since := r.transition(key, status)
+	if err := r.patchCondition(cctx, rep.Pod, status, reason, msg, since); err != nil {
 		r.count("condition", "failed")
 		return err
 	}
@@ -231,18 +235,37 @@ func (r *Reporter) send(ctx context.Context, it *item) error {
 	r.mu.Lock()
 	if len(r.last) >= maxRemembered {
 		clear(r.last)
+		clear(r.since)
 	}
 	r.last[key] = st
+	r.since[key] = transition{status, since}
 	r.mu.Unlock()
 	return nil
+}
+
+// transition is when the pod's condition last took status: the time this
+// reporter first set it so, now when it changes (or was never set here).
+type transition struct {
+	status corev1.ConditionStatus
+	at     metav1.Time
+}
+
+func (r *Reporter) transition(key string, status corev1.ConditionStatus) metav1.Time {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if t, ok := r.since[key]; ok && t.status == status {
+		return t.at
+	}
+	return metav1.Now()
 }
 
 // maxNote is the longest note the API server takes (1 KiB).
 const maxNote = 1024
 
-// event is an events.k8s.io/v1 event regarding pod, as client-go's
-// recorder makes them (name: the pod's name and the time).
-func (r *Reporter) event(pod *corev1.Pod, typ, reason, note string) *eventsv1.Event {
+// event is an events.k8s.io/v1 event regarding pod, in the pod's
+// namespace, as client-go's recorder makes them (name: the pod's name and
+// the time).
+func (r *Reporter) event(pod plugin.Pod, typ, reason, note string) *eventsv1.Event {
 	now := time.Now()
 	return &eventsv1.Event{
 		ObjectMeta:          metav1.ObjectMeta{Name: fmt.Sprintf("%s.%x", pod.Name, now.UnixNano()), Namespace: pod.Namespace},
@@ -251,10 +274,9 @@ func (r *Reporter) event(pod *corev1.Pod, typ, reason, note string) *eventsv1.Ev
 		ReportingInstance:   "nri-hcn-portmap-" + r.opt.Node,
 		Action:              Action,
 		Reason:              reason,
-		Regarding: corev1.ObjectReference{Kind: "Pod", APIVersion: "v1", Namespace: pod.Namespace, Name: pod.Name,
-			UID: pod.UID, ResourceVersion: pod.ResourceVersion},
-		Note: truncate(note, maxNote),
-		Type: typ,
+		Regarding:           corev1.ObjectReference{Kind: "Pod", APIVersion: "v1", Namespace: pod.Namespace, Name: pod.Name, UID: types.UID(pod.UID)},
+		Note:                truncate(note, maxNote),
+		Type:                typ,
 	}
 }
 
@@ -300,18 +322,12 @@ func mappedNote(rep plugin.PodReport) string {
 }
 
 // patchCondition sets the pod's condition with a strategic merge patch of
-// pods/status (conditions merge by type); the transition time moves only
-// when the status changes.
-func (r *Reporter) patchCondition(ctx context.Context, pod *corev1.Pod, status corev1.ConditionStatus, reason, msg string) error {
-	now := metav1.Now()
-	for _, c := range pod.Status.Conditions {
-		if c.Type == ConditionType && c.Status == status {
-			now = c.LastTransitionTime
-		}
-	}
+// pods/status (conditions merge by type) whose metadata.uid is the pod's:
+// the API server refuses it (409) for another pod of that name.
+func (r *Reporter) patchCondition(ctx context.Context, pod plugin.Pod, status corev1.ConditionStatus, reason, msg string, since metav1.Time) error {
 	msg = truncate(msg, maxNote)
-	patch, err := json.Marshal(map[string]any{"status": map[string]any{"conditions": []corev1.PodCondition{{
-		Type: ConditionType, Status: status, Reason: reason, Message: msg, LastTransitionTime: now}}}})
+	patch, err := json.Marshal(map[string]any{"metadata": map[string]any{"uid": pod.UID},
+		"status": map[string]any{"conditions": []corev1.PodCondition{{Type: ConditionType, Status: status, Reason: reason, Message: msg, LastTransitionTime: since}}}})
 	if err != nil {
 		return err
 	}

@@ -107,16 +107,6 @@ type fakeAPI struct {
 	lastPatch   []byte
 }
 
-func (f *fakeAPI) GetPod(_ context.Context, ns, name string) (*corev1.Pod, error) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	if ns != f.pod.Namespace || name != f.pod.Name {
-		return nil, fmt.Errorf("%w: HTTP 404: pods %q not found", ErrAPI, name)
-	}
-	p := f.pod
-	return &p, nil
-}
-
 func (f *fakeAPI) CreateEvent(_ context.Context, ev *eventsv1.Event) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -124,11 +114,20 @@ func (f *fakeAPI) CreateEvent(_ context.Context, ev *eventsv1.Event) error {
 	return nil
 }
 
-func (f *fakeAPI) PatchPodStatus(_ context.Context, _, _ string, patch []byte) error {
+func (f *fakeAPI) PatchPodStatus(_ context.Context, ns, name string, patch []byte) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.patches++
 	f.lastPatch = patch
+	if ns != f.pod.Namespace || name != f.pod.Name {
+		return fmt.Errorf("%w (%w): HTTP 404: pods %q not found", ErrAPI, ErrGone, name)
+	}
+	var p struct {
+		Metadata struct{ UID string } `json:"metadata"`
+	}
+	if err := json.Unmarshal(patch, &p); err != nil || p.Metadata.UID != string(f.pod.UID) { // the API server's precondition
+		return fmt.Errorf("%w (%w): HTTP 409: Precondition failed: UID in precondition: %s, UID in object meta: %s", ErrAPI, ErrRefused, p.Metadata.UID, f.pod.UID)
+	}
 	if f.patches <= f.failPatches {
 		return fmt.Errorf("%w: HTTP 500: etcd timeout", ErrAPI)
 	}
@@ -179,10 +178,10 @@ func TestRESTAPIErrors(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, err = api.GetPod(context.Background(), "default", "web")
+	err = api.PatchPodStatus(context.Background(), "default", "web", []byte(`{}`))
 	if !errors.Is(err, ErrAPI) || !strings.Contains(err.Error(), "default/web") || !strings.Contains(err.Error(), "cannot get resource") ||
 		!strings.Contains(err.Error(), "403") {
-		t.Fatalf("GetPod: %v", err)
+		t.Fatalf("PatchPodStatus: %v", err)
 	}
 }
 
@@ -266,7 +265,7 @@ func TestAPIErrorsAreJudgedByTheTable(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if _, err := api.GetPod(context.Background(), "default", "web"); !errors.Is(err, tc.kind) || !errors.Is(err, ErrAPI) {
+			if err := api.PatchPodStatus(context.Background(), "default", "web", []byte(`{}`)); !errors.Is(err, tc.kind) || !errors.Is(err, ErrAPI) {
 				t.Fatalf("HTTP %d: %v, want %v", tc.status, err, tc.kind)
 			}
 			mu.Lock()
@@ -275,7 +274,7 @@ func TestAPIErrorsAreJudgedByTheTable(t *testing.T) {
 			r := New(Options{API: api, Node: "n1", QueueSize: 256, Metrics: &counts{reports: map[string]int{}}, Log: logrus.NewEntry(logrus.New()),
 				RetryMin: time.Millisecond, RetryMax: time.Millisecond})
 			runReporter(t, r)
-			r.Report(plugin.PodReport{Pod: plugin.Pod{Name: "web", Namespace: "default"}, Mapped: true, Endpoint: "EP1"})
+			r.Report(plugin.PodReport{Pod: plugin.Pod{Name: "web", Namespace: "default", UID: "u1"}, Mapped: true, Endpoint: "EP1"})
 			// retries 1 ms apart: over this window a sixth try would show
 			deadline := time.Now().Add(500 * time.Millisecond)
 			for time.Now().Before(deadline) {
@@ -307,4 +306,29 @@ func (r *Reporter) waiting() []string {
 		names[i] = r.pending[k].rep.Pod.Name
 	}
 	return names
+}
+
+// The reporter reads nothing from the API server (the plugin's token has no
+// get on pods): the event names the pod by the CRI record's UID, and the
+// condition's patch carries that UID as a precondition, so another pod of
+// the same name (recreated) is never patched, and the refusal is final.
+func TestAReportWritesOnlyToThePodItCameFrom(t *testing.T) {
+	api := &fakeAPI{pod: corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: "default", UID: "u2"}}}
+	c := &counts{reports: map[string]int{}}
+	r := New(Options{API: api, Node: "n1", QueueSize: 256, Metrics: c, Log: logrus.NewEntry(logrus.New()), RetryMin: time.Millisecond, RetryMax: time.Millisecond})
+	runReporter(t, r)
+	r.Report(plugin.PodReport{Pod: plugin.Pod{Name: "web", Namespace: "default", UID: "u1"}, Mapped: true, Endpoint: "EP1"})
+	eventually(t, "the patch tried", func() bool { return c.get("condition/failed") == 1 })
+	time.Sleep(50 * time.Millisecond) // retries 1 ms apart: over this window a second try would show
+	api.mu.Lock()
+	defer api.mu.Unlock()
+	if api.patches != 1 || len(api.events) != 1 || api.events[0].Regarding.UID != "u1" || api.events[0].Namespace != "default" {
+		t.Fatalf("%d patches, events %+v; want one refused patch (final) and the event on u1 in its namespace", api.patches, api.events)
+	}
+	var p struct {
+		Metadata struct{ UID string } `json:"metadata"`
+	}
+	if err := json.Unmarshal(api.lastPatch, &p); err != nil || p.Metadata.UID != "u1" {
+		t.Fatalf("patch %s: want metadata.uid u1 as the precondition", api.lastPatch)
+	}
 }
