@@ -18,11 +18,16 @@ type Admission struct {
 	Namespaces []string `toml:"namespaces"`
 	// PodSelector, when set, must match the pod's labels; Kubernetes label
 	// selector syntax: "key=value,key!=value,key,!key,key in (a,b),key notin (c)".
+	// A convenience, not a boundary: the pod's owner writes its labels
+	// (namespaces and Pod Security are the boundaries).
 	PodSelector string `toml:"pod_selector"`
 	// HostPortRanges the host port must fall in: "1024-65535", "8080".
 	HostPortRanges []string `toml:"host_port_ranges"`
 	// HostIPs (addresses or CIDRs) the host IP must fall in; empty allows
 	// any. A mapping on every address needs 0.0.0.0/0 (IPv4) or ::/0 (IPv6).
+	// The node's loopback, link-local addresses and the cloud metadata and
+	// Azure wire server addresses are refused unless an entry other than a
+	// catch-all (/0) names them.
 	HostIPs []string `toml:"host_ips"`
 	// Deny lists host ports no pod may have: "3389", "5985-5986/tcp".
 	Deny []string `toml:"deny"`
@@ -34,7 +39,10 @@ type Admission struct {
 	// PodSecurityDefaultLevel is the level of a namespace without the
 	// pod-security.kubernetes.io/enforce label: the API server's
 	// admission configuration says it (defaults.enforce), which the plugin
-	// cannot read; Kubernetes' own default is privileged.
+	// cannot read. A level it cannot read grants nothing: baseline by
+	// default, so the annotation needs a namespace labelled privileged
+	// unless the operator says the cluster's default is privileged
+	// (Kubernetes' own, where no AdmissionConfiguration sets another).
 	PodSecurityDefaultLevel string `toml:"pod_security_default_level"`
 	// PodSecurityExemptNamespaces mirrors the API server's Pod Security
 	// exemptions.namespaces: the level of these namespaces is not checked.
@@ -67,9 +75,11 @@ func DefaultAdmission() Admission {
 		HostIPs:        []string{},
 		Deny:           DefaultDeny(),
 		PodSecurity:    PodSecurityEnforce,
-		// Kubernetes' default (the PodSecurity admission plugin without
-		// a configuration enforces privileged)
-		PodSecurityDefaultLevel:     LevelPrivileged,
+		// the cluster's default cannot be read: it grants nothing
+		// (managed and hardened clusters set baseline; an unlabelled
+		// namespace may also be guarded by Kyverno or Gatekeeper, which
+		// look at hostPort alone)
+		PodSecurityDefaultLevel:     LevelBaseline,
 		PodSecurityExemptNamespaces: []string{},
 	}
 }

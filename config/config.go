@@ -81,10 +81,15 @@ type Config struct {
 
 // Admin is where operators reach /healthz, /metrics and /reload.
 type Admin struct {
-	// Listen address of every admin endpoint (/healthz, /livez, /metrics,
-	// /mappings, POST /reload): a loopback address, since POST /reload
-	// changes what the plugin does; empty disables the endpoints.
+	// Listen address of the admin endpoints that read (/healthz, /livez,
+	// /metrics, /mappings): a loopback address; empty disables them.
 	Listen string `toml:"listen"`
+	// Socket is where the endpoints that change what the plugin does
+	// (POST /reload) are served, to the node's administrators alone: a
+	// named pipe on Windows whose DACL admits SYSTEM and Administrators,
+	// a unix socket on Linux in a folder only root may enter. Empty
+	// disables them.
+	Socket string `toml:"socket"`
 	// MetricsListen, when set, serves GET /metrics alone on this address,
 	// which may be any (e.g. ":9467", for Prometheus to scrape the node).
 	MetricsListen string `toml:"metrics_listen"`
@@ -167,6 +172,11 @@ type Kubernetes struct {
 	// QueueSize bounds the reports waiting for the API server; when it is
 	// full the oldest is dropped.
 	QueueSize int `toml:"queue_size"`
+	// LabelsMaxAge bounds how long the namespaces' labels read last stay
+	// in force while the API server cannot be read (an expired token, an
+	// outage): older, they grant nothing new (annotations are held back
+	// as unknown; pods already mapped keep their ports).
+	LabelsMaxAge Duration `toml:"labels_max_age"`
 }
 
 // HCN is how endpoints are built.
@@ -249,8 +259,8 @@ func Default() Config {
 		HCN: HCN{Backend: BackendWindows, Network: "nat", CreateNetwork: true, NetworkType: "NAT", LocalRoutedVIP: true,
 			DefaultRoute: RouteLowPriority, RouteMetric: DefaultRouteMetric,
 			CallTimeout: Duration{10 * time.Second}, RetryMax: Duration{10 * time.Second}, MaxConcurrentCalls: 12},
-		Admin:      Admin{Listen: "127.0.0.1:9466"},
-		Kubernetes: Kubernetes{QueueSize: 256},
+		Admin:      Admin{Listen: "127.0.0.1:9466", Socket: defaultAdminSocket},
+		Kubernetes: Kubernetes{QueueSize: 256, LabelsMaxAge: Duration{5 * time.Minute}},
 		Log:        Log{Level: "info", Format: "text", MaxSizeMB: 10, MaxFiles: 5},
 	}
 }
@@ -492,6 +502,9 @@ func (c *Config) validate(source string, origin map[string]string, goos string) 
 	if n := c.Kubernetes.QueueSize; n < 1 || n > 65536 {
 		bad("kubernetes.queue_size", n, "must be 1 to 65536")
 	}
+	if d := c.Kubernetes.LabelsMaxAge.Duration; d < time.Second || d > 24*time.Hour {
+		bad("kubernetes.labels_max_age", c.Kubernetes.LabelsMaxAge, "must be 1s to 24h")
+	}
 	if !slices.Contains(RouteModes(), c.HCN.DefaultRoute) {
 		bad("hcn.default_route", c.HCN.DefaultRoute, "must be one of low-priority, none, hns")
 	}
@@ -523,9 +536,12 @@ func (c *Config) validate(source string, origin map[string]string, goos string) 
 		if _, port, err := net.SplitHostPort(c.Admin.Listen); err != nil || port == "" {
 			bad("admin.listen", c.Admin.Listen, "must be host:port, e.g. 127.0.0.1:9466 (empty disables)")
 		} else if !IsLoopback(c.Admin.Listen) {
-			bad("admin.listen", c.Admin.Listen, "must be a loopback address (127.0.0.1, ::1, localhost): it serves POST /reload; "+
+			bad("admin.listen", c.Admin.Listen, "must be a loopback address (127.0.0.1, ::1, localhost): it says what the plugin holds; "+
 				"serve metrics beyond the node with admin.metrics_listen")
 		}
+	}
+	if sock := c.Admin.Socket; sock != "" && !strings.HasPrefix(strings.ToLower(sock), `\\.\pipe\`) && !strings.HasPrefix(sock, "/") {
+		bad("admin.socket", sock, `must be a named pipe (\\.\pipe\NAME, Windows) or an absolute path (a unix socket, Linux); empty disables reload`)
 	}
 	if c.Admin.MetricsListen != "" {
 		if _, port, err := net.SplitHostPort(c.Admin.MetricsListen); err != nil || port == "" {

@@ -81,9 +81,11 @@ enabled = true
 kubeconfig = "C:\\ProgramData\\nri-hcn-portmap\\kubeconfig"
 node_name = "win-node-1"
 queue_size = 64
+labels_max_age = "2m"
 
 [admin]
 listen = "127.0.0.1:9999"
+socket = "/run/portmap/admin.sock"
 metrics_listen = ":9467"
 
 [log]
@@ -112,8 +114,8 @@ max_files = 2
 		HCN: HCN{Backend: "simulated", SimulatorAddress: "unix:///tmp/sim.sock", Network: "pods", CreateNetwork: true, AllowCNINetwork: true,
 			NetworkType: "L2Bridge", Subnet: "10.244.0.0/24", Gateway: "10.244.0.1", Adapter: "Ethernet",
 			DualStack: true, OutboundNAT: true, DefaultRoute: "none", RouteMetric: 9000, CallTimeout: Duration{3 * time.Second}, MaxConcurrentCalls: 2, RetryMax: Duration{2 * time.Second}},
-		Kubernetes: Kubernetes{Enabled: true, Kubeconfig: `C:\ProgramData\nri-hcn-portmap\kubeconfig`, NodeName: "win-node-1", QueueSize: 64},
-		Admin:      Admin{Listen: "127.0.0.1:9999", MetricsListen: ":9467"},
+		Kubernetes: Kubernetes{Enabled: true, Kubeconfig: `C:\ProgramData\nri-hcn-portmap\kubeconfig`, NodeName: "win-node-1", QueueSize: 64, LabelsMaxAge: Duration{2 * time.Minute}},
+		Admin:      Admin{Listen: "127.0.0.1:9999", Socket: "/run/portmap/admin.sock", MetricsListen: ":9467"},
 		Log:        Log{Level: "debug", Format: "json", File: `C:\ProgramData\nri-hcn-portmap\log.txt`, MaxSizeMB: 20, MaxFiles: 2},
 	}
 	if !reflect.DeepEqual(cfg, want) {

@@ -11,5 +11,6 @@ func DefaultPath() string { return "/etc/nri-hcn-portmap/config.toml" }
 // Elsewhere: containerd's socket, and this OS's rules in Validate.
 const (
 	defaultContainerdAddress = "/run/containerd/containerd.sock"
+	defaultAdminSocket       = `/run/nri-hcn-portmap/admin.sock`
 	thisOS                   = runtime.GOOS
 )

@@ -22,5 +22,6 @@ func DefaultPath() string {
 // On Windows: containerd's named pipe, and this OS's rules in Validate.
 const (
 	defaultContainerdAddress = `\\.\pipe\containerd-containerd`
+	defaultAdminSocket       = `\\.\pipe\nri-hcn-portmap`
 	thisOS                   = "windows"
 )

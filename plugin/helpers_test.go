@@ -427,11 +427,14 @@ type namespaces struct {
 	labels map[string]string
 }
 
-func (n *namespaces) EnforceLabel(ns string) (string, bool, bool) {
+func (n *namespaces) EnforceLabel(ns string) (string, bool, string) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	v, ok := n.labels[ns]
-	return v, ok && v != "-", ok
+	if !ok {
+		return "", false, "its labels have not been read from the API server yet"
+	}
+	return v, v != "-", ""
 }
 
 func (n *namespaces) set(ns, label string) {

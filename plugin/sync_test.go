@@ -715,7 +715,7 @@ func TestAnnotationObeysPodSecurity(t *testing.T) {
 		{"open", "open", "8080:80", false},
 		{"team", "team", "8090:80", true},
 		{"locked", "locked", "8091:80", true},
-		{"plain", "plain", "8092:80", false}, // the default level: privileged
+		{"plain", "plain", "8092:80", true}, // unlabelled: the default level, baseline (unknown grants nothing)
 	}
 	for _, tt := range tests {
 		p := f.podIn(tt.id, tt.ns, tt.ask)
@@ -736,19 +736,32 @@ func TestAnnotationObeysPodSecurity(t *testing.T) {
 			t.Errorf("%s: %d endpoints for a refused pod", tt.ns, n)
 		}
 	}
-	if n := f.sim.Calls()[hcnsim.OpCreateEndpoint]; n != 2 {
-		t.Errorf("HNS asked to create %d endpoints, want 2 (the refused pods' never)", n)
+	if n := f.sim.Calls()[hcnsim.OpCreateEndpoint]; n != 1 {
+		t.Errorf("HNS asked to create %d endpoints, want 1 (the refused pods' never)", n)
 	}
 	// counted as failing while they run, and no longer once stopped
-	if got := f.core.Failing(); got[ReasonPodSecurity] != 2 || len(got) != 1 {
-		t.Errorf("failing %v, want the 2 refused pods under %s", got, ReasonPodSecurity)
+	if got := f.core.Failing(); got[ReasonPodSecurity] != 3 || len(got) != 1 {
+		t.Errorf("failing %v, want the 3 refused pods under %s", got, ReasonPodSecurity)
 	}
 	if _, err := f.stop(f.podIn("team", "team", "8090:80")); err != nil {
 		t.Fatal(err)
 	}
-	if got := f.core.Failing(); got[ReasonPodSecurity] != 1 {
-		t.Errorf("failing %v after one refused pod stopped, want 1", got)
+	if got := f.core.Failing(); got[ReasonPodSecurity] != 2 {
+		t.Errorf("failing %v after one refused pod stopped, want 2", got)
 	}
+	// the operator says the cluster's default is privileged: an
+	// unlabelled namespace's next pod is mapped
+	def := config.DefaultAdmission()
+	def.PodSecurityDefaultLevel = config.LevelPrivileged
+	pol, err := admission.Compile(def)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.core.SetAdmission(pol)
+	if _, err := f.start(f.podIn("plain-2", "plain", "8095:80")); err != nil || len(f.endpoints("plain-2")) != 1 {
+		t.Errorf("unlabelled with pod_security_default_level = privileged: %v, %d endpoints; want mapped", err, len(f.endpoints("plain-2")))
+	}
+	f.core.SetAdmission(f.core.opt.Admission)
 	// relabelled: the next pod's outcome changes, no restart
 	nss.set("team", "privileged")
 	if _, err := f.start(f.podIn("team-2", "team", "8093:80")); err != nil || len(f.endpoints("team-2")) != 1 {

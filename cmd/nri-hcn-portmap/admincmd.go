@@ -1,23 +1,30 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
 	"io"
+	"io/fs"
+	"net"
 	"net/http"
+	"syscall"
+
+	"github.com/nri-hcn-portmap/nri-hcn-portmap/plugin/admin"
 
 	"github.com/nri-hcn-portmap/nri-hcn-portmap/config"
 )
 
 // adminCmd asks the running plugin's admin endpoint: health (/healthz, or
-// /livez with --live) or reload (POST /reload). The configuration file only
-// says where the plugin answers (admin.listen); the plugin re-reads its own.
+// /livez with --live, at admin.listen) or reload (POST /reload, on
+// admin.socket: the node's administrators alone). The configuration file
+// only says where the plugin answers; the plugin re-reads its own.
 func adminCmd(what string, args []string, stdout, stderr io.Writer) error {
 	var live bool
 	cfg, _, cfgErr := parse(what, args, stderr, func(fs *flag.FlagSet) {
-		fs.Lookup("config").Usage = "the plugin's configuration file: only its admin.listen is read here, to find the running plugin (which re-reads its own file)"
+		fs.Lookup("config").Usage = "the plugin's configuration file: only where it answers (admin.listen, admin.socket) is read here (the plugin re-reads its own file)"
 		if what == "health" {
 			fs.BoolVar(&live, "live", false, "liveness only (/livez): the process serves and its loops run; HNS and containerd are not asked")
 		}
@@ -33,12 +40,20 @@ func adminCmd(what string, args []string, stdout, stderr io.Writer) error {
 		if cfg.Admin.Listen == "" {
 			cfg.Admin.Listen = config.Default().Admin.Listen
 		}
+		if cfg.Admin.Socket == "" {
+			cfg.Admin.Socket = config.Default().Admin.Socket
+		}
 	}
-	if cfg.Admin.Listen == "" {
-		return errors.New("admin.listen is empty: the plugin serves no admin endpoints")
-	}
+	key, at := "admin.listen", cfg.Admin.Listen
 	url := "http://" + cfg.Admin.Listen
 	client := &http.Client{Timeout: config.AdminClientTimeout}
+	if what == "reload" { // the private channel: a pipe or socket only the node's administrators may open
+		key, at, url = "admin.socket", cfg.Admin.Socket, "http://plugin"
+		client.Transport = &http.Transport{DialContext: func(context.Context, string, string) (net.Conn, error) { return admin.DialPrivate(at) }}
+	}
+	if at == "" {
+		return fmt.Errorf("%s is empty: the plugin serves no %s", key, map[bool]string{true: "reload", false: "admin endpoints"}[what == "reload"])
+	}
 	var (
 		res *http.Response
 		err error
@@ -52,10 +67,13 @@ func adminCmd(what string, args []string, stdout, stderr io.Writer) error {
 		res, err = client.Get(url + "/healthz")
 	}
 	if err != nil {
-		if cfgErr != nil {
-			return fmt.Errorf("%s: no plugin answers at %s (the address of the defaults: %w)", what, cfg.Admin.Listen, cfgErr)
+		if errors.Is(err, fs.ErrPermission) || errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.EPIPE) || errors.Is(err, io.EOF) {
+			err = fmt.Errorf("%w (%s is for the node's administrators: run this as root, or from an elevated prompt)", err, key)
 		}
-		return fmt.Errorf("%s: no plugin answers at %s: %w", what, cfg.Admin.Listen, err)
+		if cfgErr != nil {
+			return fmt.Errorf("%s: no plugin answers at %s (the address of the defaults: %w)", what, at, cfgErr)
+		}
+		return fmt.Errorf("%s: no plugin answers at %s: %w", what, at, err)
 	}
 	defer res.Body.Close()
 	if what == "health" {

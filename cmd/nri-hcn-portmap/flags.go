@@ -51,7 +51,7 @@ var commandKeys = map[string][]string{
 	"cleanup": {"hcn.backend", "hcn.simulator_address", "admin.listen"},
 	"doctor":  {"hcn.backend", "hcn.simulator_address", "containerd.address", "nri.socket", "plugin.source", "admin.listen"},
 	"health":  {"admin.listen"},
-	"reload":  {"admin.listen"},
+	"reload":  {"admin.socket"},
 }
 
 // outputFlag is -o and its long form --output: table (the default) or

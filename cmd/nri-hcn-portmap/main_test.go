@@ -100,6 +100,10 @@ func TestUsageListsTheCommandsOfThisBuild(t *testing.T) {
 // Each message a new user meets, with its exact text.
 func TestCommandLineMessages(t *testing.T) {
 	free := "127.0.0.1:1" // nothing listens there
+	noSocket := filepath.Join(t.TempDir(), "none.sock")
+	if runtime.GOOS == "windows" {
+		noSocket = `\\.\pipe\nri-hcn-portmap-test-none`
+	}
 	tests := []struct {
 		name       string
 		args       []string
@@ -141,8 +145,10 @@ func TestCommandLineMessages(t *testing.T) {
 			stderr: "simulator: --listen is required: unix:///path or tcp://127.0.0.1:port\nUsage of simulator:\n..."},
 		{name: "health with no plugin running", args: []string{"health", "--admin-listen", free}, code: 1,
 			stderr: "nri-hcn-portmap: health: no plugin answers at " + free + ": ..."},
-		{name: "reload with no plugin running", args: []string{"reload", "--admin-listen", free}, code: 1,
-			stderr: "nri-hcn-portmap: reload: no plugin answers at " + free + ": ..."},
+		{name: "reload with no plugin running", args: []string{"reload", "--admin-socket", noSocket}, code: 1,
+			stderr: "nri-hcn-portmap: reload: no plugin answers at " + noSocket + ": ..."},
+		{name: "reload takes admin.socket, not admin.listen", args: []string{"reload", "--admin-listen", free}, code: 2,
+			stderr: "flag provided but not defined: -admin-listen\n..."},
 		{name: "service install validates the whole configuration first", args: []string{"service", "install", "--config", badConfig(t)}, code: 1,
 			stderr: "nri-hcn-portmap: config: " + badConfig(t) + `:2: plugin.deadline = "5s": must be positive and below NRI's 2s request timeout` + "\n"},
 		{name: "health takes only its flags", args: []string{"health", "--hcn-backend", "simulated"}, code: 2,

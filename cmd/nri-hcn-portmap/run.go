@@ -23,6 +23,7 @@ import (
 	"github.com/nri-hcn-portmap/nri-hcn-portmap/plugin/backoff"
 	"github.com/nri-hcn-portmap/nri-hcn-portmap/plugin/containerd"
 	"github.com/nri-hcn-portmap/nri-hcn-portmap/plugin/kube"
+	"github.com/nri-hcn-portmap/nri-hcn-portmap/plugin/nodefs"
 	"github.com/nri-hcn-portmap/nri-hcn-portmap/plugin/nri"
 	"github.com/nri-hcn-portmap/nri-hcn-portmap/plugin/sources"
 	"github.com/nri-hcn-portmap/nri-hcn-portmap/plugin/telemetry"
@@ -35,6 +36,9 @@ func runCmd(args []string, stderr io.Writer) error {
 		fs.StringVar(&pprofAddr, "pprof", "", "serve Go profiles (net/http/pprof) on this address, e.g. 127.0.0.1:6060; off when empty")
 	})
 	if err != nil {
+		return err
+	}
+	if err := trusted(flags); err != nil {
 		return err
 	}
 	if pprofAddr != "" && !config.IsLoopback(pprofAddr) {
@@ -91,6 +95,23 @@ func runCmd(args []string, stderr io.Writer) error {
 		}
 	}()
 	return stopped(ctx, cfg, log, app.run(ctx))
+}
+
+// trusted refuses a configuration file, or the folder that holds it, that
+// a principal other than the node's administrators may change: whoever
+// may write it decides which pods get which host ports (and with a
+// reload, at once). flags nil (a plugin NRI launched, its configuration
+// handed over by the runtime): nothing to check.
+func trusted(flags *config.Flags) error {
+	if flags == nil {
+		return nil
+	}
+	if path := flags.ConfigPath(); path != "" {
+		if err := nodefs.Check(path); err != nil {
+			return fmt.Errorf("config: %w", err)
+		}
+	}
+	return nil
 }
 
 // stopOnSignal is a context that ends when the process is asked to stop
@@ -158,7 +179,13 @@ type app struct {
 // admin endpoints. launched is the NRI source of a plugin the runtime
 // launched (its only event source), nil otherwise.
 func build(ctx context.Context, cfg config.Config, flags *config.Flags, log *logrus.Entry, launched *nri.Source) (*app, error) {
-	a := &app{cfg: cfg, flags: flags, resolve: flags.Resolve, log: log, metrics: telemetry.New(version, thisBuild().Commit)}
+	a := &app{cfg: cfg, flags: flags, log: log, metrics: telemetry.New(version, thisBuild().Commit)}
+	a.resolve = func() (config.Config, error) { // a reload reads the file only if it is still the administrators' alone
+		if err := trusted(flags); err != nil {
+			return config.Config{}, err
+		}
+		return flags.Resolve()
+	}
 	mgr, err := newManager(ctx, cfg.HCN, a.metrics.HCNCall, log)
 	if err != nil {
 		return nil, err
@@ -173,7 +200,8 @@ func build(ctx context.Context, cfg config.Config, flags *config.Flags, log *log
 		// the reporter never stops the plugin from mapping ports
 		api, err := newKubeAPI(cfg.Kubernetes)
 		if err == nil {
-			a.nss = kube.NewNamespaces(api, a.metrics, log.WithField("component", "namespaces"))
+			a.nss = kube.NewNamespaces(api, cfg.Kubernetes.LabelsMaxAge.Duration, a.metrics, log.WithField("component", "namespaces"))
+			a.metrics.WatchNamespaces(func() bool { return a.nss.Stale() != "" })
 			opt.Namespaces = a.nss
 			a.kube, err = newKubeReporter(cfg.Kubernetes, api, a.metrics, log)
 		}
@@ -220,6 +248,9 @@ func build(ctx context.Context, cfg config.Config, flags *config.Flags, log *log
 		Reload:   a.reload,
 		Log:      log,
 	}
+	if a.nss != nil { // labels too old to grant: new annotations wait
+		a.admin.Checks = append(a.admin.Checks, admin.HealthCheck{Name: "kubernetes namespaces", Check: a.nss.Health})
+	}
 	return a, nil
 }
 
@@ -251,15 +282,17 @@ func (a *app) run(ctx context.Context) error {
 	// bound before the event sources start: whoever sees the plugin
 	// registered (or subscribed) finds its endpoints answering
 	for _, srv := range []struct {
-		addr  string
-		serve func(context.Context, net.Listener) error
-		what  string
-	}{{a.cfg.Admin.Listen, a.admin.Serve, "admin endpoints unavailable"},
-		{a.cfg.Admin.MetricsListen, a.admin.ServeMetrics, "metrics endpoint unavailable"}} {
+		addr   string
+		listen func(string) (net.Listener, error)
+		serve  func(context.Context, net.Listener) error
+		what   string
+	}{{a.cfg.Admin.Listen, admin.Listen, a.admin.Serve, "admin endpoints unavailable"},
+		{a.cfg.Admin.Socket, admin.ListenPrivate, a.admin.ServePrivate, "admin.socket unavailable: reload only by SIGHUP or the service's paramchange"},
+		{a.cfg.Admin.MetricsListen, admin.Listen, a.admin.ServeMetrics, "metrics endpoint unavailable"}} {
 		if srv.addr == "" {
 			continue
 		}
-		l, err := admin.Listen(srv.addr)
+		l, err := srv.listen(srv.addr)
 		if err != nil {
 			a.log.WithError(err).Error(srv.what)
 			continue
@@ -293,9 +326,14 @@ func sayPodSecurity(cfg config.Config, readable bool, log *logrus.Entry) {
 		log.WithField("admission.pod_security", a.PodSecurity).Warn("the namespaces' Pod Security levels cannot be read " +
 			"(kubernetes.enabled = false, or no API server configuration): every pod's port-mappings annotation is refused; " +
 			"enable [kubernetes], or set admission.pod_security = \"off\" where another policy engine guards the annotation")
+	case a.PodSecurityDefaultLevel == config.LevelPrivileged:
+		log.WithFields(logrus.Fields{"admission.pod_security": a.PodSecurity, "default_level": a.PodSecurityDefaultLevel,
+			"exempt": fmt.Sprint(a.PodSecurityExemptNamespaces)}).Warn("the port-mappings annotation obeys the namespaces' Pod Security levels; " +
+			"an unlabelled namespace counts as privileged (admission.pod_security_default_level), as the operator says the cluster's default is")
 	default:
 		log.WithFields(logrus.Fields{"admission.pod_security": a.PodSecurity, "default_level": a.PodSecurityDefaultLevel,
-			"exempt": fmt.Sprint(a.PodSecurityExemptNamespaces)}).Info("the port-mappings annotation obeys the namespaces' Pod Security levels")
+			"exempt": fmt.Sprint(a.PodSecurityExemptNamespaces)}).Info("the port-mappings annotation obeys the namespaces' Pod Security levels: " +
+			"host ports by annotation only in namespaces labelled privileged (an unlabelled one counts as " + a.PodSecurityDefaultLevel + ")")
 	}
 }
 

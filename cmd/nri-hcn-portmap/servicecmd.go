@@ -6,7 +6,10 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"strings"
+
+	"github.com/nri-hcn-portmap/nri-hcn-portmap/plugin/nodefs"
 
 	"github.com/nri-hcn-portmap/nri-hcn-portmap/cmd/nri-hcn-portmap/service"
 	"github.com/nri-hcn-portmap/nri-hcn-portmap/config"
@@ -43,6 +46,9 @@ func serviceCmd(args []string, stdout, stderr io.Writer) error {
 			if _, err := config.LoadValidated(*cfgPath); err != nil {
 				return err
 			}
+			if err := nodefs.Check(*cfgPath); err != nil { // the service would refuse it at start
+				return fmt.Errorf("config: %w", err)
+			}
 		}
 		var deps []string
 		for d := range strings.SplitSeq(*dependsOn, ",") {
@@ -59,6 +65,13 @@ func serviceCmd(args []string, stdout, stderr io.Writer) error {
 			return err
 		}
 		if err := service.Install(plan); err != nil {
+			return err
+		}
+		// the service's folder (its default configuration, its log) is
+		// made now, for SYSTEM and Administrators alone: under
+		// ProgramData a folder inherits a DACL that lets every user add
+		// files to it
+		if err := nodefs.MkdirPrivate(filepath.Dir(config.DefaultPath())); err != nil {
 			return err
 		}
 		fmt.Fprintf(stdout, "service %s installed (%s %s); start it with: sc.exe start %s\n", plan.Name, plan.Exe, strings.Join(plan.Args, " "), plan.Name)

@@ -1,6 +1,9 @@
-// Package admin serves the plugin's operator endpoints: /healthz (a set of
-// named checks run in parallel), /livez, /metrics, /mappings and POST
-// /reload on a loopback address, and /metrics alone on a second address
+// Package admin serves the plugin's operator endpoints: what reads
+// (/healthz, a set of named checks run in parallel; /livez, /metrics,
+// /mappings) on a loopback address; what changes what the plugin does
+// (POST /reload) on a channel for the node's administrators alone (a named
+// pipe whose DACL admits SYSTEM and Administrators, or a unix socket only
+// root may reach: ListenPrivate); and /metrics alone on a second address
 // for Prometheus.
 package admin
 
@@ -14,9 +17,15 @@ import (
 	"sync"
 	"time"
 
-	"github.com/nri-hcn-portmap/nri-hcn-portmap/config"
 	"github.com/sirupsen/logrus"
+
+	"github.com/nri-hcn-portmap/nri-hcn-portmap/config"
 )
+
+// PrivatePipeSDDL is the security descriptor of admin.socket's named pipe
+// on Windows: SYSTEM and Administrators alone may connect (containerd's own
+// pipe's rule).
+const PrivatePipeSDDL = "D:P(A;;GA;;;BA)(A;;GA;;;SY)"
 
 // HealthCheck is one thing /healthz checks.
 type HealthCheck struct {
@@ -117,10 +126,18 @@ func (a *Admin) Handler() http.Handler {
 		mux.HandleFunc("GET /mappings", func(w http.ResponseWriter, _ *http.Request) { writeJSON(w, http.StatusOK, a.Mappings()) })
 	}
 	mux.HandleFunc("POST /reload", func(w http.ResponseWriter, r *http.Request) {
-		if !FromLoopback(r) { // whatever address the listener has: only the node changes what the plugin does
-			writeJSON(w, http.StatusForbidden, map[string]string{"result": "refused", "error": "POST /reload is answered only from the node itself (loopback)"})
-			return
-		}
+		writeJSON(w, http.StatusForbidden, map[string]string{"result": "refused",
+			"error": "POST /reload is answered on admin.socket alone, for the node's administrators: run nri-hcn-portmap reload as one"})
+	})
+	return mux
+}
+
+// PrivateHandler routes every admin endpoint, POST /reload included: what
+// ListenPrivate's channel serves.
+func (a *Admin) PrivateHandler() http.Handler {
+	mux := http.NewServeMux()
+	mux.Handle("GET /", a.Handler())
+	mux.HandleFunc("POST /reload", func(w http.ResponseWriter, r *http.Request) {
 		if a.Reload == nil {
 			writeJSON(w, http.StatusNotImplemented, map[string]string{"result": "unsupported"})
 			return
@@ -145,9 +162,6 @@ func (a *Admin) MetricsHandler() http.Handler {
 	return mux
 }
 
-// FromLoopback says whether r came from the node itself.
-func FromLoopback(r *http.Request) bool { return config.IsLoopback(r.RemoteAddr) }
-
 func writeJSON(w http.ResponseWriter, code int, v any) {
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(code)
@@ -164,6 +178,12 @@ func Listen(addr string) (net.Listener, error) { return net.Listen("tcp", addr) 
 // Serve serves the admin endpoints on l until ctx ends.
 func (a *Admin) Serve(ctx context.Context, l net.Listener) error {
 	return a.serve(ctx, l, a.Handler(), "serving /healthz, /livez, /metrics, /mappings and /reload")
+}
+
+// ServePrivate serves every admin endpoint, POST /reload included, on l
+// (ListenPrivate's) until ctx ends.
+func (a *Admin) ServePrivate(ctx context.Context, l net.Listener) error {
+	return a.serve(ctx, l, a.PrivateHandler(), "serving POST /reload for the node's administrators")
 }
 
 // ServeMetrics serves GET /metrics alone on l until ctx ends.

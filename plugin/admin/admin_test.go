@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/sirupsen/logrus"
+
+	"github.com/nri-hcn-portmap/nri-hcn-portmap/plugin/nodefs"
 )
 
 func newAdmin(reloads *int) *Admin {
@@ -24,44 +26,40 @@ func newAdmin(reloads *int) *Admin {
 	}
 }
 
-// POST /reload changes what the plugin does: it is answered only from the
-// node itself, whatever address the listener has. Reads are answered from
-// anywhere the listener is reachable.
-func TestReloadOnlyFromLoopback(t *testing.T) {
-	for _, tt := range []struct {
-		remote string
-		want   int
-	}{
-		{"127.0.0.1:50000", http.StatusOK},
-		{"127.0.0.53:50000", http.StatusOK},
-		{"[::1]:50000", http.StatusOK},
-		{"[::ffff:127.0.0.1]:50000", http.StatusOK},
-		{"10.0.0.5:50000", http.StatusForbidden},
-		{"[fd00::5]:50000", http.StatusForbidden},
-		{"[::ffff:10.0.0.5]:50000", http.StatusForbidden},
-		{"garbage", http.StatusForbidden},
-	} {
-		t.Run(tt.remote, func(t *testing.T) {
-			reloads := 0
-			h := newAdmin(&reloads).Handler()
+// POST /reload changes what the plugin does: the loopback listener, which
+// every local user reaches, refuses it from any address, loopback
+// included; the private channel (admin.socket) reloads. Reads are
+// answered on both.
+func TestReloadOnlyOnThePrivateChannel(t *testing.T) {
+	for _, remote := range []string{"127.0.0.1:50000", "[::1]:50000", "10.0.0.5:50000", "@"} {
+		reloads := 0
+		a := newAdmin(&reloads)
+		for _, tc := range []struct {
+			name string
+			h    http.Handler
+			want int
+		}{{"loopback listener", a.Handler(), http.StatusForbidden}, {"private channel", a.PrivateHandler(), http.StatusOK}} {
 			req := httptest.NewRequest(http.MethodPost, "/reload", nil)
-			req.RemoteAddr = tt.remote
+			req.RemoteAddr = remote
 			rec := httptest.NewRecorder()
-			h.ServeHTTP(rec, req)
-			if rec.Code != tt.want {
-				t.Fatalf("POST /reload from %s = %d %s, want %d", tt.remote, rec.Code, rec.Body, tt.want)
+			tc.h.ServeHTTP(rec, req)
+			if rec.Code != tc.want {
+				t.Fatalf("%s: POST /reload from %s = %d %s, want %d", tc.name, remote, rec.Code, rec.Body, tc.want)
 			}
-			if wantReloads := map[bool]int{true: 1, false: 0}[tt.want == http.StatusOK]; reloads != wantReloads {
-				t.Errorf("reloads %d, want %d", reloads, wantReloads)
+			if tc.want == http.StatusForbidden && !strings.Contains(rec.Body.String(), "admin.socket") {
+				t.Errorf("%s: the refusal does not say where: %s", tc.name, rec.Body)
 			}
 			get := httptest.NewRequest(http.MethodGet, "/metrics", nil)
-			get.RemoteAddr = tt.remote
+			get.RemoteAddr = remote
 			rec = httptest.NewRecorder()
-			h.ServeHTTP(rec, get)
+			tc.h.ServeHTTP(rec, get)
 			if rec.Code != http.StatusOK {
-				t.Errorf("GET /metrics from %s = %d", tt.remote, rec.Code)
+				t.Errorf("%s: GET /metrics from %s = %d", tc.name, remote, rec.Code)
 			}
-		})
+		}
+		if reloads != 1 {
+			t.Errorf("from %s: %d reloads, want 1 (the private channel's)", remote, reloads)
+		}
 	}
 }
 
@@ -153,5 +151,17 @@ func TestServeMetricsListensForMetricsAlone(t *testing.T) {
 	cancel()
 	if err := <-served; err != nil {
 		t.Fatalf("ServeMetrics after its context ended: %v", err)
+	}
+}
+
+// The Windows pipe's DACL admits the node's administrators alone: judged as
+// the configuration file's is (nodefs.Writers, on the SDDL string).
+func TestThePrivatePipeIsTheAdministratorsAlone(t *testing.T) {
+	who, err := nodefs.Writers("O:SY"+PrivatePipeSDDL, "")
+	if err != nil || len(who) != 0 {
+		t.Fatalf("the pipe's DACL %s admits %q (%v), want SYSTEM and Administrators alone", PrivatePipeSDDL, who, err)
+	}
+	if who, _ := nodefs.Writers("O:SYD:P(A;;GA;;;BA)(A;;GA;;;SY)(A;;GRGW;;;AU)", ""); len(who) != 1 {
+		t.Fatalf("a DACL that also admits Authenticated Users: %q, want it named", who)
 	}
 }

@@ -4,7 +4,10 @@
 // Kubernetes PodSecurity admission does not inspect, so it enforces a policy
 // of its own: namespaces and an optional label selector say which pods may
 // have host ports, ranges and host IPs say which, and a deny list wins over
-// everything. And the annotation obeys the namespace's Pod Security level
+// everything (a label selector narrows it further, at the pod owner's
+// discretion: the owner writes the labels). Host IPs the node keeps to
+// itself (loopback, link-local, the metadata addresses) are refused
+// unless named. And the annotation obeys the namespace's Pod Security level
 // as Kubernetes' hostPort does (AdmitAnnotation): baseline and restricted
 // forbid host ports.
 package admission
@@ -129,6 +132,9 @@ func (p *Policy) Admit(pod Pod, mappings []request.PortMapping) error {
 		return &Denial{Rule: fmt.Sprintf("admission.pod_selector = %q (the pod's labels do not match)", p.selectorText)}
 	}
 	for _, m := range mappings {
+		if what := sensitive(m.HostIP); what != "" && !p.names(m.HostIP) {
+			return &Denial{Mapping: m.String(), Rule: fmt.Sprintf("host IP %s is %s: refused unless admission.host_ips names it", m.HostIP.Unmap(), what)}
+		}
 		if !slices.ContainsFunc(p.ranges, func(r config.PortRange) bool { return has(r, m) }) {
 			return &Denial{Mapping: m.String(), Rule: fmt.Sprintf("admission.host_port_ranges = %s (host port %d is outside)", quoteAll(p.ranges), m.HostPort)}
 		}
@@ -137,6 +143,46 @@ func (p *Policy) Admit(pod Pod, mappings []request.PortMapping) error {
 		}
 	}
 	return nil
+}
+
+// sensitiveIPs are host IPs no pod gets unless host_ips names them: a
+// mapping there reaches what the node keeps to itself (its loopback), or
+// stands in front of what a pod's traffic trusts (the cloud metadata and
+// Azure wire server addresses, link-local addresses).
+var sensitiveIPs = []struct {
+	prefix netip.Prefix
+	what   string
+}{
+	{netip.MustParsePrefix("169.254.169.254/32"), "the cloud metadata address"},
+	{netip.MustParsePrefix("fd00:ec2::254/128"), "the cloud metadata address (AWS, IPv6)"},
+	{netip.MustParsePrefix("168.63.129.16/32"), "the Azure wire server"},
+	{netip.MustParsePrefix("100.100.100.200/32"), "the cloud metadata address (Alibaba)"},
+	{netip.MustParsePrefix("127.0.0.0/8"), "the node's loopback"},
+	{netip.MustParsePrefix("::1/128"), "the node's loopback"},
+	{netip.MustParsePrefix("169.254.0.0/16"), "link-local"},
+	{netip.MustParsePrefix("fe80::/10"), "link-local"},
+}
+
+// sensitive says what ip is when no pod should get it by default ("" when
+// it is an ordinary address, or every address).
+func sensitive(ip netip.Addr) string {
+	if !ip.IsValid() {
+		return ""
+	}
+	ip = ip.Unmap()
+	for _, s := range sensitiveIPs {
+		if s.prefix.Contains(ip) {
+			return s.what
+		}
+	}
+	return ""
+}
+
+// names reports whether host_ips names ip: an entry other than a catch-all
+// (/0) holds it.
+func (p *Policy) names(ip netip.Addr) bool {
+	ip = ip.Unmap()
+	return slices.ContainsFunc(p.hostIPs, func(pfx netip.Prefix) bool { return pfx.Bits() > 0 && pfx.Contains(ip) })
 }
 
 func (p *Policy) matches(podLabels map[string]string) bool {
@@ -205,9 +251,10 @@ var ErrLevelUnknown = errors.New("the namespace's Pod Security level is not know
 // (package kube keeps it, by a watch).
 type Namespaces interface {
 	// EnforceLabel is the namespace's pod-security.kubernetes.io/enforce
-	// label (labelled false when it has none); known is false while the
-	// namespace has not been read.
-	EnforceLabel(namespace string) (value string, labelled, known bool)
+	// label (labelled false when it has none); unknown says why it is not
+	// known ("" when it is): the namespace has not been read, or what was
+	// read is too old to grant anything (the API server unreachable).
+	EnforceLabel(namespace string) (value string, labelled bool, unknown string)
 }
 
 // PodSecurityError is the annotation refused by the namespace's level.
@@ -264,9 +311,9 @@ func (p *Policy) AdmitAnnotation(pod Pod, mappings []request.PortMapping, ns Nam
 		return &PodSecurityError{Namespace: pod.Namespace,
 			From: `kubernetes.enabled = false: the plugin cannot read namespace labels; enable [kubernetes], or set admission.pod_security = "off" where another policy engine guards the annotation`}
 	}
-	value, labelled, known := ns.EnforceLabel(pod.Namespace)
-	if !known {
-		return &LevelUnknownError{Namespace: pod.Namespace, Why: "its labels have not been read from the API server yet"}
+	value, labelled, unknown := ns.EnforceLabel(pod.Namespace)
+	if unknown != "" {
+		return &LevelUnknownError{Namespace: pod.Namespace, Why: unknown}
 	}
 	level, from := p.defaultLevel, fmt.Sprintf("it has no %s label: admission.pod_security_default_level = %q", LabelEnforce, p.defaultLevel)
 	if labelled {

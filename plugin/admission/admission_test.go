@@ -81,6 +81,20 @@ func TestAdmit(t *testing.T) {
 		{"unspecified v6 needs ::/0", config.Admission{Namespaces: []string{"*"}, HostPortRanges: []string{"1-65535"}, HostIPs: []string{"0.0.0.0/0"}}, false,
 			web, []request.PortMapping{mp(hcn.TCP, 8080, "::")}, "host IP :: is outside"},
 		{"no mappings, no question", config.Admission{}, false, web, nil, ""},
+		// host IPs no pod gets unless host_ips names them: the node's
+		// loopback, link-local addresses, the cloud metadata and Azure
+		// wire server addresses; a catch-all (/0) does not name them
+		{"loopback refused by default", config.DefaultAdmission(), false, web, []request.PortMapping{mp(hcn.TCP, 8080, "127.0.0.1")}, "host IP 127.0.0.1 is the node's loopback"},
+		{"ipv6 loopback refused", config.DefaultAdmission(), false, web, []request.PortMapping{mp(hcn.TCP, 8080, "::1")}, "host IP ::1 is the node's loopback"},
+		{"metadata refused", config.DefaultAdmission(), false, web, []request.PortMapping{mp(hcn.TCP, 8080, "169.254.169.254")}, "host IP 169.254.169.254 is the cloud metadata address"},
+		{"link-local refused", config.DefaultAdmission(), false, web, []request.PortMapping{mp(hcn.TCP, 8080, "169.254.10.1")}, "host IP 169.254.10.1 is link-local"},
+		{"ipv6 link-local refused", config.DefaultAdmission(), false, web, []request.PortMapping{mp(hcn.TCP, 8080, "fe80::1")}, "is link-local"},
+		{"wire server refused", config.DefaultAdmission(), false, web, []request.PortMapping{mp(hcn.TCP, 8080, "168.63.129.16")}, "Azure wire server"},
+		{"a catch-all does not name them", config.Admission{Namespaces: []string{"*"}, HostPortRanges: []string{"1-65535"}, HostIPs: []string{"0.0.0.0/0"}}, false,
+			web, []request.PortMapping{mp(hcn.TCP, 8080, "169.254.169.254")}, "unless admission.host_ips names it"},
+		{"named, allowed", config.Admission{Namespaces: []string{"*"}, HostPortRanges: []string{"1-65535"}, HostIPs: []string{"0.0.0.0/0", "127.0.0.1"}}, false,
+			web, []request.PortMapping{mp(hcn.TCP, 8080, "127.0.0.1")}, ""},
+		{"the node's own address is fine", config.DefaultAdmission(), false, web, []request.PortMapping{mp(hcn.TCP, 8080, "10.0.0.4")}, ""},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

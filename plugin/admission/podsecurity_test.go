@@ -14,12 +14,12 @@ import (
 // label); a namespace not in it is not known.
 type nsLabels map[string]string
 
-func (l nsLabels) EnforceLabel(ns string) (string, bool, bool) {
+func (l nsLabels) EnforceLabel(ns string) (string, bool, string) {
 	v, ok := l[ns]
 	if !ok {
-		return "", false, false
+		return "", false, "its labels have not been read from the API server yet"
 	}
-	return v, v != "-", true
+	return v, v != "-", ""
 }
 
 func TestAdmitAnnotation(t *testing.T) {
@@ -51,6 +51,8 @@ func TestAdmitAnnotation(t *testing.T) {
 		{"not read yet: held back", enforce, "new", nss, ask, ErrLevelUnknown, `namespace "new"`},
 		{"no namespaces to read: refused, the way out named", enforce, "open", nil, ask, ErrPodSecurity, `admission.pod_security = "off"`},
 		{"exempt namespace", enforce, "kube-system", nss, ask, nil, ""},
+		{"unlabelled under the defaults: baseline, not granted", config.DefaultAdmission(), "plain", nss, ask, ErrPodSecurity,
+			`no pod-security.kubernetes.io/enforce label: admission.pod_security_default_level = "baseline"`},
 		{"off", rules(config.PodSecurityOff, config.LevelRestricted), "locked", nil, ask, nil, ""},
 		{"nothing asked", enforce, "locked", nss, nil, nil, ""},
 	}

@@ -310,8 +310,13 @@ func (d *Doctor) checkPodSecurity(context.Context) Result {
 		return Result{name, Fail, "every pod's port-mappings annotation is refused: the namespaces' levels cannot be read without [kubernetes]",
 			"set kubernetes.enabled = true (with kubernetes.kubeconfig for the service), or admission.pod_security = \"off\""}
 	}
-	return Result{name, Pass, fmt.Sprintf("enforced: baseline and restricted namespaces get no host ports by annotation (unlabelled: %s)",
-		a.PodSecurityDefaultLevel), ""}
+	if a.PodSecurityDefaultLevel == config.LevelPrivileged {
+		return Result{name, Warn, "enforced; an unlabelled namespace counts as privileged (admission.pod_security_default_level): " +
+			"the annotation gets host ports there, as the operator says the cluster's own default allows",
+			"keep it only where the API server's Pod Security default (defaults.enforce) is privileged and no other engine guards unlabelled namespaces"}
+	}
+	return Result{name, Pass, fmt.Sprintf("enforced: the annotation gets host ports only in namespaces labelled privileged "+
+		"(an unlabelled namespace counts as %s: admission.pod_security_default_level)", a.PodSecurityDefaultLevel), ""}
 }
 
 // Write prints the report as a table (a fix under its row) or JSON.

@@ -113,7 +113,9 @@ func TestChecks(t *testing.T) {
 		{"Hyper-V pods", func(d *Doctor, _ *hcnsim.Sim) {
 			d.Containerd = &fakeContainerd{sandboxes: map[string]*plugin.SandboxInfo{"vm1": {ID: "vm1", HyperV: "runhcs options: HYPERVISOR"}}}
 		}, "Hyper-V pods", Warn, "1 of 1 sandboxes are Hyper-V isolated (vm1)", "portMappings"},
-		{"Pod Security enforced", func(*Doctor, *hcnsim.Sim) {}, "Pod Security", Pass, "enforced", ""},
+		{"Pod Security enforced", func(*Doctor, *hcnsim.Sim) {}, "Pod Security", Pass, "an unlabelled namespace counts as baseline", ""},
+		{"Pod Security with a privileged default", func(d *Doctor, _ *hcnsim.Sim) { d.Config.Admission.PodSecurityDefaultLevel = config.LevelPrivileged },
+			"Pod Security", Warn, "an unlabelled namespace counts as privileged", "defaults.enforce"},
 		{"Pod Security off", func(d *Doctor, _ *hcnsim.Sim) { d.Config.Admission.PodSecurity = config.PodSecurityOff }, "Pod Security", Warn, "not checked", "another policy engine"},
 		{"Pod Security without the API server", func(d *Doctor, _ *hcnsim.Sim) { d.Config.Kubernetes.Enabled = false }, "Pod Security", Fail,
 			"every pod's port-mappings annotation is refused", "kubernetes.enabled = true"},

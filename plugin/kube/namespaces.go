@@ -45,7 +45,8 @@ type NamespaceAPI interface {
 	WatchNamespaces(ctx context.Context, resourceVersion string, each func(WatchEvent)) error
 }
 
-// NamespaceMetrics is told whether the cache holds the API server's view.
+// NamespaceMetrics is told whether the cache holds the API server's view
+// (whether it is too old to grant anything is Stale, read at each scrape).
 type NamespaceMetrics interface {
 	NamespacesSynced(synced bool)
 }
@@ -54,11 +55,14 @@ type NamespaceMetrics interface {
 // labels (admission.Namespaces), kept by a list and a watch of the API
 // server, as client-go's reflector keeps an informer's store: no request
 // per pod start. What it holds is the API server's word as last read:
-// while the watch is broken and relisted (the API server restarting,
-// unreachable), the labels last read stay in force, and a label changed
-// meanwhile takes effect once the watch is back. A namespace never read
-// (before the first list, or newer than what the watch has shown) is not
-// known: the core then holds the annotation back, never grants it.
+// while the watch is broken (the API server restarting, unreachable, or
+// refusing an expired token), the list is tried again, and the labels last
+// read stay in force for at most maxAge (kubernetes.labels_max_age) after
+// the view was last current; older, they grant nothing (a namespace
+// downgraded meanwhile must not keep granting): every namespace is then
+// not known, until a list succeeds. A namespace never read (before the
+// first list, or newer than what the watch has shown) is not known: the
+// core then holds the annotation back, never grants it.
 type Namespaces struct {
 	api     NamespaceAPI
 	log     *logrus.Entry
@@ -67,8 +71,16 @@ type Namespaces struct {
 	// is tried again
 	retryMin, retryMax time.Duration
 
+	maxAge time.Duration
+	now    func() time.Time // the clock (tests set their own)
+
 	mu     sync.RWMutex
 	labels map[string]enforceLabel
+	// current: a list succeeded and no list or watch has failed since;
+	// staleSince: when it stopped being current (zero while current, or
+	// before the first list)
+	current    bool
+	staleSince time.Time
 	// changed is told each namespace whose enforce label became known or
 	// changed (nil: nobody); set before Run
 	changed func(namespace string)
@@ -83,9 +95,9 @@ var _ admission.Namespaces = (*Namespaces)(nil)
 
 // NewNamespaces returns the cache; Run fills and keeps it. metrics may be
 // nil.
-func NewNamespaces(api NamespaceAPI, metrics NamespaceMetrics, log *logrus.Entry) *Namespaces {
+func NewNamespaces(api NamespaceAPI, maxAge time.Duration, metrics NamespaceMetrics, log *logrus.Entry) *Namespaces {
 	return &Namespaces{api: api, log: log, metrics: metrics, retryMin: config.APIRetryMin, retryMax: config.APIRetryMax,
-		labels: map[string]enforceLabel{}}
+		maxAge: maxAge, now: time.Now, labels: map[string]enforceLabel{}}
 }
 
 // OnChange makes fn hear each namespace whose enforce label becomes known
@@ -94,11 +106,41 @@ func NewNamespaces(api NamespaceAPI, metrics NamespaceMetrics, log *logrus.Entry
 func (n *Namespaces) OnChange(fn func(namespace string)) { n.changed = fn }
 
 // EnforceLabel implements admission.Namespaces.
-func (n *Namespaces) EnforceLabel(namespace string) (string, bool, bool) {
+func (n *Namespaces) EnforceLabel(namespace string) (string, bool, string) {
+	if why := n.Stale(); why != "" {
+		return "", false, why
+	}
 	n.mu.RLock()
 	defer n.mu.RUnlock()
 	l, ok := n.labels[namespace]
-	return l.value, l.labelled, ok
+	if !ok {
+		return "", false, "its labels have not been read from the API server yet"
+	}
+	return l.value, l.labelled, ""
+}
+
+// Stale says why the labels held are too old to grant anything (the API
+// server not read for longer than kubernetes.labels_max_age), "" when they
+// are not: /healthz's check, and the reason an annotation is held back.
+func (n *Namespaces) Stale() string {
+	n.mu.RLock()
+	defer n.mu.RUnlock()
+	if n.current || n.staleSince.IsZero() {
+		return ""
+	}
+	if age := n.now().Sub(n.staleSince); age > n.maxAge {
+		return fmt.Sprintf("the API server has not been read for %s (kubernetes.labels_max_age = %s): the labels read before are too old to grant host ports",
+			age.Round(time.Second), n.maxAge)
+	}
+	return ""
+}
+
+// Health is Stale as a health check.
+func (n *Namespaces) Health(context.Context) error {
+	if why := n.Stale(); why != "" {
+		return errors.New(why)
+	}
+	return nil
 }
 
 func labelOf(ns Namespace) enforceLabel {
@@ -115,7 +157,7 @@ func (n *Namespaces) Run(ctx context.Context) {
 	for ctx.Err() == nil {
 		items, rv, err := n.api.ListNamespaces(ctx)
 		if err != nil {
-			n.synced(false)
+			n.notCurrent()
 			failed++
 			n.failure(ctx, err, failed, "listing namespaces failed: annotations in namespaces not read yet are held back")
 			if !retry.Wait(ctx) {
@@ -147,11 +189,12 @@ func (n *Namespaces) Run(ctx context.Context) {
 				break // list again
 			}
 			failed++
-			n.synced(false) // not current: what it holds is what was read last
-			n.failure(ctx, err, failed, "watching namespaces failed: the labels last read stay in force meanwhile")
+			n.notCurrent() // what it holds is what was read last
+			n.failure(ctx, err, failed, "watching namespaces failed: the labels last read stay in force for kubernetes.labels_max_age")
 			if !retry.Wait(ctx) {
 				return
 			}
+			break // list again: a token refused or an API server restarted answers a list as it answers a watch
 		}
 	}
 }
@@ -178,6 +221,17 @@ func (n *Namespaces) synced(on bool) {
 	}
 }
 
+// notCurrent records that the view stopped being the API server's: from
+// the first failure on, its labels age.
+func (n *Namespaces) notCurrent() {
+	n.mu.Lock()
+	if n.current {
+		n.current, n.staleSince = false, n.now()
+	}
+	n.mu.Unlock()
+	n.synced(false)
+}
+
 // replace makes a list the whole view.
 func (n *Namespaces) replace(items []Namespace) {
 	next := make(map[string]enforceLabel, len(items))
@@ -186,12 +240,13 @@ func (n *Namespaces) replace(items []Namespace) {
 	}
 	var changed []string
 	n.mu.Lock()
+	wasStale := !n.current && !n.staleSince.IsZero() && n.now().Sub(n.staleSince) > n.maxAge
 	for name, l := range next {
-		if was, ok := n.labels[name]; !ok || was != l {
+		if was, ok := n.labels[name]; !ok || was != l || wasStale { // known again after being too old
 			changed = append(changed, name)
 		}
 	}
-	n.labels = next
+	n.labels, n.current, n.staleSince = next, true, time.Time{}
 	n.mu.Unlock()
 	n.tell(changed...)
 }

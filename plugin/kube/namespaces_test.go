@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -124,24 +125,24 @@ type want struct {
 }
 
 func label(n *Namespaces, ns string) want {
-	v, l, k := n.EnforceLabel(ns)
-	return want{v, l, k}
+	v, l, unknown := n.EnforceLabel(ns)
+	return want{v, l, unknown == ""}
 }
 
 const enforce = "pod-security.kubernetes.io/enforce"
 
 // Issue 31: the namespaces' labels come from a list, then a watch. Never
 // read is not known; a watch's changes apply; a broken watch keeps the
-// labels last read (and the metric says the view is not current); an
-// expired one lists again, so a namespace gone meanwhile is no longer
-// known; an API server down from the start leaves everything unknown until
-// it answers.
+// labels last read (and the metric says the view is not current) and lists
+// again; an expired one lists again, so a namespace gone meanwhile is no
+// longer known; an API server down from the start leaves everything
+// unknown until it answers.
 func TestNamespacesFollowTheAPIServer(t *testing.T) {
 	api := newFakeNamespaces()
 	api.set(errors.New("connection refused"), map[string]map[string]string{
 		"team": {enforce: "baseline"}, "open": {enforce: "privileged"}, "plain": {"app": "x"}})
 	m := &syncedMetric{}
-	n := NewNamespaces(api, m, logrus.NewEntry(logrus.New()))
+	n := NewNamespaces(api, time.Hour, m, logrus.NewEntry(logrus.New()))
 	n.retryMin, n.retryMax = time.Millisecond, 2*time.Millisecond
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -183,10 +184,14 @@ func TestNamespacesFollowTheAPIServer(t *testing.T) {
 	w <- io.EOF
 	w = api.next(t)
 
-	// broken, and the API server unreachable: the labels last read stay
-	api.set(errors.New("connection refused"), nil)
+	// broken, and the API server unreachable: the labels last read stay,
+	// and the list is tried again (not only the watch); the API server
+	// holds what its watch said
+	api.set(errors.New("connection refused"), map[string]map[string]string{"team": {enforce: "privileged"}, "new": {enforce: "restricted"}, "plain": {"app": "x"}})
 	w <- fmt.Errorf("%w: reset", ErrUnavailable)
-	w = api.next(t) // watched again after a wait, from where it was
+	eventually(t, "the list tried again", func() bool { api.mu.Lock(); defer api.mu.Unlock(); return api.lists > lists+1 })
+	api.set(nil, nil)
+	w = api.next(t) // listed and watched again
 	m.mu.Lock()
 	if h := m.on; len(h) < 2 || h[len(h)-2] {
 		t.Errorf("synced metric history %v: want 0 while the watch was broken, 1 once it is back", h)
@@ -195,11 +200,6 @@ func TestNamespacesFollowTheAPIServer(t *testing.T) {
 	if got := label(n, "team"); got != (want{"privileged", true, true}) {
 		t.Fatalf("team after a broken watch: %+v, want the label last read", got)
 	}
-	api.mu.Lock()
-	if api.lists != lists {
-		t.Errorf("a broken watch listed again (%d lists, want %d): it is taken up from where it was", api.lists, lists)
-	}
-	api.mu.Unlock()
 
 	// expired: listed again, as the API server has it now
 	api.set(nil, map[string]map[string]string{"team": {enforce: "restricted"}})
@@ -232,7 +232,7 @@ func (t *told) get() []string { t.mu.Lock(); defer t.mu.Unlock(); return slices.
 func TestALevelThatBecomesKnownOrChangesIsTold(t *testing.T) {
 	api := newFakeNamespaces()
 	api.set(nil, map[string]map[string]string{"team": {enforce: "baseline"}, "plain": {"app": "x"}})
-	n := NewNamespaces(api, nil, logrus.NewEntry(logrus.New()))
+	n := NewNamespaces(api, time.Hour, nil, logrus.NewEntry(logrus.New()))
 	n.retryMin, n.retryMax = time.Millisecond, 2*time.Millisecond
 	heard := &told{}
 	n.OnChange(heard.add)
@@ -262,3 +262,54 @@ func TestALevelThatBecomesKnownOrChangesIsTold(t *testing.T) {
 }
 
 func sorted(xs []string) []string { xs = slices.Clone(xs); slices.Sort(xs); return xs }
+
+// Issue 37: labels read longer ago than kubernetes.labels_max_age while
+// every list and watch fails (an expired token answers 401) grant
+// nothing: every namespace is then not known, saying why, and /healthz
+// says so; the list is tried again all along, and once it works the
+// labels are known again and every namespace is told (its held-back pods
+// are synced).
+func TestLabelsOlderThanTheBoundGrantNothing(t *testing.T) {
+	api := newFakeNamespaces()
+	api.set(nil, map[string]map[string]string{"open": {enforce: "privileged"}})
+	n := NewNamespaces(api, 5*time.Minute, nil, logrus.NewEntry(logrus.New()))
+	n.retryMin, n.retryMax = time.Millisecond, 2*time.Millisecond
+	var mu sync.Mutex
+	now := time.Date(2026, 12, 2, 0, 0, 0, 0, time.UTC)
+	n.now = func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
+	advance := func(d time.Duration) { mu.Lock(); now = now.Add(d); mu.Unlock() }
+	heard := &told{}
+	n.OnChange(heard.add)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	done := make(chan struct{})
+	go func() { n.Run(ctx); close(done) }()
+	w := api.next(t)
+	if got := label(n, "open"); got != (want{"privileged", true, true}) || n.Health(ctx) != nil {
+		t.Fatalf("after the list: %+v, health %v", got, n.Health(ctx))
+	}
+	denied := fmt.Errorf("%w (%w): HTTP 401: Unauthorized", ErrAPI, ErrDenied)
+	api.set(denied, nil)
+	w <- denied // the watch refused, and every list after it
+	eventually(t, "lists tried again", func() bool { api.mu.Lock(); defer api.mu.Unlock(); return api.lists >= 4 })
+	advance(4 * time.Minute)
+	if got := label(n, "open"); got != (want{"privileged", true, true}) {
+		t.Fatalf("within the bound: %+v, want the labels last read", got)
+	}
+	advance(2 * time.Minute)
+	_, _, why := n.EnforceLabel("open")
+	if !strings.Contains(why, "kubernetes.labels_max_age = 5m0s") || n.Health(ctx) == nil {
+		t.Fatalf("past the bound: unknown %q, health %v; want not known, saying why, and unhealthy", why, n.Health(ctx))
+	}
+	told := len(heard.get())
+	api.set(nil, nil)
+	api.next(t) // listed: watching again
+	if got := label(n, "open"); got != (want{"privileged", true, true}) || n.Health(ctx) != nil {
+		t.Fatalf("once listed again: %+v, health %v", got, n.Health(ctx))
+	}
+	if got := heard.get()[told:]; !slices.Equal(got, []string{"open"}) {
+		t.Fatalf("told %v once listed again, want open (known again)", got)
+	}
+	cancel()
+	<-done
+}

@@ -7,6 +7,8 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
+
+	"github.com/nri-hcn-portmap/nri-hcn-portmap/plugin/nodefs"
 )
 
 // Writer appends to Path; when a write would take it past MaxBytes, the
@@ -29,8 +31,13 @@ func Open(path string, maxBytes int64, keep int) (*Writer, error) {
 	if maxBytes <= 0 {
 		return nil, fmt.Errorf("log file %s: size cap must be positive", path)
 	}
-	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+	// the folder is the node administrators' alone: one another user
+	// made first (or may write) would steer where the plugin writes
+	if err := nodefs.MkdirPrivate(filepath.Dir(path)); err != nil {
 		return nil, fmt.Errorf("log file %s: %w", path, err)
+	}
+	if err := nodefs.Check(path); err != nil {
+		return nil, fmt.Errorf("log file: %w", err)
 	}
 	w := &Writer{path: path, maxBytes: maxBytes, keep: keep}
 	if err := w.open(); err != nil {

@@ -109,6 +109,20 @@ func (m *Metrics) WatchSource(up func() bool) {
 		}))
 }
 
+// WatchNamespaces registers the gauge saying whether the namespaces'
+// labels are too old to grant host ports (kubernetes.labels_max_age
+// passed while the API server was not read), read at every scrape.
+func (m *Metrics) WatchNamespaces(stale func() bool) {
+	m.reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "nri_hcn_portmap_kubernetes_namespaces_stale",
+		Help: "With kubernetes.enabled: 1 while the namespaces' labels were last read longer ago than kubernetes.labels_max_age (the API server not reached): new annotations are held back; 0 otherwise."},
+		func() float64 {
+			if stale() {
+				return 1
+			}
+			return 0
+		}))
+}
+
 // CountFailing registers the gauge of the pods whose mappings fail now, by
 // reason, read from count at every scrape.
 func (m *Metrics) CountFailing(count func() map[string]int) {

@@ -114,15 +114,23 @@ func (e *Env) PluginArgs(cmd string) []string {
 	if e.windows { // HNS (the emulator) is the default backend; containerd over TCP
 		hns, ctr = nil, e.CtrTCP
 	}
+	// reload's channel, for the node's administrators: a unix socket here;
+	// none under wine (its named pipes do not work for go-winio)
+	sock := filepath.Join(e.Dir, "admin.sock")
+	if e.windows {
+		sock = ""
+	}
 	switch cmd {
-	case "health", "reload": // they only find the running plugin
+	case "health": // it only finds the running plugin
 		return append(args, "--admin-listen", e.AdminAddr)
+	case "reload":
+		return append(args, "--admin-socket", sock)
 	case "cleanup": // HNS, and where a running plugin would answer
 		return append(append(args, hns...), "--admin-listen", e.AdminAddr)
 	case "status": // HNS, containerd, and the running plugin (what the CNI maps)
 		return append(append(args, hns...), "--containerd-address", ctr, "--admin-listen", e.AdminAddr)
 	}
-	args = append(append(args, hns...), "--containerd-address", ctr, "--admin-listen", e.AdminAddr)
+	args = append(append(args, hns...), "--containerd-address", ctr, "--admin-listen", e.AdminAddr, "--admin-socket", sock)
 	if !e.windows {
 		args = append(args, "--nri-socket", e.NRISocket)
 	}
