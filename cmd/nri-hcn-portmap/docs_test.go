@@ -188,6 +188,7 @@ func exposition(t *testing.T) string {
 	m.Mapped("nri", time.Millisecond)
 	m.WatchSource(func() bool { return true })
 	m.NamespacesSynced(true)
+	m.WatchNamespaces(func() bool { return false })
 	q := m.QueueMetrics()
 	q.NewDepthMetric("q")
 	q.NewAddsMetric("q")

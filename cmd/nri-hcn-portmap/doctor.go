@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -11,6 +12,8 @@ import (
 	"net/http"
 	"os"
 	"time"
+
+	"github.com/nri-hcn-portmap/nri-hcn-portmap/config"
 
 	"github.com/nri-hcn-portmap/nri-hcn-portmap/plugin/admin"
 	"github.com/nri-hcn-portmap/nri-hcn-portmap/plugin/containerd"
@@ -55,6 +58,18 @@ func doctorCmd(args []string, stdout, stderr io.Writer) error {
 			return err
 		},
 		Windows: onWindows,
+	}
+	if cfg.Kubernetes.Enabled {
+		api, err := newKubeAPI(cfg.Kubernetes)
+		node := cmp.Or(cfg.Kubernetes.NodeName, os.Getenv("NODE_NAME"))
+		d.NodeRestriction = func(ctx context.Context) (bool, error) {
+			if err != nil {
+				return false, err
+			}
+			ctx, cancel := context.WithTimeout(ctx, config.APICallTimeout)
+			defer cancel()
+			return api.ProbeNodeRestriction(ctx, node)
+		}
 	}
 	d.HNS, d.HNSErr = newNode(ctx, cfg.HCN)
 	rep := d.Run(ctx)

@@ -80,6 +80,10 @@ type Doctor struct {
 	Listen func(addr string) error
 	// Windows: the node is Windows (containerd there opens no NRI socket).
 	Windows bool
+	// NodeRestriction asks whether the API server's node-restriction
+	// policy holds the plugin's token to its node (nil: no API server is
+	// configured).
+	NodeRestriction func(ctx context.Context) (bool, error)
 	// Timeout bounds each check (hcn.call_timeout when zero).
 	Timeout time.Duration
 
@@ -110,7 +114,7 @@ func (d *Doctor) Run(ctx context.Context) Report {
 	d.seen = &seen{}
 	defer func() { d.seen = nil }()
 	checks := []func(context.Context) Result{d.checkHNS, d.checkNetwork, d.checkIPv6, d.checkContainerd,
-		d.checkEvents, d.checkNRISocket, d.checkAdmin, d.checkHyperV, d.checkPodSecurity}
+		d.checkEvents, d.checkNRISocket, d.checkAdmin, d.checkHyperV, d.checkPodSecurity, d.checkNodeRestriction}
 	for _, c := range checks {
 		cctx, cancel := context.WithTimeout(ctx, d.timeout())
 		r.Results = append(r.Results, c(cctx))
@@ -317,6 +321,28 @@ func (d *Doctor) checkPodSecurity(context.Context) Result {
 	}
 	return Result{name, Pass, fmt.Sprintf("enforced: the annotation gets host ports only in namespaces labelled privileged "+
 		"(an unlabelled namespace counts as %s: admission.pod_security_default_level)", a.PodSecurityDefaultLevel), ""}
+}
+
+// checkNodeRestriction says whether an admission policy keeps the plugin's
+// token to its own node's pods (the chart's node-restriction policy,
+// Kubernetes 1.30+): without it, RBAC alone holds the token, to every
+// node's pods.
+func (d *Doctor) checkNodeRestriction(ctx context.Context) Result {
+	const name = "Node restriction"
+	if !d.Config.Kubernetes.Enabled || d.NodeRestriction == nil {
+		return Result{name, Pass, "no API server configured: the plugin writes nothing there", ""}
+	}
+	held, err := d.NodeRestriction(ctx)
+	switch {
+	case err != nil:
+		return Result{name, Warn, "cannot tell whether a policy holds the plugin's token to this node's pods: " + err.Error(),
+			"check that the API server answers and the plugin's ClusterRole lets it create events"}
+	case !held:
+		return Result{name, Warn, "no admission policy holds the plugin's token: it may write the condition and events of every node's pods " +
+			"(Kubernetes before 1.30, or admissionPolicies.nodeRestriction=false)",
+			"on Kubernetes 1.30+, install the chart's node-restriction policy (admissionPolicies.nodeRestriction=true), or the kustomize component"}
+	}
+	return Result{name, Pass, "the API server's node-restriction policy holds the plugin's token to this node's pods", ""}
 }
 
 // Write prints the report as a table (a fix under its row) or JSON.

@@ -114,6 +114,17 @@ func TestChecks(t *testing.T) {
 			d.Containerd = &fakeContainerd{sandboxes: map[string]*plugin.SandboxInfo{"vm1": {ID: "vm1", HyperV: "runhcs options: HYPERVISOR"}}}
 		}, "Hyper-V pods", Warn, "1 of 1 sandboxes are Hyper-V isolated (vm1)", "portMappings"},
 		{"Pod Security enforced", func(*Doctor, *hcnsim.Sim) {}, "Pod Security", Pass, "an unlabelled namespace counts as baseline", ""},
+		{"node restriction held", func(d *Doctor, _ *hcnsim.Sim) {
+			d.NodeRestriction = func(context.Context) (bool, error) { return true, nil }
+		},
+			"Node restriction", Pass, "holds the plugin's token to this node's pods", ""},
+		{"node restriction absent", func(d *Doctor, _ *hcnsim.Sim) {
+			d.NodeRestriction = func(context.Context) (bool, error) { return false, nil }
+		},
+			"Node restriction", Warn, "may write the condition and events of every node's pods", "admissionPolicies.nodeRestriction=true"},
+		{"node restriction unknown", func(d *Doctor, _ *hcnsim.Sim) {
+			d.NodeRestriction = func(context.Context) (bool, error) { return false, errors.New("connection refused") }
+		}, "Node restriction", Warn, "cannot tell", ""},
 		{"Pod Security with a privileged default", func(d *Doctor, _ *hcnsim.Sim) { d.Config.Admission.PodSecurityDefaultLevel = config.LevelPrivileged },
 			"Pod Security", Warn, "an unlabelled namespace counts as privileged", "defaults.enforce"},
 		{"Pod Security off", func(d *Doctor, _ *hcnsim.Sim) { d.Config.Admission.PodSecurity = config.PodSecurityOff }, "Pod Security", Warn, "not checked", "another policy engine"},

@@ -10,7 +10,9 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
+	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	eventsv1 "k8s.io/api/events/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/rest"
@@ -61,6 +63,30 @@ func (a *RESTAPI) CreateEvent(ctx context.Context, ev *eventsv1.Event) error {
 		return fmt.Errorf("creating event %s/%s: %w", ev.Namespace, ev.Name, err)
 	}
 	return nil
+}
+
+// ProbeNodeRestriction asks the API server, in a dry run that persists
+// nothing, to create an event signed as another node's plugin: the chart's
+// node-restriction policy refuses it (held), an API server without it
+// takes it (not held). An error: it cannot tell (the API server, RBAC).
+func (a *RESTAPI) ProbeNodeRestriction(ctx context.Context, node string) (held bool, err error) {
+	now := time.Now()
+	ev := &eventsv1.Event{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("nri-hcn-portmap-probe.%x", now.UnixNano()), Namespace: "default"},
+		EventTime: metav1.NewMicroTime(now), ReportingController: Controller, ReportingInstance: "nri-hcn-portmap-" + node + "-not-this-node",
+		Action: Action, Reason: "NodeRestrictionProbe", Type: "Normal", Note: "a dry run by nri-hcn-portmap doctor",
+		Regarding: corev1.ObjectReference{Kind: "Pod", APIVersion: "v1", Namespace: "default", Name: "nri-hcn-portmap-probe"}}
+	body, err := json.Marshal(ev)
+	if err != nil {
+		return false, err
+	}
+	err = a.do(ctx, http.MethodPost, "/apis/events.k8s.io/v1/namespaces/default/events?dryRun=All", "application/json", body, nil)
+	switch {
+	case err == nil:
+		return false, nil
+	case errors.Is(err, ErrDenied) && strings.Contains(err.Error(), "may create only its own events"):
+		return true, nil
+	}
+	return false, err
 }
 
 // PatchPodStatus implements API.

@@ -9,11 +9,13 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	eventsv1 "k8s.io/api/events/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 
+	"github.com/nri-hcn-portmap/nri-hcn-portmap/plugin/kube"
 	"github.com/nri-hcn-portmap/nri-hcn-portmap/test/harness"
 )
 
@@ -76,19 +78,22 @@ func TestAdmissionPoliciesOnTheAPIServer(t *testing.T) {
 	}{
 		{"team", false, false}, // no annotation: not the policy's business
 		{"open", true, false},  // privileged
-		{"plain", true, false}, // unlabelled: the default level, privileged
 	} {
 		name := fmt.Sprintf("pod-%v", tc.annotated)
 		if _, err := create(tc.namespace, name, "win-a", tc.annotated); err != nil {
 			t.Errorf("%s/%s (annotated %v): %v, want created", tc.namespace, name, tc.annotated, err)
 		}
 	}
-	// the cluster's default level, told to the chart
-	helmOn(t, ctx, kubeconfig, "upgrade", release, chart, "-n", ns, "--reuse-values", "--set", "config.admission.podSecurityDefaultLevel=baseline")
+	// unlabelled: the chart's default level, baseline (the cluster's own
+	// cannot be read, so it grants nothing)
+	if _, err := create("plain", "annotated", "win-a", true); err == nil || !strings.Contains(err.Error(), "enforces Pod Security level baseline") {
+		t.Errorf("an annotated pod in an unlabelled namespace: %v, want refused by the default level baseline", err)
+	}
+	// the operator says the cluster's default is privileged
+	helmOn(t, ctx, kubeconfig, "upgrade", release, chart, "-n", ns, "--reuse-values", "--set", "config.admission.podSecurityDefaultLevel=privileged")
 	err = harness.Eventually(ctx, 30*time.Second, func() error {
-		if _, err := create("plain", "annotated-2", "win-a", true); err == nil {
-			_ = k.Admin.CoreV1().Pods("plain").Delete(ctx, "annotated-2", metav1.DeleteOptions{})
-			return fmt.Errorf("an annotated pod in an unlabelled namespace was created with the default level baseline")
+		if _, err := create("plain", "annotated-2", "win-a", true); err != nil {
+			return fmt.Errorf("an annotated pod in an unlabelled namespace with the default level privileged: %w", err)
 		}
 		return nil
 	})
@@ -139,6 +144,76 @@ func TestAdmissionPoliciesOnTheAPIServer(t *testing.T) {
 	if err := createEvent(ctx, sa, mine, "win-b"); err == nil || !apierrors.IsForbidden(err) {
 		t.Errorf("the plugin of win-a creating an event as win-b's: %v, want forbidden", err)
 	}
+	// issue 37: what a stolen token gets. No pod is read (RBAC); of a pod
+	// of its node, no status but its own condition is changed; no event
+	// is signed on a pod of another namespace; another pod of the same
+	// name (recreated) is never patched (the UID precondition).
+	if _, err := sa.CoreV1().Pods("open").Get(ctx, "mine", metav1.GetOptions{}); !apierrors.IsForbidden(err) {
+		t.Errorf("the plugin's token reading a pod: %v, want forbidden", err)
+	}
+	ready := `{"status":{"conditions":[{"type":"Ready","status":"True","lastTransitionTime":"2026-12-01T00:00:00Z"}]}}`
+	if _, err := sa.CoreV1().Pods("open").Patch(ctx, "mine", types.StrategicMergePatchType, []byte(ready), metav1.PatchOptions{}, "status"); err == nil ||
+		!strings.Contains(err.Error(), "may change only its own condition") {
+		t.Errorf("the plugin's token setting Ready on its node's pod: %v, want refused", err)
+	}
+	phase := `{"status":{"phase":"Failed"}}`
+	if _, err := sa.CoreV1().Pods("open").Patch(ctx, "mine", types.StrategicMergePatchType, []byte(phase), metav1.PatchOptions{}, "status"); err == nil ||
+		!strings.Contains(err.Error(), "may change only its own condition") {
+		t.Errorf("the plugin's token setting the phase of its node's pod: %v, want refused", err)
+	}
+	elsewhere, err := create("team", "elsewhere", "win-a", false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := createEventIn(ctx, sa, "open", elsewhere, "win-a"); err == nil || !strings.Contains(err.Error(), "on pods of the event's namespace") {
+		t.Errorf("the plugin's token creating an event in open regarding team/elsewhere: %v, want refused", err)
+	}
+	stale := `{"metadata":{"uid":"00000000-0000-0000-0000-000000000001"},"status":{"conditions":[{"type":"hcn.nri.io/port-mappings-ready","status":"True","reason":"PortsMapped","lastTransitionTime":"2026-12-01T00:00:00Z"}]}}`
+	if _, err := sa.CoreV1().Pods("open").Patch(ctx, "mine", types.StrategicMergePatchType, []byte(stale), metav1.PatchOptions{}, "status"); err == nil ||
+		!(apierrors.IsConflict(err) || apierrors.IsInvalid(err)) {
+		t.Errorf("a condition patch carrying another pod's UID: %v, want refused (409)", err)
+	}
+	// the Windows service's own account (docs/kubernetes.md): another
+	// ServiceAccount of the release's namespace, bound to the ClusterRole,
+	// its token bound to the Node object: held by the same policy
+	if _, err := k.Admin.CoreV1().ServiceAccounts(ns).Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "node-win-a"}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := k.Admin.RbacV1().ClusterRoleBindings().Create(ctx, &rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: "nri-hcn-portmap-node-win-a"},
+		RoleRef:  rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "ClusterRole", Name: release},
+		Subjects: []rbacv1.Subject{{Kind: "ServiceAccount", Name: "node-win-a", Namespace: ns}}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	node, err := k.Admin.CoreV1().Nodes().Create(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "win-a"}}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	svcToken, err := k.NodeToken(ctx, ns, "node-win-a", node)
+	if err != nil {
+		t.Fatal(err)
+	}
+	svc, err := k.Client(svcToken)
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = harness.Eventually(ctx, 30*time.Second, func() error { return patchStatus(ctx, svc, mine) }) // its RBAC binding takes effect
+	if err != nil {
+		t.Errorf("the service's account patching a pod of its node: %v", err)
+	}
+	if err := patchStatus(ctx, svc, theirs); err == nil || !strings.Contains(err.Error(), "nri-hcn-portmap on node win-a may not write") {
+		t.Errorf("the service's account patching a pod of another node: %v, want refused by the policy", err)
+	}
+	svcUnbound, err := k.Token(ctx, ns, "node-win-a")
+	if err != nil {
+		t.Fatal(err)
+	}
+	loose, err := k.Client(svcUnbound)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := patchStatus(ctx, loose, mine); err == nil || !strings.Contains(err.Error(), "token names no node") {
+		t.Errorf("the service's account with a token naming no node: %v, want refused", err)
+	}
 	// a token bound to no pod names no node: nothing is written with it
 	unbound, err := k.Token(ctx, ns, release)
 	if err != nil {
@@ -151,6 +226,25 @@ func TestAdmissionPoliciesOnTheAPIServer(t *testing.T) {
 	if err := patchStatus(ctx, nowhere, mine); err == nil || !strings.Contains(err.Error(), "token names no node") {
 		t.Errorf("a token naming no node patching a pod: %v, want refused", err)
 	}
+	// doctor's probe (a dry-run event signed as another node) tells the
+	// policy is there, and that it is not once it is gone
+	probe, err := kube.NewRESTAPI(k.RESTConfig(token))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if held, err := probe.ProbeNodeRestriction(ctx, "win-a"); err != nil || !held {
+		t.Errorf("doctor's probe with the policy installed: held %v, %v", held, err)
+	}
+	helmOn(t, ctx, kubeconfig, "upgrade", release, chart, "-n", ns, "--reuse-values", "--set", "admissionPolicies.nodeRestriction=false")
+	err = harness.Eventually(ctx, 30*time.Second, func() error {
+		if held, err := probe.ProbeNodeRestriction(ctx, "win-a"); err != nil || held {
+			return fmt.Errorf("doctor's probe without the policy: held %v, %v", held, err)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Error(err)
+	}
 }
 
 // patchStatus sets the plugin's condition on pod, as the reporter does.
@@ -162,10 +256,15 @@ func patchStatus(ctx context.Context, c *kubernetes.Clientset, pod *corev1.Pod) 
 
 // createEvent creates the plugin's event on pod, signed as node's.
 func createEvent(ctx context.Context, c *kubernetes.Clientset, pod *corev1.Pod, node string) error {
-	ev := &eventsv1.Event{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("%s.%s.%d", pod.Name, node, time.Now().UnixNano()), Namespace: pod.Namespace},
+	return createEventIn(ctx, c, pod.Namespace, pod, node)
+}
+
+// createEventIn is createEvent with the event in namespace.
+func createEventIn(ctx context.Context, c *kubernetes.Clientset, namespace string, pod *corev1.Pod, node string) error {
+	ev := &eventsv1.Event{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("%s.%s.%d", pod.Name, node, time.Now().UnixNano()), Namespace: namespace},
 		EventTime: metav1.NewMicroTime(time.Now()), ReportingController: "hcn.nri.io/nri-hcn-portmap", ReportingInstance: "nri-hcn-portmap-" + node,
 		Action: "MapHostPorts", Reason: "PortsMapped", Type: corev1.EventTypeNormal, Note: "test",
 		Regarding: corev1.ObjectReference{Kind: "Pod", APIVersion: "v1", Namespace: pod.Namespace, Name: pod.Name, UID: pod.UID}}
-	_, err := c.EventsV1().Events(pod.Namespace).Create(ctx, ev, metav1.CreateOptions{})
+	_, err := c.EventsV1().Events(namespace).Create(ctx, ev, metav1.CreateOptions{})
 	return err
 }

@@ -26,6 +26,7 @@ var chartOwned = map[string]string{
 	"kubernetes.kubeconfig": "the pod's in-cluster ServiceAccount",
 	"admin.listen":          "config.adminListen (the probes use it)",
 	"admin.metrics_listen":  "metrics.enabled and metrics.port (the pod's port and annotations use them)",
+	"admin.socket":          "the plugin's own named pipe, for SYSTEM and Administrators (kubectl exec ... reload runs as the pod's SYSTEM)",
 	"log.file":              "a pod logs to its stdout (kubectl logs)",
 }
 

@@ -169,7 +169,8 @@ func wantSaid(t *testing.T, ctx context.Context, k *harness.Kube, p harness.Pod,
 // PortsMapped, condition True: the readiness gate's condition), a bad
 // annotation, a denied port, a conflict and a Hyper-V pod (Warning PortMappingFailed with
 // the NRI path's text, condition False with the reason), HNS failing then
-// recovering (False, then True), and a pod of another node (nothing).
+// recovering (False, then True), and another pod of the same name, created
+// again (nothing).
 func TestKubernetesEventsAndCondition(t *testing.T) {
 	env, k, ctx := kubeEnv(t)
 	run := func(p *harness.Pod, node string) hcn.GUID {
@@ -220,12 +221,38 @@ func TestKubernetesEventsAndCondition(t *testing.T) {
 		t.Errorf("the HNS failure before the recovery was not reported: %+v", evs)
 	}
 
-	// another node's pod of the same name space: nothing is said about it
-	elsewhere := pod("kube-elsewhere", "18703:80")
-	run(&elsewhere, "win-node-2")
-	waitMetric(t, env, `nri_hcn_portmap_kubernetes_reports_total{result="skipped",what="event"}`, 1)
-	if evs, err := podEvents(ctx, k, elsewhere); err != nil || len(evs) != 0 {
-		t.Errorf("events on another node's pod: %+v %v", evs, err)
+	// another pod of the same name (the pod was deleted and created again
+	// while its old sandbox runs here): nothing is written to it, the
+	// condition patch carrying the old pod's UID is refused (issue 37: the
+	// plugin reads no pod to check)
+	old := pod("kube-recreated", "18703:80")
+	if _, err := k.CreatePod(ctx, &old, kubeNode, true); err != nil {
+		t.Fatal(err)
+	}
+	now := int64(0) // no kubelet runs here to finish a graceful delete
+	must(t, k.Admin.CoreV1().Pods(old.Namespace).Delete(ctx, old.Name, metav1.DeleteOptions{GracePeriodSeconds: &now}))
+	again := old
+	if _, err := k.CreatePod(ctx, &again, kubeNode, true); err != nil {
+		t.Fatal(err)
+	}
+	runSandbox(t, ctx, env, old) // the old pod's sandbox, its UID in containerd's record
+	waitMetric(t, env, `nri_hcn_portmap_kubernetes_reports_total{result="failed",what="condition"}`, 1)
+	if err := harness.Consistently(ctx, 2*time.Second, func() error {
+		p, err := k.Admin.CoreV1().Pods(again.Namespace).Get(ctx, again.Name, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		for _, c := range p.Status.Conditions {
+			if c.Type == "hcn.nri.io/port-mappings-ready" {
+				return fmt.Errorf("the new pod of that name got the old pod's condition: %+v", c)
+			}
+		}
+		if evs, err := podEvents(ctx, k, again); err != nil || len(evs) != 0 {
+			return fmt.Errorf("events on the new pod of that name: %+v %v", evs, err)
+		}
+		return nil
+	}); err != nil {
+		t.Error(err)
 	}
 }
 

@@ -31,7 +31,7 @@ resync_interval = "0s"
 // namespaces have the given enforce levels ("": no label), the plugin
 // (from source: nri or containerd) reporting with the chart's RBAC. With
 // apiDown the API server is stopped before the plugin starts.
-func podSecurityEnv(t *testing.T, source string, levels map[string]string, apiDown bool) (*harness.Env, *harness.Kube, context.Context) {
+func podSecurityEnv(t *testing.T, source string, levels map[string]string, apiDown bool, kubeKeys ...string) (*harness.Env, *harness.Kube, context.Context) {
 	t.Helper()
 	env, ctx := newEnv(t, podSecurityConfig)
 	k, err := env.StartKube(ctx)
@@ -50,7 +50,7 @@ func podSecurityEnv(t *testing.T, source string, levels map[string]string, apiDo
 	kubeconfig, err := k.ServiceAccountKubeconfig(ctx, "nri-hcn-portmap", "nri-hcn-portmap")
 	must(t, err)
 	cfg := strings.Replace(podSecurityConfig, "[hcn]\n", "[hcn]\nretry_max = \"1s\"\n", 1) +
-		fmt.Sprintf("\n[kubernetes]\nenabled = true\nkubeconfig = %q\nnode_name = %q\n", kubeconfig, kubeNode)
+		fmt.Sprintf("\n[kubernetes]\nenabled = true\nkubeconfig = %q\nnode_name = %q\n%s", kubeconfig, kubeNode, strings.Join(kubeKeys, ""))
 	must(t, os.WriteFile(env.ConfigPath, []byte(cfg), 0o644))
 	if apiDown {
 		k.StopAPIServer()
@@ -205,4 +205,66 @@ func TestDefaultConfigRefusesTheAnnotationItCannotCheck(t *testing.T) {
 		}
 	}
 	wantNoEndpoint(t, ctx, env, p.ID)
+}
+
+// Issue 37: the cluster's default level cannot be read, so it grants
+// nothing: an annotated pod in an unlabelled namespace gets no endpoint and
+// is told why (the default level, baseline); once the operator says the
+// cluster's default is privileged (admission.pod_security_default_level,
+// reloaded), the next such pod is mapped.
+func TestAnUnlabelledNamespaceGrantsNothingUnlessTold(t *testing.T) {
+	env, k, ctx := podSecurityEnv(t, "containerd", map[string]string{"plain": ""}, false)
+	waitMetric(t, env, "nri_hcn_portmap_kubernetes_namespaces_synced", 1)
+	refused := inNamespace(pod("ps-plain-refused", "18880:80"), "plain")
+	_, err := k.CreatePod(ctx, &refused, kubeNode, true)
+	must(t, err)
+	runSandbox(t, ctx, env, refused)
+	wantSaid(t, ctx, k, refused, "Warning", "PortMappingFailed", []string{"PodSecurityForbidsHostPorts: ",
+		`namespace "plain" enforces "baseline" (it has no pod-security.kubernetes.io/enforce label: admission.pod_security_default_level = "baseline")`},
+		corev1.ConditionFalse, "PodSecurityForbidsHostPorts")
+	wantNoEndpoint(t, ctx, env, refused.ID)
+	cfg, err := os.ReadFile(env.ConfigPath)
+	must(t, err)
+	must(t, os.WriteFile(env.ConfigPath, []byte(strings.Replace(string(cfg), "[admission]\n", "[admission]\npod_security_default_level = \"privileged\"\n", 1)), 0o644))
+	if out, _, err := env.Command(ctx, "reload"); err != nil {
+		t.Fatalf("reload: %q %v", out, err)
+	}
+	granted := inNamespace(pod("ps-plain-granted", "18881:80"), "plain")
+	guid := runSandbox(t, ctx, env, granted)
+	wantEndpoint(t, ctx, env, granted.ID, guid, []hcn.PortMappingPolicy{tcp(18881, 80, "", 1)})
+}
+
+// Issue 37: labels read longer ago than kubernetes.labels_max_age while
+// the API server cannot be read grant nothing new: a new annotated pod is
+// held back (PodSecurityLevelUnknown), the metric and /healthz say the
+// labels are stale, a pod mapped before keeps its endpoint; once the API
+// server answers again, the held-back pod is mapped.
+func TestStaleLabelsHoldNewAnnotationsBack(t *testing.T) {
+	env, k, ctx := podSecurityEnv(t, "containerd", map[string]string{"open": "privileged"}, false, "labels_max_age = \"2s\"\n")
+	waitMetric(t, env, "nri_hcn_portmap_kubernetes_namespaces_synced", 1)
+	mapped := inNamespace(pod("ps-stale-mapped", "18890:80"), "open")
+	guid := runSandbox(t, ctx, env, mapped)
+	before := wantEndpoint(t, ctx, env, mapped.ID, guid, []hcn.PortMappingPolicy{tcp(18890, 80, "", 1)})
+	k.StopAPIServer()
+	waitMetric(t, env, "nri_hcn_portmap_kubernetes_namespaces_stale", 1)
+	if code, checks := health(t, env); code != 503 || !strings.Contains(checks["kubernetes namespaces"], "kubernetes.labels_max_age = 2s") {
+		t.Errorf("/healthz %d %v, want the stale labels named", code, checks)
+	}
+	held := inNamespace(pod("ps-stale-held", "18891:80"), "open")
+	heldNS := runSandbox(t, ctx, env, held)
+	waitMetric(t, env, `nri_hcn_portmap_pods_failing{reason="PodSecurityLevelUnknown"}`, 1)
+	if err := harness.Consistently(ctx, 2*time.Second, func() error {
+		if ep := endpointOf(t, ctx, env, held.ID); ep != nil {
+			return fmt.Errorf("an endpoint %+v while the labels are stale", ep)
+		}
+		if ep := endpointOf(t, ctx, env, mapped.ID); ep == nil || ep.Endpoint != before.Endpoint {
+			return fmt.Errorf("the mapped pod's endpoint %+v, want %s kept", ep, before.Endpoint)
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	must(t, k.RestartAPIServer(ctx))
+	wantEndpoint(t, ctx, env, held.ID, heldNS, []hcn.PortMappingPolicy{tcp(18891, 80, "", 1)})
+	waitMetric(t, env, "nri_hcn_portmap_kubernetes_namespaces_stale", 0)
 }

@@ -194,6 +194,9 @@ func (k *Kube) ServiceAccountKubeconfig(ctx context.Context, namespace, name str
 	return k.writeKubeconfig(name, token)
 }
 
+// RESTConfig is the API server's address with token.
+func (k *Kube) RESTConfig(token string) *rest.Config { return k.config(token) }
+
 // Client is a clientset that authenticates with token.
 func (k *Kube) Client(token string) (*kubernetes.Clientset, error) {
 	return kubernetes.NewForConfig(k.config(token))
@@ -211,6 +214,22 @@ func (k *Kube) PodToken(ctx context.Context, namespace, sa string, pod *corev1.P
 	}}, metav1.CreateOptions{})
 	if err != nil {
 		return "", fmt.Errorf("token for %s/%s bound to pod %s: %w", namespace, sa, pod.Name, err)
+	}
+	return tr.Status.Token, nil
+}
+
+// NodeToken mints a token of the ServiceAccount namespace/sa bound to the
+// Node object node, as the Windows service's kubeconfig gets one
+// (kubectl create token --bound-object-kind Node): the API server names the
+// node in it (authentication.kubernetes.io/node-name).
+func (k *Kube) NodeToken(ctx context.Context, namespace, sa string, node *corev1.Node) (string, error) {
+	exp := int64(3600)
+	tr, err := k.Admin.CoreV1().ServiceAccounts(namespace).CreateToken(ctx, sa, &authv1.TokenRequest{Spec: authv1.TokenRequestSpec{
+		ExpirationSeconds: &exp,
+		BoundObjectRef:    &authv1.BoundObjectReference{Kind: "Node", APIVersion: "v1", Name: node.Name, UID: node.UID},
+	}}, metav1.CreateOptions{})
+	if err != nil {
+		return "", fmt.Errorf("token for %s/%s bound to node %s: %w", namespace, sa, node.Name, err)
 	}
 	return tr.Status.Token, nil
 }
