@@ -130,7 +130,10 @@ func (e *Env) PluginArgs(cmd string) []string {
 	case "status": // HNS, containerd, and the running plugin (what the CNI maps)
 		return append(append(args, hns...), "--containerd-address", ctr, "--admin-listen", e.AdminAddr)
 	}
-	args = append(append(args, hns...), "--containerd-address", ctr, "--admin-listen", e.AdminAddr, "--admin-socket", sock)
+	args = append(append(args, hns...), "--containerd-address", ctr, "--admin-listen", e.AdminAddr)
+	if cmd == "run" {
+		args = append(args, "--admin-socket", sock)
+	}
 	if !e.windows {
 		args = append(args, "--nri-socket", e.NRISocket)
 	}
