@@ -10,6 +10,7 @@ import (
 	"io/fs"
 	"net"
 	"net/http"
+	"sync/atomic"
 	"syscall"
 
 	"github.com/nri-hcn-portmap/nri-hcn-portmap/plugin/admin"
@@ -47,9 +48,21 @@ func adminCmd(what string, args []string, stdout, stderr io.Writer) error {
 	key, at := "admin.listen", cfg.Admin.Listen
 	url := "http://" + cfg.Admin.Listen
 	client := &http.Client{Timeout: config.AdminClientTimeout}
+	// reached: the private channel was opened, so a request that fails
+	// after it was hung up on by the plugin (a peer it does not take), in
+	// whichever way the transport reports the closed connection (EOF, a
+	// reset, a broken pipe, or an idle connection closed before the
+	// request was written).
+	var reached atomic.Bool
 	if what == "reload" { // the private channel: a pipe or socket only the node's administrators may open
 		key, at, url = "admin.socket", cfg.Admin.Socket, "http://plugin"
-		client.Transport = &http.Transport{DialContext: func(context.Context, string, string) (net.Conn, error) { return admin.DialPrivate(at) }}
+		client.Transport = &http.Transport{DisableKeepAlives: true, DialContext: func(context.Context, string, string) (net.Conn, error) {
+			c, err := admin.DialPrivate(at)
+			if err == nil {
+				reached.Store(true)
+			}
+			return c, err
+		}}
 	}
 	if at == "" {
 		return fmt.Errorf("%s is empty: the plugin serves no %s", key, map[bool]string{true: "reload", false: "admin endpoints"}[what == "reload"])
@@ -67,7 +80,9 @@ func adminCmd(what string, args []string, stdout, stderr io.Writer) error {
 		res, err = client.Get(url + "/healthz")
 	}
 	if err != nil {
-		if errors.Is(err, fs.ErrPermission) || errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.EPIPE) || errors.Is(err, io.EOF) {
+		var timeout net.Error
+		hungUp := reached.Load() && !(errors.As(err, &timeout) && timeout.Timeout())
+		if hungUp || errors.Is(err, fs.ErrPermission) || errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.EPIPE) || errors.Is(err, io.EOF) {
 			err = fmt.Errorf("%w (%s is for the node's administrators: run this as root, or from an elevated prompt)", err, key)
 		}
 		if cfgErr != nil {
