@@ -160,13 +160,13 @@ func (m *Manager) EnsureNetwork(ctx context.Context) (string, error) {
 	if errors.Is(err, ErrNotFound) && m.cfg.CreateNetwork {
 		n, err = m.createNetwork(ctx)
 	}
-	if err == nil && n.Type != NetworkNAT && !m.cfg.AllowCNINetwork {
+	if err == nil && !n.Type.Is(NetworkNAT) && !m.cfg.AllowCNINetwork {
 		err = fmt.Errorf("network %q is %s, not NAT: the plugin's endpoint would get an address HNS picks from its subnet, which a CNI's "+
 			"IPAM handing out that network's addresses does not know and may give to a pod again (kubernetes 74766); use a NAT network "+
 			"(the default: hcn.network = \"nat\", created when missing), or set hcn.allow_cni_network = true if HNS hands out this "+
 			"network's addresses itself: %w", n.Name, n.Type, ErrInvalid)
 	}
-	if err == nil && m.cfg.IPv6 && n.Type == NetworkNAT {
+	if err == nil && m.cfg.IPv6 && n.Type.Is(NetworkNAT) {
 		err = fmt.Errorf("network %q is NAT, which does not support IPv6, and hcn.dual_stack asks for IPv6 mappings: %w", n.Name, ErrInvalid)
 	}
 	if err != nil {
@@ -192,7 +192,7 @@ func (m *Manager) createNetwork(ctx context.Context) (*Network, error) {
 		m.announce(*n, "created")
 		return n, nil
 	}
-	if spec := m.cfg.Network; errors.Is(err, ErrInvalid) && spec.Type == NetworkNAT && spec.Subnet == "" {
+	if spec := m.cfg.Network; errors.Is(err, ErrInvalid) && spec.Type.Is(NetworkNAT) && spec.Subnet == "" {
 		subnet, perr := m.freeSubnet(ctx)
 		if perr != nil {
 			return nil, errors.Join(err, perr)
@@ -205,7 +205,7 @@ func (m *Manager) createNetwork(ctx context.Context) (*Network, error) {
 		m.announce(*n, "created with subnet "+spec.Subnet+", picked clear of the host's addresses and of HNS's networks: HNS refused a NAT network without one")
 		return n, nil
 	}
-	if !errors.Is(err, ErrExists) || m.cfg.Network.Type != NetworkNAT {
+	if !errors.Is(err, ErrExists) || !m.cfg.Network.Type.Is(NetworkNAT) {
 		return nil, err
 	}
 	all, lerr := m.svc.ListNetworks(ctx)
@@ -213,7 +213,7 @@ func (m *Manager) createNetwork(ctx context.Context) (*Network, error) {
 		return nil, errors.Join(err, lerr)
 	}
 	for i := range all {
-		if all[i].Type == NetworkNAT {
+		if all[i].Type.Is(NetworkNAT) {
 			m.announce(all[i], "HNS takes one NAT network and refused "+m.cfg.Network.Name+"; using the NAT network that exists")
 			return &all[i], nil
 		}

@@ -91,6 +91,31 @@ func TestManager(t *testing.T) {
 	}
 }
 
+// Issue 38: HNS's read-back of a network's type is compared in any case
+// (Rules.TypeSpelling: "NAT", "nat", "Nat"): a NAT network is NAT, so a pod
+// is mapped on it, dual stack refuses it, and the NAT network HNS already
+// has is found when it takes one only; an L2Bridge network still needs
+// consent.
+func TestNetworkTypeReadBackInAnyCase(t *testing.T) {
+	for _, spelling := range []string{"", "lower", "title"} {
+		hns := func() *hcnsim.Sim {
+			sim := hcnsim.New()
+			sim.SetRules(hcnsim.Rules{TypeSpelling: spelling})
+			return sim
+		}
+		t.Run(hcnsim.Rules{TypeSpelling: spelling}.String(), func(t *testing.T) {
+			n, err := hns().CreateNetwork(ctx, hcn.NetworkSpec{Name: "nat", Type: hcn.NetworkNAT})
+			if want := map[string]hcn.NetworkType{"": "NAT", "lower": "nat", "title": "Nat"}[spelling]; err != nil || n.Type != want {
+				t.Fatalf("the simulator reads a NAT network back as %q (%v), want %q", n.Type, err, want)
+			}
+			t.Run("EnsureCreatesAttachesAndIsIdempotent", func(t *testing.T) { testEnsureCreatesAttachesAndIsIdempotent(t, hns) })
+			t.Run("DualStackRefusesANATNetwork", func(t *testing.T) { testDualStackRefusesANATNetwork(t, hns) })
+			t.Run("SecondNATNetworkRefusedUsesTheOne", func(t *testing.T) { testSecondNATNetworkRefusedUsesTheOne(t, hns) })
+			t.Run("NetworkOtherThanNATNeedsConsent", func(t *testing.T) { testNetworkOtherThanNATNeedsConsent(t, hns) })
+		})
+	}
+}
+
 // ours returns the endpoints of the sandbox, failing on duplicates.
 func ours(t *testing.T, sim *hcnsim.Sim, mgr *hcn.Manager, id string) *hcn.Endpoint {
 	t.Helper()
@@ -707,7 +732,7 @@ func testNetworkOtherThanNATNeedsConsent(t *testing.T, hns func() *hcnsim.Sim) {
 	ns := sim.CreateNamespace("")
 	mgr := hcn.NewManager(sim, hcn.ManagerConfig{Network: hcn.NetworkSpec{Name: "cbr0"}})
 	_, _, err := mgr.Ensure(ctx, hcn.Desired{SandboxID: "sb1", Namespace: ns, Policies: web})
-	if !errors.Is(err, hcn.ErrInvalid) || !strings.Contains(err.Error(), `network "cbr0" is L2Bridge`) || !strings.Contains(err.Error(), "hcn.allow_cni_network") {
+	if !errors.Is(err, hcn.ErrInvalid) || !strings.Contains(strings.ToLower(err.Error()), `network "cbr0" is l2bridge`) || !strings.Contains(err.Error(), "hcn.allow_cni_network") {
 		t.Fatalf("Ensure on a CNI's L2Bridge network = %v", err)
 	}
 	if n := len(sim.State().Endpoints); n != 0 {

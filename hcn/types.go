@@ -113,6 +113,12 @@ const (
 	NetworkOverlay  NetworkType = "Overlay"
 )
 
+// Is reports whether t is u in any case. HNS's read-back of a network's
+// type is compared without case, as moby (which lower-cases types before
+// comparing) and kube-proxy's winkernel (strings.EqualFold) do: public
+// Get-HnsNetwork dumps show Docker's network as "Type : nat".
+func (t NetworkType) Is(u NetworkType) bool { return strings.EqualFold(string(t), string(u)) }
+
 // NetworkSpec describes the HNS network endpoints are created on.
 type NetworkSpec struct {
 	Name    string      `json:"Name"`
@@ -338,7 +344,7 @@ func canonicalVIP(s string) string {
 // set it, win-bridge never does). Elsewhere the mapping is taken to work: on a NAT
 // network v1 NAT policies are what Docker uses.
 func (pv Provider) Effective(network NetworkType) (ok bool, why, fix string) {
-	if network != NetworkL2Bridge || (!pv.V1NAT && pv.Policy.Flags&NatFlagsLocalRoutedVip != 0) {
+	if !network.Is(NetworkL2Bridge) || (!pv.V1NAT && pv.Policy.Flags&NatFlagsLocalRoutedVip != 0) {
 		return true, "", ""
 	}
 	kind := "a v2 PortMapping policy without the LocalRoutedVip flag"

@@ -148,6 +148,33 @@ type Rules struct {
 	// without flags, instead of as a policy of its own kind (NATPolicies).
 	// Not seen on a host either way.
 	V1NATAsPortMapping bool `json:"v1NATAsPortMapping,omitempty"`
+	// TypeSpelling: how HNS spells a network's type when it reads it back:
+	// "" as it was created ("NAT", hcsshim's constants), "lower" ("nat": what
+	// public Get-HnsNetwork dumps of Docker's network show, and why moby
+	// lower-cases types before comparing and kube-proxy's winkernel
+	// compares with strings.EqualFold), "title" ("Nat": not seen, a row of
+	// its own). Unverified for the v2 API either way.
+	TypeSpelling string `json:"typeSpelling,omitempty"`
+}
+
+// spell is t as HNS reads it back under the TypeSpelling rule.
+func (r Rules) spell(t hcn.NetworkType) hcn.NetworkType {
+	switch r.TypeSpelling {
+	case "lower":
+		return hcn.NetworkType(strings.ToLower(string(t)))
+	case "title":
+		if t == "" {
+			return t
+		}
+		return hcn.NetworkType(string(t[0]) + strings.ToLower(string(t[1:])))
+	}
+	return t
+}
+
+// ReadNetwork is n as HNS reads it back under these rules.
+func (r Rules) ReadNetwork(n hcn.Network) hcn.Network {
+	n.Type = r.spell(n.Type)
+	return n
 }
 
 // AllRules returns every combination of the first three rules' variants,
@@ -189,6 +216,9 @@ func (r Rules) String() string {
 	}
 	if r.NATNeedsSubnet {
 		s += ",nat-needs-subnet"
+	}
+	if r.TypeSpelling != "" {
+		s += ",types-" + r.TypeSpelling
 	}
 	return s
 }
@@ -586,7 +616,7 @@ func (s *Sim) GetNetworkByName(ctx context.Context, name string) (*hcn.Network, 
 	return run(ctx, s, OpGetNetworkByName, func() (*hcn.Network, error) {
 		for _, n := range s.networks {
 			if n.Name == name {
-				c := n.Network
+				c := s.rules.ReadNetwork(n.Network)
 				return &c, nil
 			}
 		}
@@ -599,7 +629,7 @@ func (s *Sim) ListNetworks(ctx context.Context) ([]hcn.Network, error) {
 	return run(ctx, s, OpListNetworks, func() ([]hcn.Network, error) {
 		out := make([]hcn.Network, 0, len(s.networks))
 		for _, n := range s.networks {
-			out = append(out, n.Network)
+			out = append(out, s.rules.ReadNetwork(n.Network))
 		}
 		slices.SortFunc(out, func(a, b hcn.Network) int { return strings.Compare(a.Name+a.ID, b.Name+b.ID) })
 		return out, nil
@@ -655,7 +685,7 @@ func (s *Sim) createNetwork(spec hcn.NetworkSpec) (*hcn.Network, error) {
 		n.Subnets = []string{n.prefix.String()}
 	}
 	s.networks[n.ID] = n
-	c := n.Network
+	c := s.rules.ReadNetwork(n.Network)
 	return &c, nil
 }
 

@@ -175,7 +175,7 @@ func (d *Doctor) checkNetwork(ctx context.Context) Result {
 		return Result{name, Fail, err.Error(), "HNS must answer: see the HNS check"}
 	}
 	detail := fmt.Sprintf("type %s, subnets %s, gateway %s", n.Type, strings.Join(n.Subnets, " "), cmp.Or(n.Gateway, "(none)"))
-	if n.Type != hcn.NetworkNAT && !c.AllowCNINetwork {
+	if !n.Type.Is(hcn.NetworkNAT) && !c.AllowCNINetwork {
 		return Result{name, Fail, detail + "; not NAT: a CNI's IPAM may hand out its addresses, and would not know the one HNS gives the plugin's endpoint",
 			`use a NAT network (the default: hcn.network = "nat", created when missing), or set hcn.allow_cni_network = true if only HNS hands out this network's addresses`}
 	}
@@ -194,7 +194,7 @@ func (d *Doctor) checkIPv6(ctx context.Context) Result {
 	if err != nil {
 		return Result{name, Warn, "not checked: " + err.Error(), ""}
 	}
-	if n.Type == hcn.NetworkNAT {
+	if n.Type.Is(hcn.NetworkNAT) {
 		return Result{name, Fail, fmt.Sprintf("hcn.dual_stack is on but network %s is NAT, which does not support IPv6", n.Name),
 			"use an L2Bridge network, or turn hcn.dual_stack off"}
 	}

@@ -84,6 +84,12 @@ func TestChecks(t *testing.T) {
 			_, _ = s.CreateNetwork(ctx, hcn.NetworkSpec{Name: "l2", Type: hcn.NetworkL2Bridge, Subnet: "10.1.0.0/24"})
 			d.Config.HCN.Network, d.Config.HCN.DefaultRoute, d.Config.HCN.AllowCNINetwork = "l2", "none", true
 		}, "network l2", Pass, "gateway (none)", ""},
+		{"NAT read back as nat", func(_ *Doctor, s *hcnsim.Sim) { s.SetRules(hcnsim.Rules{TypeSpelling: "lower"}) }, "network nat", Pass, "type nat, subnets", ""},
+		{"NAT read back as Nat", func(_ *Doctor, s *hcnsim.Sim) { s.SetRules(hcnsim.Rules{TypeSpelling: "title"}) }, "network nat", Pass, "type Nat, subnets", ""},
+		{"dual stack on a nat", func(d *Doctor, s *hcnsim.Sim) {
+			s.SetRules(hcnsim.Rules{TypeSpelling: "lower"})
+			d.Config.HCN.DualStack = true
+		}, "IPv6", Fail, "NAT, which does not support IPv6", "L2Bridge"},
 		{"IPv4 only", func(*Doctor, *hcnsim.Sim) {}, "IPv6", Pass, "dual_stack off", ""},
 		{"dual stack on NAT", func(d *Doctor, _ *hcnsim.Sim) { d.Config.HCN.DualStack = true }, "IPv6", Fail, "NAT, which does not support IPv6", "L2Bridge"},
 		{"containerd", func(*Doctor, *hcnsim.Sim) {}, "containerd", Pass, "v2.4.2 at ", ""},

@@ -424,7 +424,7 @@ func (e *Emulator) dispatch(fn string, a []string) (uint32, uint64, string, stri
 		}
 		for _, n := range st().Networks {
 			if n.ID == id {
-				out := map[string]any{"ID": n.ID, "Name": n.Name, "Type": n.Type, "SchemaVersion": v2}
+				out := map[string]any{"ID": n.ID, "Name": n.Name, "Type": e.sim.Rules().ReadNetwork(n).Type, "SchemaVersion": v2}
 				if len(n.Subnets) > 0 {
 					subnet := map[string]any{"IpAddressPrefix": n.Subnets[0]}
 					if n.Gateway != "" {
