@@ -142,6 +142,10 @@ func Install(p Plan) error {
 		ErrorControl: mgr.ErrorNormal,
 		Dependencies: p.Dependencies,
 	}, p.Args...)
+	if errors.Is(err, windows.ERROR_SERVICE_MARKED_FOR_DELETE) {
+		return fmt.Errorf("service install: %s was uninstalled but another program still holds it open (the Services console, Event Viewer, "+
+			"an sc.exe or PowerShell session): close it, or reboot, then install again: %w", p.Name, err)
+	}
 	if err != nil {
 		return fmt.Errorf("service install: %w", err)
 	}
@@ -172,31 +176,46 @@ func Install(p Plan) error {
 	return nil
 }
 
-// Uninstall stops and deletes the service.
+// Uninstall stops and deletes the service, and waits until the SCM has
+// removed it (UninstallFrom).
 func Uninstall(name string) error {
 	m, err := mgr.Connect()
 	if err != nil {
 		return fmt.Errorf("service uninstall: connecting to the service control manager: %w", err)
 	}
 	defer m.Disconnect()
-	s, err := m.OpenService(name)
-	if err != nil {
-		return fmt.Errorf("service uninstall: %s: %w", name, err)
-	}
-	defer s.Close()
-	if st, err := s.Query(); err == nil && st.State != svc.Stopped {
-		if _, err := s.Control(svc.Stop); err == nil {
-			for i := 0; i < 60; i++ {
-				if st, err := s.Query(); err != nil || st.State == svc.Stopped {
-					break
-				}
-				time.Sleep(500 * time.Millisecond)
-			}
-		}
-	}
-	if err := s.Delete(); err != nil {
-		return fmt.Errorf("service uninstall: %w", err)
+	if err := UninstallFrom(scm{m}, name, DefaultUninstallWaits); err != nil {
+		return err
 	}
 	_ = eventlog.Remove(name)
 	return nil
 }
+
+// scm is the SCM seam over x/sys's service manager.
+type scm struct{ m *mgr.Mgr }
+
+func (c scm) Open(name string) (Service, error) {
+	s, err := c.m.OpenService(name)
+	if errors.Is(err, windows.ERROR_SERVICE_DOES_NOT_EXIST) {
+		return nil, fmt.Errorf("%w (%w)", ErrNoService, err)
+	}
+	if err != nil {
+		return nil, err
+	}
+	return service{s}, nil
+}
+
+type service struct{ s *mgr.Service }
+
+func (s service) Stopped() (bool, error) {
+	st, err := s.s.Query()
+	return err == nil && st.State == svc.Stopped, err
+}
+
+func (s service) Stop() error {
+	_, err := s.s.Control(svc.Stop)
+	return err
+}
+
+func (s service) Delete() error { return s.s.Delete() }
+func (s service) Close() error  { return s.s.Close() }

@@ -93,7 +93,16 @@ func TestServiceUnderTheSCM(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer s.Close()
+	// closed before Uninstall: the SCM removes a deleted service only when
+	// its last handle closes, this one included (MS-SCMR RDeleteService;
+	// TestTheSCMTestsSequenceHoldsUnderTheHandleRule runs this sequence
+	// against a fake that keeps the rule, everywhere)
+	closed := false
+	defer func() {
+		if !closed {
+			s.Close()
+		}
+	}()
 	c, err := s.Config()
 	if err != nil || c.StartType != mgr.StartAutomatic || c.DisplayName != plan.DisplayName {
 		t.Errorf("config %+v, %v", c, err)
@@ -124,10 +133,13 @@ func TestServiceUnderTheSCM(t *testing.T) {
 	if _, err := os.Stat(marker + ".reload"); err != nil {
 		t.Errorf("paramchange did not reload: %v", err)
 	}
+	s.Close()
+	closed = true
 	if err := Uninstall(testServiceName); err != nil {
 		t.Fatalf("Uninstall: %v", err)
 	}
-	if _, err := m.OpenService(testServiceName); err == nil {
+	if s, err := m.OpenService(testServiceName); err == nil {
+		s.Close()
 		t.Error("service still there after Uninstall")
 	}
 }
