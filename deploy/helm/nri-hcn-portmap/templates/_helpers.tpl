@@ -110,14 +110,17 @@ serviceAccount.name says), or one that exists (serviceAccount.create=false). */ 
 {{- end }}
 {{- end }}
 
-{{- /* The metrics port's Windows Firewall rule: added by the plugin's pod
-(idempotent), removed by the cleanup. */ -}}
+{{- /* The metrics port's Windows Firewall rule: replaced by the plugin's pod
+(so a changed metrics.port is the rule's port), removed by the cleanup. No
+double quote in either: the cleanup's runs inside cmd /c's one argument,
+where containerd's and hcsshim's EscapeArg would turn it into \" and
+PowerShell would receive a string, not a command. */ -}}
 {{- define "nri-hcn-portmap.firewallRule" -}}
 {{ include "nri-hcn-portmap.fullname" . }}-metrics
 {{- end }}
 
 {{- define "nri-hcn-portmap.firewallAdd" -}}
-if (-not (Get-NetFirewallRule -Name '{{ include "nri-hcn-portmap.firewallRule" . }}' -ErrorAction SilentlyContinue)) { New-NetFirewallRule -Name '{{ include "nri-hcn-portmap.firewallRule" . }}' -DisplayName 'nri-hcn-portmap metrics' -Direction Inbound -Protocol TCP -LocalPort {{ .Values.metrics.port }} -Action Allow | Out-Null }
+Remove-NetFirewallRule -Name '{{ include "nri-hcn-portmap.firewallRule" . }}' -ErrorAction SilentlyContinue; New-NetFirewallRule -Name '{{ include "nri-hcn-portmap.firewallRule" . }}' -DisplayName 'nri-hcn-portmap metrics' -Direction Inbound -Protocol TCP -LocalPort {{ .Values.metrics.port }} -Action Allow | Out-Null
 {{- end }}
 
 {{- define "nri-hcn-portmap.firewallRemove" -}}
