@@ -275,6 +275,9 @@ func TestDocsAreTrue(t *testing.T) {
 					line = line[:i] // a comment after the command
 				}
 				checkInvocations(file, line, flags, bad)
+				if strings.Contains(line, "--depends-on containerd") {
+					bad(file, "%q: a dependency on containerd makes stopping or restarting it fail with error 1051 (the plugin waits for containerd itself)", line)
+				}
 				for _, m := range makeRe.FindAllStringSubmatch(line, -1) {
 					if !targets[m[1]] {
 						bad(file, "make %s: no such target", m[1])

@@ -32,7 +32,7 @@ Usage:
                                        check the node (HNS, network, containerd, event source,
                                        NRI socket, admin address, Hyper-V pods); --selftest builds,
                                        reads back and removes a throwaway endpoint; exit 1 if unfit
-  nri-hcn-portmap service install [--config PATH] [--depends-on containerd] | service uninstall
+  nri-hcn-portmap service install [--config PATH] [--depends-on SERVICE] | service uninstall
                                        register or remove the Windows service
   nri-hcn-portmap config default | config dump [flags]
                                        the default configuration, or the one in effect (the file

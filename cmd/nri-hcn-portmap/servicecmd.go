@@ -16,7 +16,7 @@ import (
 )
 
 const serviceUsage = `Usage:
-  nri-hcn-portmap service install [--config PATH] [--depends-on containerd]
+  nri-hcn-portmap service install [--config PATH] [--depends-on SERVICE]
                                                     register the Windows service; PATH (absolute) is the
                                                     configuration it runs with (checked now), the defaults
                                                     without it; --depends-on names services to start after
@@ -36,7 +36,7 @@ func serviceCmd(args []string, stdout, stderr io.Writer) error {
 		fs := flag.NewFlagSet("service install", flag.ContinueOnError)
 		fs.SetOutput(stderr)
 		cfgPath := fs.String("config", "", "configuration file the service runs with (absolute path); the defaults without it")
-		dependsOn := fs.String("depends-on", "", "services to start after, comma-separated, e.g. containerd (each must be installed); none by default")
+		dependsOn := fs.String("depends-on", "", "services to start after, comma-separated (each must be installed); none by default, and not containerd: the plugin waits for it, and a dependency makes stopping or restarting containerd fail with error 1051 unless forced")
 		if err := parseArgs(fs, args[1:]); err != nil {
 			return err
 		}
