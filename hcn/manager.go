@@ -366,20 +366,23 @@ func (m *Manager) Converge(ctx context.Context, d Desired, existing []Endpoint) 
 }
 
 // matches reports whether an existing endpoint (attached or not) is the
-// one spec describes, in what decides its behaviour: its network, its port
-// mappings (protocol, ports, host IP, the local-routed and IPv6 flags) and
-// OutBoundNAT, its DNS servers when the spec has the pod's, and its routes
-// as far as HNS keeps them. An endpoint HNS reads back without routes
-// matches a spec with routes unless HNS has been seen keeping an
-// endpoint's routes (older builds do not store them, and a fresh process
-// has not learned which HNS this is): a restart adopts, never rebuilds
-// what HNS reads back with less. A spec without DNS compares none: HNS
-// fills in the node's, and a rebuild would get the same.
+// one spec describes, in what decides its host ports: its network, its
+// port mappings (protocol, ports, host IP, the local-routed and IPv6
+// flags) and OutBoundNAT, and its routes as far as HNS keeps them. An
+// endpoint HNS reads back without routes matches a spec with routes
+// unless HNS has been seen keeping an endpoint's routes (older builds do
+// not store them, and a fresh process has not learned which HNS this is):
+// a restart adopts, never rebuilds what HNS reads back with less.
+//
+// DNS alone never rebuilds: a running sandbox's DNS does not change, so an
+// endpoint whose DNS differs from the pod's was built by an earlier
+// release (which sent none and got the node's) or filled in by HNS, and a
+// rebuild would drop the pod's host ports to fix it. HNS offers no change
+// of an endpoint's DNS in place (hcsshim's ModifyEndpointSettings takes
+// port and policy resources only), so it is kept, and the caller reports
+// it (DNS.Carries); the pod's next sandbox gets its own.
 func (m *Manager) matches(ep *Endpoint, spec EndpointSpec) bool {
 	if !strings.EqualFold(ep.NetworkID, spec.NetworkID) || ep.OutboundNAT != spec.OutboundNAT || !m.sameMappings(ep, spec) {
-		return false
-	}
-	if len(spec.DNS.ServerList) > 0 && !sameSet(ep.DNS.ServerList, spec.DNS.ServerList, slices.Sort) {
 		return false
 	}
 	if len(ep.Routes) == 0 && len(spec.Routes) > 0 {

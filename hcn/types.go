@@ -285,6 +285,33 @@ func (d DNS) Clone() DNS {
 	return DNS{Domain: d.Domain, Search: slices.Clone(d.Search), ServerList: slices.Clone(d.ServerList), Options: slices.Clone(d.Options)}
 }
 
+// Carries reports whether an endpoint that reads back with d carries the
+// DNS want asks for, as far as HNS keeps it: the same resolvers (in any
+// order), the search list in its order, and want's suffix when it names
+// one (HNS fills its own suffix in where none is sent). A want without
+// resolvers asks for nothing: HNS's fill-in is all there is.
+func (d DNS) Carries(want DNS) bool {
+	if len(want.ServerList) == 0 {
+		return true
+	}
+	return sameSet(d.ServerList, want.ServerList, slices.Sort) && slices.Equal(d.Search, want.Search) &&
+		(want.Domain == "" || strings.EqualFold(d.Domain, want.Domain))
+}
+
+// NeighbourDNS is the DNS of the first of eps (another endpoint of the
+// pod's namespace: the CNI's) that has resolvers: what the pod's own
+// interface gives it, and so what the plugin's endpoint should carry for
+// a pod whose record has no DNS, instead of HNS's fill-in of the node's.
+// Zero when none has any.
+func NeighbourDNS(eps []Endpoint) DNS {
+	for _, ep := range eps {
+		if len(ep.DNS.ServerList) > 0 {
+			return ep.DNS.Clone()
+		}
+	}
+	return DNS{}
+}
+
 // Namespace is an HNS (HCN) namespace: the network compartment of a pod.
 type Namespace struct {
 	ID        GUID     `json:"ID"`

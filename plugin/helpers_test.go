@@ -96,12 +96,21 @@ func mustParse(t *testing.T, s string) []request.PortMapping {
 }
 
 func criMeta(annotation, portMappings string) []byte {
-	ann := ""
+	return criMetaWith(annotation, portMappings, "")
+}
+
+// criMetaWith is criMeta's record with the pod's DNS resolver server, as
+// kubelet gives it ("": a record without DNS).
+func criMetaWith(annotation, portMappings, server string) []byte {
+	ann, dns := "", ""
 	if annotation != "" {
 		ann = `,"annotations":{"` + request.AnnotationPortMappings + `":"` + annotation + `"}`
 	}
+	if server != "" {
+		dns = `,"dns_config":{"servers":["` + server + `"],"searches":["ns.svc.cluster.local"]}`
+	}
 	return []byte(`{"Version":"v1","Metadata":{"ID":"x","Name":"p_ns_uid_0","Config":{"metadata":{"name":"p","uid":"uid","namespace":"ns"},"port_mappings":[` +
-		portMappings + `]` + ann + `}}}`)
+		portMappings + `]` + dns + ann + `}}}`)
 }
 
 // criMetaDNS is criMeta's record with the pod's DNS, as kubelet gives it.

@@ -80,12 +80,14 @@ type inbox struct {
 // known is what the workers found and made of a sandbox: written whole by
 // commit, from the sandbox's own sync.
 type known struct {
-	eps       []hcn.Endpoint // our endpoints as HNS holds them, when epsKnown
-	epsKnown  bool
-	ports     []hcn.PortMappingPolicy // the host ports it holds in the index
-	cni       []CNIMapping            // its host ports the CNI's endpoint maps
-	name      string                  // namespace/name, for another pod's conflict message
-	namespace string                  // its Kubernetes namespace, when known (a relabel syncs it again)
+	eps      []hcn.Endpoint // our endpoints as HNS holds them, when epsKnown
+	epsKnown bool
+	ports    []hcn.PortMappingPolicy // the host ports it holds in the index
+	cni      []CNIMapping            // its host ports the CNI's endpoint maps
+	// foreignDNS: its endpoint, kept, carries DNS other than the pod's
+	foreignDNS bool
+	name       string // namespace/name, for another pod's conflict message
+	namespace  string // its Kubernetes namespace, when known (a relabel syncs it again)
 	// confirmed counts syncs that found it live with its endpoint in
 	// place: a conflict waiting for it is then decided
 	confirmed uint64
@@ -370,6 +372,7 @@ func (s *state) mappings() []SandboxMappings {
 		m := SandboxMappings{Sandbox: id, Pod: k.name, Ours: slices.Clone(k.ports), CNI: slices.Clone(k.cni)}
 		if len(k.eps) > 0 {
 			m.Endpoint = k.eps[0].ID
+			m.ForeignDNS = k.foreignDNS
 		}
 		out = append(out, m)
 	}
@@ -513,4 +516,23 @@ type SandboxMappings struct {
 	Endpoint string                  `json:"endpoint,omitempty"` // ours
 	Ours     []hcn.PortMappingPolicy `json:"ours,omitempty"`
 	CNI      []CNIMapping            `json:"cni,omitempty"`
+	// ForeignDNS: our endpoint carries DNS other than the pod's (built by
+	// an earlier release, which sent none, so HNS filled in the node's):
+	// kept, since a rebuild would drop the pod's host ports; the pod's
+	// next sandbox gets its own
+	ForeignDNS bool `json:"foreignDNS,omitempty"`
+}
+
+// ForeignDNS counts the sandboxes whose endpoint carries DNS other than
+// the pod's (SandboxMappings.ForeignDNS).
+func (s *state) foreignDNS() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	n := 0
+	for _, r := range s.recs {
+		if len(r.known.eps) > 0 && r.known.foreignDNS {
+			n++
+		}
+	}
+	return n
 }

@@ -341,12 +341,25 @@ func (c *Core) decide(ctx context.Context, sn snap) (outcome, *want) {
 			"so an endpoint added now would never reach it; map host ports of Hyper-V pods with the CNI's portMappings", ErrHyperV, why)), nil
 	}
 	w := want{netns: sb.NetNS, policies: request.BuildPolicies(req.mappings, c.opt.Policy), dns: req.dns}
+	// The other endpoints of the pod's namespace (the CNI's), asked of HNS
+	// once, and only where they matter: for hostPorts, which the CNI may
+	// map itself, and for a pod whose record has no DNS, which gets the
+	// CNI endpoint's DNS on ours instead of HNS's fill-in of the node's.
+	var others []hcn.Endpoint
+	if req.hostPorts || req.noDNS {
+		if others, err = c.mgr.Neighbours(ctx, sb.NetNS, sn.id); err != nil {
+			return o.fail(err), nil
+		}
+	}
+	if req.noDNS {
+		w.dns = hcn.NeighbourDNS(others)
+	}
 	if req.hostPorts {
 		// the CNI may map the pod's hostPorts itself (it is given them as
 		// portMappings; win-bridge honours them): HNS would refuse the same
 		// mapping twice. A pod without hostPorts gives the CNI nothing to
 		// map, and HNS is not asked.
-		if w.policies, w.cni, err = c.notProvided(ctx, sn.id, sb.NetNS, w.policies); err != nil {
+		if w.policies, w.cni, err = c.notProvided(ctx, others, w.policies); err != nil {
 			return o.fail(err), nil
 		}
 		if len(w.policies) == 0 { // the CNI maps them all
@@ -410,6 +423,9 @@ func (c *Core) converge(ctx context.Context, sn snap, o outcome, w want, conflic
 		return o.fail(err)
 	}
 	o.known.eps, o.known.epsKnown, o.known.ports = []hcn.Endpoint{*ep}, true, slices.Clone(w.policies)
+	// an endpoint kept with DNS other than the pod's (an earlier
+	// release's, or HNS's fill-in): reported, fixed at its next sandbox
+	o.known.foreignDNS = !ep.DNS.Carries(w.dns)
 	o.known.confirmed++
 	o.known.waitFor = nil
 	cniChanged := !slices.Equal(o.known.cni, w.cni)
@@ -527,10 +543,9 @@ func (c *Core) live(ctx context.Context, sb *SandboxInfo, started bool) (livenes
 // its namespace maps (ours to make) and those another one, the CNI's,
 // maps already (HNS takes a host port once), each with whether it will
 // work on the CNI's network.
-func (c *Core) notProvided(ctx context.Context, id string, ns hcn.GUID, policies []hcn.PortMappingPolicy) ([]hcn.PortMappingPolicy, []CNIMapping, error) {
-	others, err := c.mgr.Neighbours(ctx, ns, id)
-	if err != nil || len(others) == 0 {
-		return policies, nil, err
+func (c *Core) notProvided(ctx context.Context, others []hcn.Endpoint, policies []hcn.PortMappingPolicy) ([]hcn.PortMappingPolicy, []CNIMapping, error) {
+	if len(others) == 0 {
+		return policies, nil, nil
 	}
 	var ours []hcn.PortMappingPolicy
 	var cni []CNIMapping
@@ -624,6 +639,9 @@ type podRequest struct {
 	unreadable error
 	// dns is the pod's own DNS, from its CRI record (zero: not known)
 	dns hcn.DNS
+	// noDNS: the pod's CRI record has no DNS (no resolvers): its
+	// interface's DNS is the CNI endpoint's
+	noDNS bool
 }
 
 // request works out what the sandbox asks for from the pod the trigger
@@ -653,7 +671,7 @@ func (c *Core) request(p Pod, sb *SandboxInfo, annotated []request.PortMapping, 
 			r.known = true
 		}
 		if meta != nil {
-			r.dns = meta.DNS
+			r.dns, r.noDNS = meta.DNS, len(meta.DNS.ServerList) == 0
 		}
 	}
 	if !r.known {

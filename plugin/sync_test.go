@@ -7,6 +7,7 @@ import (
 	"maps"
 	"math/rand/v2"
 	"os"
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
@@ -530,16 +531,19 @@ func TestStartWithHostPortsCostsTheSameOnAFullNode(t *testing.T) {
 // has no hostPorts gives its CNI nothing to map, so its start asks HNS
 // nothing about the namespace: the create and the attach, as with the
 // annotation alone. A pod with hostPorts asks the namespace (and opens its
-// other endpoints).
-func TestOnlyAPodWithHostPortsAsksWhatTheCNIMaps(t *testing.T) {
+// other endpoints), and so does one whose record has no DNS (issue 38:
+// its DNS is the CNI endpoint's), once for both.
+func TestOnlyAPodWithHostPortsOrNoDNSAsksTheNamespace(t *testing.T) {
+	asks := map[string]int{hcnsim.OpGetNamespace: 1, hcnsim.OpGetEndpoint: 1, hcnsim.OpenedEndpoint: 1, hcnsim.OpCreateEndpoint: 1, hcnsim.OpAddNamespaceEndpoint: 1}
 	for _, tt := range []struct {
-		name, annotation, ports string
-		want                    map[string]int
+		name, annotation, ports, dns string
+		want                         map[string]int
 	}{
-		{"annotation only", "9010:80", `{"container_port":81}`, // a containerPort without hostPort
+		{"annotation only", "9010:80", `{"container_port":81}`, "10.96.0.10", // a containerPort without hostPort
 			map[string]int{hcnsim.OpCreateEndpoint: 1, hcnsim.OpAddNamespaceEndpoint: 1}},
-		{"hostPort", "", `{"container_port":80,"host_port":9011}`,
-			map[string]int{hcnsim.OpGetNamespace: 1, hcnsim.OpGetEndpoint: 1, hcnsim.OpenedEndpoint: 1, hcnsim.OpCreateEndpoint: 1, hcnsim.OpAddNamespaceEndpoint: 1}},
+		{"hostPort", "", `{"container_port":80,"host_port":9011}`, "10.96.0.10", asks},
+		{"annotation only, no DNS in the record", "9010:80", `{"container_port":81}`, "", asks},
+		{"hostPort, no DNS in the record", "", `{"container_port":80,"host_port":9011}`, "", asks},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			f := newFixture(t)
@@ -553,7 +557,7 @@ func TestOnlyAPodWithHostPortsAsksWhatTheCNIMaps(t *testing.T) {
 				t.Fatal(err)
 			}
 			p := f.sandbox("p", tt.annotation)
-			f.store.sbs["p"].Metadata = criMeta(tt.annotation, tt.ports)
+			f.store.sbs["p"].Metadata = criMetaWith(tt.annotation, tt.ports, tt.dns)
 			// the CNI's endpoint in the pod's namespace, mapping nothing
 			cni, err := f.sim.CreateNetwork(ctx, hcn.NetworkSpec{Name: "cbr0", Type: hcn.NetworkL2Bridge, Subnet: "10.244.0.0/16"})
 			if err != nil {
@@ -1351,17 +1355,120 @@ func TestAnEndpointInPlaceExemptsOnlyTheMappingsItHolds(t *testing.T) {
 	}
 }
 
-// The pod's own DNS (its CRI record's servers, search list and options) is
-// what its endpoint carries, so HNS fills in nothing of the node's.
+// The pod's own DNS (its CRI record's servers, search list and options,
+// with its first search domain as the suffix) is what its endpoint
+// carries, so HNS fills in nothing of the node's; a pod whose record has
+// no DNS gets the DNS of the CNI's endpoint in its namespace (issue 38),
+// and with no such endpoint, what HNS fills in. Under both fill-in rules.
 func TestThePodsOwnDNSIsOnItsEndpoint(t *testing.T) {
-	f := newFixture(t)
-	f.sandbox("p", "8080:80")
-	f.store.sbs["p"].Metadata = criMetaDNS("8080:80", "10.96.0.10")
-	if err := startedAndWait(t, f, Pod{ID: "p"}); err != nil {
-		t.Fatal(err)
+	podDNS := hcn.DNS{Domain: "ns.svc.cluster.local", Search: []string{"ns.svc.cluster.local"}, ServerList: []string{"10.96.0.10"}}
+	cniDNS := hcn.DNS{Domain: "cni.example", Search: []string{"default.svc.cluster.local", "svc.cluster.local"}, ServerList: []string{"10.96.0.11", "10.96.0.12"}}
+	for _, rules := range []hcnsim.Rules{{}, {NoDNSFill: true}} {
+		for _, tc := range []struct {
+			name      string
+			recordDNS bool
+			cni       *hcn.DNS // the CNI's endpoint in the namespace, with this DNS
+			want      hcn.DNS  // zero: what HNS fills in
+		}{
+			{"the record's", true, &cniDNS, podDNS},
+			{"no DNS in the record: the CNI endpoint's", false, &cniDNS, cniDNS},
+			{"no DNS in the record, a CNI endpoint without any: HNS's", false, &hcn.DNS{}, hcn.DNS{}},
+			{"no DNS in the record, no CNI endpoint: HNS's", false, nil, hcn.DNS{}},
+		} {
+			t.Run(rules.String()+"/"+tc.name, func(t *testing.T) {
+				f := newFixture(t)
+				f.sim.SetRules(rules)
+				f.sandbox("p", "8080:80")
+				f.store.sbs["p"].Metadata = criMetaWith("8080:80", "", map[bool]string{true: "10.96.0.10"}[tc.recordDNS])
+				if tc.cni != nil {
+					cbr, err := f.sim.CreateNetwork(ctx, hcn.NetworkSpec{Name: "cbr0", Type: hcn.NetworkL2Bridge, Subnet: "10.244.0.0/16"})
+					if err != nil {
+						t.Fatal(err)
+					}
+					ep, err := f.sim.CreateEndpoint(ctx, hcn.EndpointSpec{Name: "cni-p", NetworkID: cbr.ID, DNS: *tc.cni})
+					if err == nil {
+						err = f.sim.AddNamespaceEndpoint(ctx, f.store.sbs["p"].NetNS, ep.ID)
+					}
+					if err != nil {
+						t.Fatal(err)
+					}
+				}
+				if err := startedAndWait(t, f, Pod{ID: "p"}); err != nil {
+					t.Fatal(err)
+				}
+				eps := f.endpoints("p")
+				if len(eps) != 1 {
+					t.Fatalf("endpoints %+v", eps)
+				}
+				want := tc.want
+				if want.IsZero() && !rules.NoDNSFill {
+					want = hcn.DNS{ServerList: hcnsim.HostDNS().ServerList, Domain: hcnsim.HostDNS().Domain}
+				}
+				if got := eps[0].DNS; !reflect.DeepEqual(got, want) {
+					t.Fatalf("the endpoint carries DNS %+v, want %+v", got, want)
+				}
+				if m := f.core.Mappings(); len(m) != 1 || m[0].ForeignDNS || f.core.ForeignDNS() != 0 {
+					t.Fatalf("mappings %+v: an endpoint built now reported as carrying DNS other than the pod's", m)
+				}
+			})
+		}
 	}
-	eps := f.endpoints("p")
-	if len(eps) != 1 || !slices.Equal(eps[0].DNS.ServerList, []string{"10.96.0.10"}) || !slices.Equal(eps[0].DNS.Search, []string{"ns.svc.cluster.local"}) {
-		t.Fatalf("endpoints %+v, want the pod's DNS (server 10.96.0.10, search ns.svc.cluster.local)", eps)
+}
+
+// Issue 38: an upgrade drops no running pod's host port to fix its DNS.
+// Endpoints as earlier releases built them (no DNS sent, so HNS filled in
+// the node's; or the pod's resolvers without its suffix, so HNS filled in
+// the node's suffix) are adopted by the new release's first resync, not
+// rebuilt, and reported (Mappings names them, the gauge counts them); a
+// pod started after the upgrade carries its own DNS and is not reported.
+func TestAnUpgradeKeepsEndpointsWhoseDNSAloneDiffersAndReportsThem(t *testing.T) {
+	for _, rules := range []hcnsim.Rules{{}, {NoDNSFill: true}} {
+		t.Run(rules.String(), func(t *testing.T) {
+			f := newFixture(t)
+			f.sim.SetRules(rules)
+			// the earlier releases' endpoints, built by the manager as they
+			// built them
+			old := hcn.NewManager(f.sim, testManagerConfig())
+			shapes := map[string]hcn.DNS{"none": {}, "no-suffix": {ServerList: []string{"10.96.0.10"}, Search: []string{"ns.svc.cluster.local"}}}
+			ids := map[string]string{}
+			for name, dns := range shapes {
+				port := map[string]string{"none": "8081:80", "no-suffix": "8082:80"}[name]
+				f.sandbox(name, port)
+				f.store.sbs[name].Metadata = criMetaDNS(port, "10.96.0.10")
+				ep, _, err := old.Ensure(ctx, hcn.Desired{SandboxID: name, Namespace: f.store.sbs[name].NetNS,
+					Policies: request.BuildPolicies(mustParse(t, port), f.core.opt.Policy), DNS: dns})
+				if err != nil {
+					t.Fatal(err)
+				}
+				ids[name] = ep.ID
+			}
+			// the new release starts: it lists HNS and resyncs
+			if err := f.core.LoadPorts(ctx); err != nil {
+				t.Fatal(err)
+			}
+			for range 2 {
+				if sum, err := f.core.ReconcileAll(ctx); err != nil || sum.Created != 0 || sum.Deleted != 0 {
+					t.Fatalf("resync after the upgrade = %+v, %v: want nothing rebuilt", sum, err)
+				}
+			}
+			for name, id := range ids {
+				if eps := f.endpoints(name); len(eps) != 1 || eps[0].ID != id || eps[0].Namespace == "" {
+					t.Fatalf("%s: %+v after the upgrade, want %s kept attached", name, eps, id)
+				}
+			}
+			m := f.core.Mappings()
+			if len(m) != 2 || !m[0].ForeignDNS || !m[1].ForeignDNS || f.core.ForeignDNS() != 2 {
+				t.Fatalf("mappings %+v, %d counted: want both endpoints reported as carrying DNS other than the pod's", m, f.core.ForeignDNS())
+			}
+			// a pod started after the upgrade carries its own DNS
+			f.sandbox("new", "8083:80")
+			f.store.sbs["new"].Metadata = criMetaDNS("8083:80", "10.96.0.10")
+			if err := startedAndWait(t, f, Pod{ID: "new"}); err != nil {
+				t.Fatal(err)
+			}
+			if eps := f.endpoints("new"); len(eps) != 1 || eps[0].DNS.Domain != "ns.svc.cluster.local" || f.core.ForeignDNS() != 2 {
+				t.Fatalf("the new pod's endpoint %+v, %d reported: want its own DNS, not reported", eps, f.core.ForeignDNS())
+			}
+		})
 	}
 }

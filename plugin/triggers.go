@@ -129,3 +129,7 @@ func deletedEvent(id string) sighting {
 // Mappings is who maps each host port of every sandbox the controller
 // holds something for (GET /mappings, read by `status`).
 func (c *Core) Mappings() []SandboxMappings { return c.st.mappings() }
+
+// ForeignDNS counts the pods whose endpoint carries DNS other than theirs
+// (SandboxMappings.ForeignDNS).
+func (c *Core) ForeignDNS() int { return c.st.foreignDNS() }

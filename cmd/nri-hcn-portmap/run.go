@@ -222,6 +222,7 @@ func build(ctx context.Context, cfg config.Config, flags *config.Flags, log *log
 	}
 	a.metrics.CountEndpoints(a.core.Endpoints)
 	a.metrics.CountFailing(a.core.Failing)
+	a.metrics.CountForeignDNS(a.core.ForeignDNS)
 	resync := plugin.NewResyncer(a.core, cfg.Plugin.ResyncInterval.Duration, log)
 	mode, nriSrc := cfg.Plugin.Source, launched
 	if nriSrc != nil {

@@ -139,9 +139,11 @@ type Rules struct {
 	// Unverified either way.
 	EnumsAsNames bool `json:"enumsAsNames,omitempty"`
 	// NoDNSFill: HNS leaves an endpoint created without DNS servers without
-	// any, instead of filling in the node's resolvers and DNS suffix (as
+	// any (and one without a suffix without one), instead of filling in the
+	// node's resolvers where none are sent and its suffix where none is (as
 	// hcsshim#2369, hcsshim#1940 and Windows-Containers#563 show it does:
-	// the default).
+	// the default; that the suffix is filled in beside resolvers that were
+	// sent is unverified, and taken as the worse case).
 	NoDNSFill bool `json:"noDNSFill,omitempty"`
 	// V1NATAsPortMapping: a v1 NAT policy (a CNI's endpoint made through
 	// the v1 API) reads back through the v2 API as a PortMapping policy
@@ -732,8 +734,11 @@ func (s *Sim) createEndpoint(spec hcn.EndpointSpec) (*hcn.Endpoint, error) {
 	ep := &hcn.Endpoint{ID: newGUID(), Name: spec.Name, NetworkID: n.ID,
 		PortMappings: slices.Clone(spec.PortMappings), OutboundNAT: spec.OutboundNAT,
 		Routes: slices.Clone(spec.Routes), DNS: spec.DNS.Clone(), NATPolicies: slices.Clone(spec.NATPolicies)}
-	if len(ep.DNS.ServerList) == 0 && !s.rules.NoDNSFill { // HNS fills in the node's (hcsshim#2369)
-		ep.DNS.ServerList, ep.DNS.Domain = slices.Clone(s.hostDNS.ServerList), cmp.Or(ep.DNS.Domain, s.hostDNS.Domain)
+	if !s.rules.NoDNSFill { // HNS fills in the node's resolvers where none are sent, and its suffix where none is (hcsshim#2369)
+		if len(ep.DNS.ServerList) == 0 {
+			ep.DNS.ServerList = slices.Clone(s.hostDNS.ServerList)
+		}
+		ep.DNS.Domain = cmp.Or(ep.DNS.Domain, s.hostDNS.Domain)
 	}
 	if s.rules.DropRoutes {
 		ep.Routes = nil // not stored, not applied: HNS's implicit route it is

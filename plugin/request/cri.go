@@ -70,7 +70,15 @@ func DecodeCRIMetadata(raw []byte) (*CRIMetadata, error) {
 		out.PodName, out.PodNamespace, out.PodUID = pm.GetName(), pm.GetNamespace(), pm.GetUid()
 	}
 	if d := cfg.GetDnsConfig(); d != nil {
+		// the suffix of the pod's interface (Domain) is its first search
+		// domain: kubelet lists the pod's namespace's service domain
+		// first (<ns>.svc.<cluster domain>), the one a single-label name
+		// is tried in first, as a Linux pod's resolv.conf does; sent
+		// empty, HNS fills in the node's suffix (hcsshim#2369)
 		out.DNS = hcn.DNS{ServerList: slices.Clone(d.GetServers()), Search: slices.Clone(d.GetSearches()), Options: slices.Clone(d.GetOptions())}
+		if len(out.DNS.Search) > 0 {
+			out.DNS.Domain = out.DNS.Search[0]
+		}
 	}
 	return out, nil
 }

@@ -34,22 +34,26 @@ type Entry struct {
 	// CNI: the pod's host ports the CNI's endpoint maps (from the running
 	// plugin; none when it does not answer).
 	CNI []plugin.CNIMapping `json:"cni,omitempty"`
+	// ForeignDNS: our endpoint carries DNS other than the pod's (from the
+	// running plugin: plugin.SandboxMappings.ForeignDNS)
+	ForeignDNS bool `json:"foreignDNS,omitempty"`
 }
 
 // WithCNI adds to entries what the running plugin says the CNI maps of
-// each sandbox's host ports; a sandbox whose ports the CNI maps all gets
-// an entry of its own (state "cni", no endpoint of ours).
+// each sandbox's host ports, and whose endpoint carries DNS other than the
+// pod's; a sandbox whose ports the CNI maps all gets an entry of its own
+// (state "cni", no endpoint of ours).
 func WithCNI(entries []Entry, views []plugin.SandboxMappings) []Entry {
 	at := map[string]int{}
 	for i, e := range entries {
 		at[e.Sandbox] = i
 	}
 	for _, v := range views {
-		if len(v.CNI) == 0 {
+		if i, ok := at[v.Sandbox]; ok {
+			entries[i].CNI, entries[i].ForeignDNS = v.CNI, v.ForeignDNS
 			continue
 		}
-		if i, ok := at[v.Sandbox]; ok {
-			entries[i].CNI = v.CNI
+		if len(v.CNI) == 0 {
 			continue
 		}
 		ns, name, _ := strings.Cut(v.Pod, "/")
@@ -125,8 +129,12 @@ func Write(w io.Writer, entries []Entry, format string) error {
 				}
 				ms = append(ms, m.Policy.String()+by+")")
 			}
+			state := e.State
+			if e.ForeignDNS {
+				state += " (node's DNS until its next sandbox)"
+			}
 			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", orDash(e.Namespace), orDash(e.Pod), short(e.Sandbox, 13), e.Endpoint,
-				orDash(e.IPAddress), e.State, strings.Join(ms, ", "))
+				orDash(e.IPAddress), state, strings.Join(ms, ", "))
 		}
 		return tw.Flush()
 	}

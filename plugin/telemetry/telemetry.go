@@ -95,6 +95,14 @@ func (m *Metrics) CountEndpoints(count func() int) {
 		Help: "HCN endpoints the plugin manages."}, func() float64 { return float64(count()) }))
 }
 
+// CountForeignDNS registers the gauge of the pods whose endpoint carries
+// DNS other than the pod's, read from count at every scrape.
+func (m *Metrics) CountForeignDNS(count func() int) {
+	m.reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "nri_hcn_portmap_pods_foreign_dns",
+		Help: "Pods whose endpoint carries DNS other than the pod's (built by an earlier release, which sent none, so HNS filled in the node's): kept so that their host ports do not drop; each pod's next sandbox gets its own (status names them)."},
+		func() float64 { return float64(count()) }))
+}
+
 // WatchSource registers the gauge of whether the event source is live
 // (registered with NRI, or subscribed to containerd's events), read from
 // up at every scrape.
