@@ -479,6 +479,51 @@ func TestEndpointWithoutStoredRoutesIsNotRebuilt(t *testing.T) {
 	}
 }
 
+// Issue 38, through hcsshim: the adapter writes the pod's whole DNS (its
+// suffix, search list, resolvers and options) and reads it back; a
+// PortMapping policy HNS reads back in a form the adapter cannot decode is
+// kept as Undecoded, never dropped, and the manager adopts the endpoint
+// rather than rebuild it (a rebuild would read back the same).
+func TestTheAdapterKeepsDNSAndWhatItCannotDecode(t *testing.T) {
+	svc, n := emuSetup(t)
+	defer emu(t, "Emu.SetRules", "{}")
+	dns := hcn.DNS{Domain: "ns.svc.cluster.local", Search: []string{"ns.svc.cluster.local", "svc.cluster.local"},
+		ServerList: []string{"10.96.0.10"}, Options: []string{"ndots:5"}}
+	for _, unknown := range []bool{false, true} {
+		t.Run(fmt.Sprintf("flag-name-unknown=%v", unknown), func(t *testing.T) {
+			raw, _ := json.Marshal(hcnsim.Rules{FlagNameUnknown: unknown})
+			emu(t, "Emu.SetRules", string(raw))
+			mgr := hcn.NewManager(svc, lowPriority(hcn.ManagerConfig{Network: hcn.NetworkSpec{Name: n.Name}}))
+			id := fmt.Sprintf("undecoded-%v", unknown)
+			d := hcn.Desired{SandboxID: id, Namespace: createNamespace(t), DNS: dns,
+				Policies: []hcn.PortMappingPolicy{{Protocol: hcn.TCP, ExternalPort: 28290, InternalPort: 80, Flags: hcn.NatFlagsLocalRoutedVip}}}
+			first, _, err := mgr.Ensure(emuBG, d)
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { _, _ = mgr.Remove(emuBG, id) })
+			back, err := svc.GetEndpoint(emuBG, first.ID)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !slices.Equal(back.DNS.Search, dns.Search) || back.DNS.Domain != dns.Domain || !slices.Equal(back.DNS.ServerList, dns.ServerList) ||
+				!slices.Equal(back.DNS.Options, dns.Options) {
+				t.Errorf("DNS read back %+v, want %+v", back.DNS, dns)
+			}
+			if unknown && (len(back.PortMappings) != 0 || len(back.Undecoded) != 1 || !strings.Contains(back.Undecoded[0], "FlagOfANewerBuild")) {
+				t.Errorf("a policy read back with an unknown flag: decoded %v, undecoded %q; want it kept as undecoded", back.PortMappings, back.Undecoded)
+			}
+			if !unknown && (len(back.PortMappings) != 1 || len(back.Undecoded) != 0) {
+				t.Errorf("decoded %v, undecoded %q", back.PortMappings, back.Undecoded)
+			}
+			again, out, err := mgr.Ensure(emuBG, d)
+			if err != nil || out != hcn.Unchanged || again.ID != first.ID {
+				t.Fatalf("second Ensure = %v, %v: rebuilt", out, err)
+			}
+		})
+	}
+}
+
 // Issue 24, 8 and 11, through hcsshim: removal gets to the delete however
 // the detach ends. HCN_E_ENDPOINT_NOT_ATTACHED (not mapped before) on the
 // detach of an endpoint that is not attached any more, and an unmapped

@@ -157,6 +157,12 @@ type Rules struct {
 	// compares with strings.EqualFold), "title" ("Nat": not seen, a row of
 	// its own). Unverified for the v2 API either way.
 	TypeSpelling string `json:"typeSpelling,omitempty"`
+	// FlagNameUnknown: HNS reads a PortMapping policy's flags back with a
+	// name this plugin does not know (as a newer build might write a flag
+	// of its own). Not seen: a stand-in for any read-back the adapter
+	// cannot decode, which it must keep (Endpoint.Undecoded), never drop.
+	// Only the emulator's JSON shows it.
+	FlagNameUnknown bool `json:"flagNameUnknown,omitempty"`
 }
 
 // spell is t as HNS reads it back under the TypeSpelling rule.
@@ -218,6 +224,9 @@ func (r Rules) String() string {
 	}
 	if r.NATNeedsSubnet {
 		s += ",nat-needs-subnet"
+	}
+	if r.FlagNameUnknown {
+		s += ",flag-name-unknown"
 	}
 	if r.TypeSpelling != "" {
 		s += ",types-" + r.TypeSpelling

@@ -332,6 +332,10 @@ func endpointOut(ep hcn.Endpoint, rules hcnsim.Rules) endpointJSON {
 			raw, _ = json.Marshal(map[string]any{"Protocol": strings.ToUpper(p.Protocol.String()), "InternalPort": p.InternalPort,
 				"ExternalPort": p.ExternalPort, "VIP": p.VIP, "Flags": flagNames(p.Flags)})
 		}
+		if rules.FlagNameUnknown { // a flag this plugin does not know (not seen)
+			raw, _ = json.Marshal(map[string]any{"Protocol": uint32(p.Protocol), "InternalPort": p.InternalPort,
+				"ExternalPort": p.ExternalPort, "VIP": p.VIP, "Flags": flagNames(p.Flags) + ",FlagOfANewerBuild"})
+		}
 		out.Policies = append(out.Policies, policy{Type: "PortMapping", Settings: raw})
 	}
 	for _, p := range ep.NATPolicies {
