@@ -191,6 +191,10 @@ type HCN struct {
 	NetworkType     string `toml:"network_type"`
 	Subnet          string `toml:"subnet"`
 	Gateway         string `toml:"gateway"`
+	// ClusterRanges are the cluster's service and pod ranges (CIDRs) the
+	// NAT subnet must stay clear of: each mapped pod's compartment gets an
+	// on-link route for it, which shadows an overlapping range there.
+	ClusterRanges []string `toml:"cluster_ranges"`
 	Adapter         string `toml:"adapter"`
 	LocalRoutedVIP  bool   `toml:"local_routed_vip"`
 	DualStack       bool   `toml:"dual_stack"`
@@ -256,7 +260,7 @@ func Default() Config {
 		NRI: NRI{Socket: "/var/run/nri/nri.sock", PluginName: "hcn-portmap", PluginIndex: "50",
 			ReconnectMax: Duration{30 * time.Second}},
 		Containerd: Containerd{Address: DefaultContainerdAddress(), Namespace: "k8s.io"},
-		HCN: HCN{Backend: BackendWindows, Network: "nat", CreateNetwork: true, NetworkType: "NAT", LocalRoutedVIP: true,
+		HCN: HCN{Backend: BackendWindows, Network: "nat", CreateNetwork: true, NetworkType: "NAT", LocalRoutedVIP: true, ClusterRanges: []string{},
 			DefaultRoute: RouteLowPriority, RouteMetric: DefaultRouteMetric,
 			CallTimeout: Duration{10 * time.Second}, RetryMax: Duration{10 * time.Second}, MaxConcurrentCalls: 12},
 		Admin:      Admin{Listen: "127.0.0.1:9466", Socket: defaultAdminSocket},
@@ -478,6 +482,15 @@ func (c *Config) validate(source string, origin map[string]string, goos string) 
 			bad("hcn.subnet", c.HCN.Subnet, "is not a CIDR prefix like 172.30.0.0/16")
 		}
 		subnet = p.Masked()
+	}
+	for i, r := range c.HCN.ClusterRanges {
+		p, err := netip.ParsePrefix(r)
+		switch {
+		case err != nil:
+			bad(fmt.Sprintf("hcn.cluster_ranges[%d]", i), r, "is not a CIDR prefix like 10.96.0.0/12")
+		case subnet.IsValid() && p.Overlaps(subnet):
+			bad("hcn.subnet", c.HCN.Subnet, "overlaps the cluster's range "+p.Masked().String()+" (hcn.cluster_ranges): mapped pods could not reach it; pick a subnet clear of it")
+		}
 	}
 	if c.HCN.Gateway != "" {
 		gw, err := netip.ParseAddr(c.HCN.Gateway)

@@ -65,6 +65,7 @@ create_network = true
 allow_cni_network = true
 network_type = "L2Bridge"
 subnet = "10.244.0.0/24"
+cluster_ranges = ["10.96.0.0/12"]
 gateway = "10.244.0.1"
 adapter = "Ethernet"
 local_routed_vip = false
@@ -112,7 +113,7 @@ max_files = 2
 		NRI:        NRI{Socket: "/run/nri/nri.sock", PluginName: "portmap", PluginIndex: "10", ReconnectMax: Duration{5 * time.Second}},
 		Containerd: Containerd{Address: "/run/containerd/containerd.sock", Namespace: "k8s.io"},
 		HCN: HCN{Backend: "simulated", SimulatorAddress: "unix:///tmp/sim.sock", Network: "pods", CreateNetwork: true, AllowCNINetwork: true,
-			NetworkType: "L2Bridge", Subnet: "10.244.0.0/24", Gateway: "10.244.0.1", Adapter: "Ethernet",
+			NetworkType: "L2Bridge", Subnet: "10.244.0.0/24", Gateway: "10.244.0.1", ClusterRanges: []string{"10.96.0.0/12"}, Adapter: "Ethernet",
 			DualStack: true, OutboundNAT: true, DefaultRoute: "none", RouteMetric: 9000, CallTimeout: Duration{3 * time.Second}, MaxConcurrentCalls: 2, RetryMax: Duration{2 * time.Second}},
 		Kubernetes: Kubernetes{Enabled: true, Kubeconfig: `C:\ProgramData\nri-hcn-portmap\kubeconfig`, NodeName: "win-node-1", QueueSize: 64, LabelsMaxAge: Duration{2 * time.Minute}},
 		Admin:      Admin{Listen: "127.0.0.1:9999", Socket: "/run/portmap/admin.sock", MetricsListen: ":9467"},
@@ -191,6 +192,10 @@ func TestValidate(t *testing.T) {
 		{"bad subnet", func(c *Config) { c.HCN.Subnet = "10.0.0.0/33" }, `hcn.subnet = "10.0.0.0/33"`},
 		{"gateway outside subnet", func(c *Config) { c.HCN.Subnet = "10.0.0.0/24"; c.HCN.Gateway = "10.0.1.1" }, `hcn.gateway = "10.0.1.1": is not inside hcn.subnet 10.0.0.0/24`},
 		{"bad gateway", func(c *Config) { c.HCN.Gateway = "gw" }, `hcn.gateway = "gw"`},
+		{"cluster range not a CIDR", func(c *Config) { c.HCN.ClusterRanges = []string{"10.96.0.0/12", "svc"} }, `hcn.cluster_ranges[1] = "svc": is not a CIDR prefix`},
+		{"subnet in a cluster range", func(c *Config) { c.HCN.Subnet, c.HCN.ClusterRanges = "172.20.0.0/20", []string{"172.20.0.0/16"} },
+			`hcn.subnet = "172.20.0.0/20": overlaps the cluster's range 172.20.0.0/16`},
+		{"subnet clear of the cluster's ranges", func(c *Config) { c.HCN.Subnet, c.HCN.ClusterRanges = "172.30.0.0/16", []string{"172.20.0.0/16", "10.96.0.0/12"} }, ""},
 		{"l2bridge create needs subnet", func(c *Config) {
 			c.HCN.CreateNetwork = true
 			c.HCN.NetworkType = "L2Bridge"

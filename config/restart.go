@@ -1,6 +1,9 @@
 package config
 
-import "slices"
+import (
+	"reflect"
+	"slices"
+)
 
 // RestartNeeded names the sections whose changes from c to next take effect
 // only after a restart: everything but [admission], which a reload applies
@@ -14,7 +17,7 @@ func (c Config) RestartNeeded(next Config) []string {
 	}
 	changed("admin", c.Admin == next.Admin)
 	changed("containerd", c.Containerd == next.Containerd)
-	changed("hcn", c.HCN == next.HCN)
+	changed("hcn", c.HCN.sameAs(next.HCN))
 	changed("kubernetes", c.Kubernetes == next.Kubernetes)
 	changed("log", c.Log == next.Log)
 	changed("nri", c.NRI == next.NRI)
@@ -28,4 +31,11 @@ func (p Plugin) sameAs(q Plugin) bool {
 		p.FailurePolicy == q.FailurePolicy && p.Deadline == q.Deadline && p.MaxMappingsPerPod == q.MaxMappingsPerPod &&
 		p.MaxAnnotationBytes == q.MaxAnnotationBytes && p.ShutdownGrace == q.ShutdownGrace &&
 		slices.Equal(p.HyperVRuntimeHandlers, q.HyperVRuntimeHandlers)
+}
+
+// sameAs compares every field (a test holds it to the struct's fields).
+func (h HCN) sameAs(g HCN) bool {
+	a, b := h, g
+	a.ClusterRanges, b.ClusterRanges = nil, nil
+	return reflect.DeepEqual(a, b) && slices.Equal(h.ClusterRanges, g.ClusterRanges)
 }

@@ -42,6 +42,13 @@ type ManagerConfig struct {
 	// HostPrefixes lists the host's own address prefixes, which a subnet
 	// the manager picks must stay clear of (nil: the host's interfaces).
 	HostPrefixes func() ([]netip.Prefix, error)
+	// ClusterRanges are the cluster's service and pod ranges: a subnet the
+	// manager picks stays clear of them, and a network found overlapping
+	// them (or another HNS network) is told to Shadowed.
+	ClusterRanges []netip.Prefix
+	// Shadowed, when set, hears the overlaps of the network's subnet
+	// (Overlaps) when the network is first found or created.
+	Shadowed func(n Network, overlaps []string)
 }
 
 // Manager performs the HNS steps of the plugin's endpoints through a
@@ -176,7 +183,56 @@ func (m *Manager) EnsureNetwork(ctx context.Context) (string, error) {
 	m.networkID = n.ID
 	m.gateway = cmp.Or(n.Gateway, m.cfg.Network.Gateway)
 	m.mu.Unlock()
+	if m.cfg.Shadowed != nil && n.Type.Is(NetworkNAT) {
+		// best effort: a listing that fails here warns of nothing, and
+		// the next lookup of the network asks again
+		if all, err := m.svc.ListNetworks(ctx); err == nil {
+			if over := Overlaps(*n, all, m.cfg.ClusterRanges); len(over) > 0 {
+				m.cfg.Shadowed(*n, over)
+			}
+		}
+	}
 	return n.ID, nil
+}
+
+// Overlaps says what the subnets of n, a NAT network, overlap: the
+// subnets of the other HNS networks (a CNI's) and the cluster's ranges.
+// Each mapped pod's compartment gets an on-link route for n's subnet
+// through the plugin's endpoint, so an address it overlaps is unreachable
+// from that pod (HNS picks a NAT subnet in 172.16.0.0/12 where none is
+// given: EKS's alternate service range 172.20.0.0/16, a 172.31.0.0/16
+// VPC). Each entry names both ranges.
+func Overlaps(n Network, others []Network, clusterRanges []netip.Prefix) []string {
+	var out []string
+	for _, s := range Prefixes(n.Subnets) {
+		for _, o := range others {
+			if strings.EqualFold(o.ID, n.ID) {
+				continue
+			}
+			for _, os := range Prefixes(o.Subnets) {
+				if s.Overlaps(os) {
+					out = append(out, fmt.Sprintf("%s overlaps %s of HNS network %s", s, os, o.Name))
+				}
+			}
+		}
+		for _, r := range clusterRanges {
+			if s.Overlaps(r) {
+				out = append(out, fmt.Sprintf("%s overlaps the cluster's range %s (hcn.cluster_ranges)", s, r))
+			}
+		}
+	}
+	return out
+}
+
+// Prefixes parses CIDR prefixes, masked, skipping what does not parse.
+func Prefixes(cidrs []string) []netip.Prefix {
+	var out []netip.Prefix
+	for _, c := range cidrs {
+		if p, err := netip.ParsePrefix(c); err == nil {
+			out = append(out, p.Masked())
+		}
+	}
+	return out
 }
 
 // createNetwork creates the configured network. Where HNS takes one NAT
@@ -202,7 +258,7 @@ func (m *Manager) createNetwork(ctx context.Context) (*Network, error) {
 		if err2 != nil {
 			return nil, errors.Join(err, err2)
 		}
-		m.announce(*n, "created with subnet "+spec.Subnet+", picked clear of the host's addresses and of HNS's networks: HNS refused a NAT network without one")
+		m.announce(*n, "created with subnet "+spec.Subnet+", picked clear of the host's addresses, of HNS's networks and of the cluster's ranges: HNS refused a NAT network without one")
 		return n, nil
 	}
 	if !errors.Is(err, ErrExists) || !m.cfg.Network.Type.Is(NetworkNAT) {
@@ -237,12 +293,9 @@ func (m *Manager) freeSubnet(ctx context.Context) (netip.Prefix, error) {
 		return netip.Prefix{}, fmt.Errorf("the host's addresses: %w", err)
 	}
 	for _, n := range nets {
-		for _, s := range n.Subnets {
-			if p, err := netip.ParsePrefix(s); err == nil {
-				taken = append(taken, p)
-			}
-		}
+		taken = append(taken, Prefixes(n.Subnets)...)
 	}
+	taken = append(taken, m.cfg.ClusterRanges...)
 	for a := netip.MustParseAddr("172.16.0.0"); netip.MustParsePrefix("172.16.0.0/12").Contains(a); {
 		cand := netip.PrefixFrom(a, 20)
 		if !slices.ContainsFunc(taken, cand.Overlaps) {

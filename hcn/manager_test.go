@@ -1000,3 +1000,60 @@ func testARestartLearnsFromAListingThatHNSKeepsRoutes(t *testing.T, hns func() *
 		t.Fatalf("the routeless endpoint after a listing showed routes kept: %v, %v; want %v", out, err, want)
 	}
 }
+
+// Issue 38: the NAT network's subnet is checked, when the network is first
+// found or created, against the other HNS networks' subnets and the
+// cluster's ranges: each overlap is told (naming both ranges), since
+// every mapped pod gets an on-link route for the subnet. A subnet the
+// manager picks itself (HNS refusing to) stays clear of the cluster's
+// ranges too.
+func TestTheNATSubnetIsCheckedAgainstTheClustersRanges(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		rules   hcnsim.Rules
+		cni     string   // a CNI network's subnet ("" none)
+		cluster []string // hcn.cluster_ranges
+		want    []string // what is told, each entry containing these
+		picked  string   // the subnet the network gets
+	}{
+		{"clear", hcnsim.Rules{}, "10.244.0.0/16", []string{"10.96.0.0/12"}, nil, "172.31.240.0/20"},
+		{"HNS's pick in a cluster range", hcnsim.Rules{}, "", []string{"10.96.0.0/12", "172.31.0.0/16"},
+			[]string{"172.31.240.0/20 overlaps the cluster's range 172.31.0.0/16 (hcn.cluster_ranges)"}, "172.31.240.0/20"},
+		{"HNS's pick over a CNI network", hcnsim.Rules{}, "172.31.241.0/24", nil,
+			[]string{"172.31.240.0/20 overlaps 172.31.241.0/24 of HNS network cbr0"}, "172.31.240.0/20"},
+		{"the manager's pick avoids the cluster's ranges", hcnsim.Rules{NATNeedsSubnet: true}, "", []string{"172.16.0.0/15"}, nil, "172.18.0.0/20"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			sim := hcnsim.New()
+			sim.SetRules(tc.rules)
+			if tc.cni != "" {
+				if _, err := sim.CreateNetwork(ctx, hcn.NetworkSpec{Name: "cbr0", Type: hcn.NetworkL2Bridge, Subnet: tc.cni}); err != nil {
+					t.Fatal(err)
+				}
+			}
+			var told [][]string
+			cfg := lowPriority(hcn.ManagerConfig{CreateNetwork: true, Network: hcn.NetworkSpec{Name: "nat", Type: hcn.NetworkNAT},
+				ClusterRanges: hcn.Prefixes(tc.cluster), Shadowed: func(_ hcn.Network, over []string) { told = append(told, over) },
+				HostPrefixes: func() ([]netip.Prefix, error) { return nil, nil }})
+			mgr := hcn.NewManager(sim, cfg)
+			for range 2 { // told once, when the network is first found
+				if _, _, err := mgr.Ensure(ctx, hcn.Desired{SandboxID: "sb1", Namespace: sim.CreateNamespace(""), Policies: web}); err != nil {
+					t.Fatal(err)
+				}
+			}
+			n, err := sim.GetNetworkByName(ctx, "nat")
+			if err != nil || len(n.Subnets) != 1 || n.Subnets[0] != tc.picked {
+				t.Fatalf("network %+v, %v; want subnet %s", n, err, tc.picked)
+			}
+			if tc.want == nil {
+				if told != nil {
+					t.Fatalf("told %q, want nothing", told)
+				}
+				return
+			}
+			if len(told) != 1 || strings.Join(told[0], "; ") != strings.Join(tc.want, "; ") {
+				t.Fatalf("told %q, want once %q", told, tc.want)
+			}
+		})
+	}
+}

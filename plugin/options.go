@@ -42,5 +42,6 @@ func ManagerConfig(cfg config.HCN) hcn.ManagerConfig {
 		DefaultRoute:    hcn.RouteMode(cfg.DefaultRoute),
 		RouteMetric:     uint16(cfg.RouteMetric),
 		AllowCNINetwork: cfg.AllowCNINetwork,
+		ClusterRanges:   hcn.Prefixes(cfg.ClusterRanges),
 	}
 }

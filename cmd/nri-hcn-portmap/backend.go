@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"strings"
 
 	"github.com/nri-hcn-portmap/nri-hcn-portmap/config"
 	"github.com/nri-hcn-portmap/nri-hcn-portmap/hcn"
@@ -26,6 +27,13 @@ func newManager(ctx context.Context, cfg config.HCN, observe hcn.ObserveFunc, lo
 		if log != nil {
 			log.WithFields(logrus.Fields{"network": n.Name, "network_id": n.ID, "type": string(n.Type),
 				"subnet": fmt.Sprint(n.Subnets), "gateway": n.Gateway, "what": what}).Info("HNS network for the plugin's endpoints")
+		}
+	}
+	mc.Shadowed = func(n hcn.Network, overlaps []string) {
+		if log != nil {
+			log.WithFields(logrus.Fields{"network": n.Name, "network_id": n.ID, "subnet": fmt.Sprint(n.Subnets), "overlaps": strings.Join(overlaps, "; ")}).
+				Warn("the NAT network's subnet overlaps other ranges: pods with mapped host ports get an on-link route for it and cannot reach " +
+					"the addresses it overlaps; set hcn.subnet (and hcn.gateway) to a range clear of them and recreate the network")
 		}
 	}
 	return hcn.NewManager(svc, mc), nil

@@ -182,6 +182,16 @@ func (d *Doctor) checkNetwork(ctx context.Context) Result {
 	if _, err := hcn.RouteMode(c.DefaultRoute).Routes(cmp.Or(n.Gateway, c.Gateway), uint16(c.RouteMetric)); err != nil {
 		return Result{name, Fail, detail + "; " + err.Error(), `set hcn.gateway to the network's gateway, or hcn.default_route = "none"`}
 	}
+	if n.Type.Is(hcn.NetworkNAT) {
+		all, err := d.HNS.ListNetworks(ctx)
+		if err != nil {
+			return Result{name, Warn, detail + "; the other networks' subnets not checked: " + err.Error(), ""}
+		}
+		if over := hcn.Overlaps(*n, all, hcn.Prefixes(c.ClusterRanges)); len(over) > 0 {
+			return Result{name, Warn, detail + "; " + strings.Join(over, "; ") + ": pods with mapped host ports get an on-link route for the subnet and cannot reach what it overlaps",
+				"set hcn.subnet (and hcn.gateway) to a range clear of them, with hcn.cluster_ranges naming the cluster's service and pod ranges, and recreate the network (nri-hcn-portmap cleanup, then a restart)"}
+		}
+	}
 	return Result{name, Pass, detail, ""}
 }
 

@@ -84,6 +84,13 @@ func TestChecks(t *testing.T) {
 			_, _ = s.CreateNetwork(ctx, hcn.NetworkSpec{Name: "l2", Type: hcn.NetworkL2Bridge, Subnet: "10.1.0.0/24"})
 			d.Config.HCN.Network, d.Config.HCN.DefaultRoute, d.Config.HCN.AllowCNINetwork = "l2", "none", true
 		}, "network l2", Pass, "gateway (none)", ""},
+		{"NAT subnet in a cluster range", func(d *Doctor, _ *hcnsim.Sim) { d.Config.HCN.ClusterRanges = []string{"10.96.0.0/12", "172.30.0.0/16"} },
+			"network nat", Warn, "172.30.0.0/16 overlaps the cluster's range 172.30.0.0/16", "hcn.subnet"},
+		{"NAT subnet over a CNI network", func(_ *Doctor, s *hcnsim.Sim) {
+			_, _ = s.CreateNetwork(ctx, hcn.NetworkSpec{Name: "cbr0", Type: hcn.NetworkL2Bridge, Subnet: "172.30.8.0/24"})
+		}, "network nat", Warn, "172.30.0.0/16 overlaps 172.30.8.0/24 of HNS network cbr0", "hcn.cluster_ranges"},
+		{"NAT subnet clear", func(d *Doctor, _ *hcnsim.Sim) { d.Config.HCN.ClusterRanges = []string{"10.96.0.0/12", "10.244.0.0/16"} },
+			"network nat", Pass, "type NAT, subnets 172.30.0.0/16", ""},
 		{"NAT read back as nat", func(_ *Doctor, s *hcnsim.Sim) { s.SetRules(hcnsim.Rules{TypeSpelling: "lower"}) }, "network nat", Pass, "type nat, subnets", ""},
 		{"NAT read back as Nat", func(_ *Doctor, s *hcnsim.Sim) { s.SetRules(hcnsim.Rules{TypeSpelling: "title"}) }, "network nat", Pass, "type Nat, subnets", ""},
 		{"dual stack on a nat", func(d *Doctor, s *hcnsim.Sim) {
