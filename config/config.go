@@ -194,11 +194,11 @@ type HCN struct {
 	// ClusterRanges are the cluster's service and pod ranges (CIDRs) the
 	// NAT subnet must stay clear of: each mapped pod's compartment gets an
 	// on-link route for it, which shadows an overlapping range there.
-	ClusterRanges []string `toml:"cluster_ranges"`
-	Adapter         string `toml:"adapter"`
-	LocalRoutedVIP  bool   `toml:"local_routed_vip"`
-	DualStack       bool   `toml:"dual_stack"`
-	OutboundNAT     bool   `toml:"outbound_nat"`
+	ClusterRanges  []string `toml:"cluster_ranges"`
+	Adapter        string   `toml:"adapter"`
+	LocalRoutedVIP bool     `toml:"local_routed_vip"`
+	DualStack      bool     `toml:"dual_stack"`
+	OutboundNAT    bool     `toml:"outbound_nat"`
 	// DefaultRoute is the default route of the plugin's endpoints:
 	// low-priority, none or hns (RouteModes); RouteMetric the
 	// metric of the low-priority one.

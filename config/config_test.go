@@ -195,7 +195,9 @@ func TestValidate(t *testing.T) {
 		{"cluster range not a CIDR", func(c *Config) { c.HCN.ClusterRanges = []string{"10.96.0.0/12", "svc"} }, `hcn.cluster_ranges[1] = "svc": is not a CIDR prefix`},
 		{"subnet in a cluster range", func(c *Config) { c.HCN.Subnet, c.HCN.ClusterRanges = "172.20.0.0/20", []string{"172.20.0.0/16"} },
 			`hcn.subnet = "172.20.0.0/20": overlaps the cluster's range 172.20.0.0/16`},
-		{"subnet clear of the cluster's ranges", func(c *Config) { c.HCN.Subnet, c.HCN.ClusterRanges = "172.30.0.0/16", []string{"172.20.0.0/16", "10.96.0.0/12"} }, ""},
+		{"subnet clear of the cluster's ranges", func(c *Config) {
+			c.HCN.Subnet, c.HCN.ClusterRanges = "172.30.0.0/16", []string{"172.20.0.0/16", "10.96.0.0/12"}
+		}, ""},
 		{"l2bridge create needs subnet", func(c *Config) {
 			c.HCN.CreateNetwork = true
 			c.HCN.NetworkType = "L2Bridge"
