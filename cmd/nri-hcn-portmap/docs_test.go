@@ -174,6 +174,7 @@ func exposition(t *testing.T) string {
 	m := telemetry.New("test", "0123abc")
 	m.CountEndpoints(func() int { return 0 })
 	m.CountFailing(func() map[string]int { return map[string]int{"HostPortDenied": 1} })
+	m.CountForeignDNS(func() int { return 0 })
 	m.KubeReporter(true)
 	// every labelled family appears once it has a sample
 	m.Operation("start", "ok")
