@@ -100,7 +100,7 @@ func TestUsageListsTheCommandsOfThisBuild(t *testing.T) {
 // Each message a new user meets, with its exact text.
 func TestCommandLineMessages(t *testing.T) {
 	free := "127.0.0.1:1" // nothing listens there
-	noSocket := filepath.Join(t.TempDir(), "none.sock")
+	noSocket := filepath.Join(testfs.TempDir(t), "none.sock")
 	if runtime.GOOS == "windows" {
 		noSocket = `\\.\pipe\nri-hcn-portmap-test-none`
 	}

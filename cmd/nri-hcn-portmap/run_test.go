@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"strings"
 	"testing"
@@ -19,13 +20,16 @@ import (
 // error naming the key, rather than leaving it running and never ready: a
 // restart cannot change it.
 func TestANetworkThePluginMayNotUseStopsItAtStart(t *testing.T) {
-	sim, flags := simulated(t)
-	if _, err := sim.CreateNetwork(context.Background(), hcn.NetworkSpec{Name: "nat", Type: hcn.NetworkL2Bridge, Subnet: "10.1.0.0/24"}); err != nil {
+	hns := newTestHNS(t)
+	name := fmt.Sprint("l2-", time.Now().UnixNano())
+	// (on a shared HNS the network stays: the service deletes none)
+	if _, err := hns.svc.CreateNetwork(context.Background(), hcn.NetworkSpec{Name: name, Type: hcn.NetworkL2Bridge, Subnet: "10.1.0.0/24", Gateway: "10.1.0.1"}); err != nil {
 		t.Fatal(err)
 	}
 	cfg := config.Default()
-	cfg.HCN.Backend, cfg.HCN.SimulatorAddress = config.BackendSimulated, flags[3]
-	cfg.Admin.Listen = ""
+	hns.use(&cfg.HCN)
+	cfg.HCN.Network = name
+	cfg.Admin.Listen, cfg.Admin.Socket = "", ""
 	log := logrus.NewEntry(logrus.New())
 	log.Logger.SetOutput(io.Discard)
 	a, err := build(context.Background(), cfg, nil, log, nil)
@@ -35,7 +39,7 @@ func TestANetworkThePluginMayNotUseStopsItAtStart(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second) // a guard against a hang
 	defer cancel()
 	err = a.run(ctx)
-	if !errors.Is(err, hcn.ErrInvalid) || !strings.Contains(err.Error(), `hcn.network = "nat"`) || ctx.Err() != nil {
+	if !errors.Is(err, hcn.ErrInvalid) || !strings.Contains(err.Error(), `hcn.network = "`+name+`"`) || ctx.Err() != nil {
 		t.Fatalf("run = %v; want it stopped at start naming hcn.network", err)
 	}
 }
