@@ -321,8 +321,11 @@ func (d *Doctor) checkPodSecurity(context.Context) Result {
 		return Result{name, Warn, "not checked (admission.pod_security = \"off\"): the annotation gets host ports in any namespace the admission rules allow",
 			"set admission.pod_security = \"enforce\" unless another policy engine guards the annotation"}
 	case !d.Config.Kubernetes.Enabled:
-		return Result{name, Fail, "every pod's port-mappings annotation is refused: the namespaces' levels cannot be read without [kubernetes]",
-			"set kubernetes.enabled = true (with kubernetes.kubeconfig for the service), or admission.pod_security = \"off\""}
+		// the defaults of a service install: hostPort is mapped, so the
+		// node is fit; the annotation needs one step, said here
+		return Result{name, Warn, "hostPort is mapped; every pod's port-mappings annotation is refused until the plugin can read the namespaces' Pod Security levels, which needs [kubernetes]",
+			"the one step for the annotation: give the plugin an API server: [kubernetes] enabled = true, with kubeconfig = 'C:\\ProgramData\\nri-hcn-portmap\\kubeconfig' " +
+				"for the service (its own ServiceAccount's token, docs/kubernetes.md); the chart does it. admission.pod_security = \"off\" instead only where another policy engine guards the annotation"}
 	}
 	if a.PodSecurityDefaultLevel == config.LevelPrivileged {
 		return Result{name, Warn, "enforced; an unlabelled namespace counts as privileged (admission.pod_security_default_level): " +

@@ -141,8 +141,8 @@ func TestChecks(t *testing.T) {
 		{"Pod Security with a privileged default", func(d *Doctor, _ *hcnsim.Sim) { d.Config.Admission.PodSecurityDefaultLevel = config.LevelPrivileged },
 			"Pod Security", Warn, "an unlabelled namespace counts as privileged", "defaults.enforce"},
 		{"Pod Security off", func(d *Doctor, _ *hcnsim.Sim) { d.Config.Admission.PodSecurity = config.PodSecurityOff }, "Pod Security", Warn, "not checked", "another policy engine"},
-		{"Pod Security without the API server", func(d *Doctor, _ *hcnsim.Sim) { d.Config.Kubernetes.Enabled = false }, "Pod Security", Fail,
-			"every pod's port-mappings annotation is refused", "kubernetes.enabled = true"},
+		{"Pod Security without the API server (a default install)", func(d *Doctor, _ *hcnsim.Sim) { d.Config.Kubernetes.Enabled = false }, "Pod Security", Warn,
+			"hostPort is mapped; every pod's port-mappings annotation is refused", "kubeconfig = "},
 		{"no annotations", func(d *Doctor, _ *hcnsim.Sim) {
 			d.Config.Kubernetes.Enabled, d.Config.Plugin.MappingSources = false, []string{config.MappingsCRI}
 		}, "Pod Security", Pass, "not a mapping source", ""},
