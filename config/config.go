@@ -5,6 +5,7 @@ package config
 
 import (
 	"bytes"
+	"cmp"
 	"errors"
 	"fmt"
 	"net"
@@ -285,9 +286,10 @@ func Load(path string) (Config, error) {
 
 // Decode strictly decodes TOML data (named path in errors) into cfg.
 func Decode(path string, data []byte, cfg *Config) error {
-	// a UTF-8 byte order mark, as Windows editors and PowerShell's
-	// Out-File -Encoding utf8 write it, is not TOML's but means no harm
-	data = bytes.TrimPrefix(data, []byte("\xef\xbb\xbf"))
+	data, _ = asUTF8(data)
+	if err := durationsWritten(path, data); err != nil {
+		return err
+	}
 	dec := toml.NewDecoder(bytes.NewReader(data)).DisallowUnknownFields()
 	err := dec.Decode(cfg)
 	var strict *toml.StrictMissingError
@@ -305,17 +307,28 @@ func Decode(path string, data []byte, cfg *Config) error {
 		return &Error{Path: path, Msg: strings.Join(msgs, "; "), Err: ErrUnknownKey}
 	case errors.As(err, &derr):
 		row, _ := derr.Position()
-		key := strings.Join(derr.Key(), ".")
+		line := strings.TrimSpace(lineOf(data, row))
+		key := cmp.Or(strings.Join(derr.Key(), "."), keyOnLine(data, row))
 		if m := typeMismatch.FindStringSubmatch(derr.Error()); m != nil && key != "" {
 			// a value of the wrong type: say which, in TOML's words, and
 			// show the line as written
+			// (its key with its section: the line names it without)
+			written := line
+			if i := strings.LastIndex(key, "."); i >= 0 {
+				written = key[:i+1] + line
+			}
 			return &Error{Path: path, Msg: fmt.Sprintf("%s:%d: %s: a TOML %s where %s is expected", path, row,
-				strings.TrimSpace(lineOf(data, row)), m[1], tomlKind(m[2])), Err: ErrSyntax}
+				written, m[1], tomlKind(m[2])), Err: ErrSyntax}
 		}
+		msg := fmt.Sprintf("%s:%d:", path, row)
 		if key != "" {
-			key = " key " + strconv.Quote(key) + ":"
+			msg += " " + key + ":"
 		}
-		return &Error{Path: path, Msg: fmt.Sprintf("%s:%d:%s %s", path, row, key, derr.Error()), Err: ErrSyntax}
+		msg += " " + derr.Error()
+		if fix := syntaxFix(line, derr.Error()); fix != "" {
+			msg += " (the line: " + line + "): " + fix
+		}
+		return &Error{Path: path, Msg: msg, Err: ErrSyntax}
 	}
 	return &Error{Path: path, Msg: fmt.Sprintf("%s: %v", path, err), Err: err}
 }

@@ -310,10 +310,10 @@ func TestFlagsOverrideFileAndNameThemselves(t *testing.T) {
 // types in the words of a configuration file, not Go's.
 func TestWrongTypeErrors(t *testing.T) {
 	tests := []struct{ body, want string }{
-		{"[nri]\nplugin_index = 50\n", `config: F:2: plugin_index = 50: a TOML integer where a string (in quotes, e.g. "50") is expected`},
-		{"[log]\nmax_files = \"five\"\n", `config: F:2: max_files = "five": a TOML string where a whole number is expected`},
-		{"[hcn]\ncreate_network = \"yes\"\n", `config: F:2: create_network = "yes": a TOML string where true or false is expected`},
-		{"[plugin]\nmapping_sources = \"cri\"\n", `config: F:2: mapping_sources = "cri": a TOML string where a list of strings (e.g. ["a", "b"]) is expected`},
+		{"[nri]\nplugin_index = 50\n", `config: F:2: nri.plugin_index = 50: a TOML integer where a string (in quotes, e.g. "50") is expected`},
+		{"[log]\nmax_files = \"five\"\n", `config: F:2: log.max_files = "five": a TOML string where a whole number is expected`},
+		{"[hcn]\ncreate_network = \"yes\"\n", `config: F:2: hcn.create_network = "yes": a TOML string where true or false is expected`},
+		{"[plugin]\nmapping_sources = \"cri\"\n", `config: F:2: plugin.mapping_sources = "cri": a TOML string where a list of strings (e.g. ["a", "b"]) is expected`},
 	}
 	for _, tt := range tests {
 		p := write(t, tt.body)

@@ -1,0 +1,123 @@
+package config
+
+import (
+	"bytes"
+	"fmt"
+	"reflect"
+	"regexp"
+	"strings"
+	"unicode/utf16"
+
+	"github.com/pelletier/go-toml/v2"
+)
+
+// What a configuration file read on Windows may hold besides TOML, and the
+// fix for the mistakes Windows habits make in it, said with the error.
+
+// asUTF8 is data as UTF-8 TOML: a UTF-8 byte order mark (what Windows
+// editors and PowerShell's Out-File -Encoding utf8 write) dropped, and
+// UTF-16 with its byte order mark (what PowerShell 5.1's > and Out-File
+// write by default) converted. enc names the encoding read ("" for UTF-8).
+func asUTF8(data []byte) (out []byte, enc string) {
+	switch {
+	case bytes.HasPrefix(data, []byte("\xef\xbb\xbf")):
+		return data[3:], ""
+	case bytes.HasPrefix(data, []byte("\xff\xfe")):
+		return fromUTF16(data[2:], func(b []byte) uint16 { return uint16(b[0]) | uint16(b[1])<<8 }), "UTF-16LE"
+	case bytes.HasPrefix(data, []byte("\xfe\xff")):
+		return fromUTF16(data[2:], func(b []byte) uint16 { return uint16(b[1]) | uint16(b[0])<<8 }), "UTF-16BE"
+	}
+	return data, ""
+}
+
+func fromUTF16(b []byte, unit func([]byte) uint16) []byte {
+	units := make([]uint16, 0, len(b)/2)
+	for i := 0; i+1 < len(b); i += 2 {
+		units = append(units, unit(b[i:i+2]))
+	}
+	return []byte(string(utf16.Decode(units)))
+}
+
+var (
+	sectionRe = regexp.MustCompile(`^\s*\[\s*([A-Za-z0-9_.-]+)\s*\]`)
+	keyRe     = regexp.MustCompile(`^\s*([A-Za-z0-9_-]+)\s*=\s*(.*?)\s*$`)
+)
+
+// keyOnLine is the key (section.key) written on line row of data, "" when
+// the line writes none.
+func keyOnLine(data []byte, row int) string {
+	section := ""
+	for i, line := range strings.Split(string(data), "\n") {
+		if i+1 > row {
+			break
+		}
+		if m := sectionRe.FindStringSubmatch(line); m != nil {
+			section = m[1]
+			continue
+		}
+		if i+1 == row {
+			if m := keyRe.FindStringSubmatch(line); m != nil {
+				return strings.Trim(section+"."+m[1], ".")
+			}
+		}
+	}
+	return ""
+}
+
+// lineOfKey is the line section.key is written on (0: not written).
+func lineOfKey(data []byte, section, key string) int {
+	cur := ""
+	for i, line := range strings.Split(string(data), "\n") {
+		if m := sectionRe.FindStringSubmatch(line); m != nil {
+			cur = m[1]
+		} else if m := keyRe.FindStringSubmatch(line); m != nil && cur == section && m[1] == key {
+			return i + 1
+		}
+	}
+	return 0
+}
+
+// syntaxFix is the fix for a syntax error on a line, in one sentence ("":
+// none known).
+func syntaxFix(line, msg string) string {
+	m := keyRe.FindStringSubmatch(line)
+	switch {
+	case strings.Contains(msg, "escape"):
+		return `a backslash in a "double-quoted" string starts an escape: write Windows paths in 'single quotes' ` +
+			`(file = 'C:\ProgramData\nri-hcn-portmap\nri-hcn-portmap.log'), or double each backslash`
+	case m != nil && m[2] != "" && !strings.ContainsAny(m[2][:1], "\"'[{+-0123456789") && m[2] != "true" && m[2] != "false":
+		return fmt.Sprintf("a string needs quotes: %s = %q", m[1], strings.Trim(m[2], `"'`))
+	case m != nil && m[2] != "" && strings.ContainsAny(m[2][:1], "0123456789") && strings.ContainsAny(m[2], "./:") && !strings.ContainsAny(m[2], `"'`):
+		return fmt.Sprintf("an address or a range is a string, in quotes: %s = %q", m[1], m[2])
+	}
+	return ""
+}
+
+// durationsWritten checks the durations data writes before decoding: a
+// number there (resync_interval = 60) is an error naming the key, the line
+// and the fix, which the decoder would report without either.
+func durationsWritten(path string, data []byte) error {
+	var raw map[string]any
+	if toml.Unmarshal(data, &raw) != nil {
+		return nil // the decoder reports the syntax
+	}
+	ct := reflect.TypeOf(Config{})
+	for i := range ct.NumField() {
+		sec := ct.Field(i)
+		section := strings.Split(sec.Tag.Get("toml"), ",")[0]
+		values, _ := raw[section].(map[string]any)
+		for j := range sec.Type.NumField() {
+			f := sec.Type.Field(j)
+			key := strings.Split(f.Tag.Get("toml"), ",")[0]
+			v, ok := values[key]
+			if !ok || f.Type != reflect.TypeOf(Duration{}) {
+				continue
+			}
+			if _, isString := v.(string); !isString {
+				return &Error{Path: path, Msg: fmt.Sprintf("%s:%d: %s.%s = %v: a duration is a string with its unit, e.g. %s = \"%vs\"",
+					path, lineOfKey(data, section, key), section, key, v, key, v), Err: ErrSyntax}
+			}
+		}
+	}
+	return nil
+}
