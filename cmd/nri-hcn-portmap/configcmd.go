@@ -2,7 +2,6 @@ package main
 
 import (
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 
@@ -31,8 +30,7 @@ func configCmd(args []string, stdout, stderr io.Writer) error {
 		fmt.Fprint(stdout, configUsage)
 		return nil
 	case "default":
-		fs := flag.NewFlagSet("config default", flag.ContinueOnError)
-		fs.SetOutput(stderr)
+		fs := newFlagSet("config default", stderr)
 		if err := parseArgs(fs, args[1:]); err != nil {
 			return err
 		}

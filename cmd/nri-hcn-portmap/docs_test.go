@@ -64,7 +64,7 @@ func codeOf(doc string) []code {
 func commandFlags(t *testing.T) map[string]map[string]bool {
 	t.Helper()
 	out := map[string]map[string]bool{}
-	flagLine := regexp.MustCompile(`(?m)^  -([a-z][a-z0-9-]*)`)
+	flagLine := regexp.MustCompile(`(?m)^  --?([a-z][a-z0-9-]*)(?:, --([a-z][a-z0-9-]*))?`)
 	for _, cmd := range []string{"run", "status", "health", "reload", "cleanup", "doctor", "service install", "simulator", "config dump", "config default"} {
 		if !builtHere(cmd) {
 			out[cmd] = nil // not in this build: its flags are checked where it is (the Linux run of this test)
@@ -78,6 +78,9 @@ func commandFlags(t *testing.T) map[string]map[string]bool {
 		flags := map[string]bool{"h": true, "help": true}
 		for _, m := range flagLine.FindAllStringSubmatch(stderr.String(), -1) {
 			flags[m[1]] = true
+			if m[2] != "" {
+				flags[m[2]] = true
+			}
 		}
 		if len(flags) < 3 && cmd != "simulator" && cmd != "config default" {
 			t.Fatalf("%s -h printed no flags:\n%s", cmd, stderr.String())
@@ -87,7 +90,7 @@ func commandFlags(t *testing.T) map[string]map[string]bool {
 	out["service uninstall"] = map[string]bool{}
 	out["service"] = map[string]bool{"h": true}
 	out["config"] = map[string]bool{"h": true}
-	out["version"] = map[string]bool{}
+	out["version"] = map[string]bool{"h": true}
 	top := maps.Clone(out["run"]) // nri-hcn-portmap [flags] runs the plugin
 	top["version"] = true         // and nri-hcn-portmap --version says what it is
 	out[""] = top

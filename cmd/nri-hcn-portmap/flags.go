@@ -28,6 +28,50 @@ func usagef(fs *flag.FlagSet, format string, args ...any) error {
 	return usageError{err, true}
 }
 
+// newFlagSet is a command's flag set, its usage written as the docs write
+// flags: --name, and a one-letter flag with its long form on one line
+// (-o, --output).
+func newFlagSet(name string, out io.Writer) *flag.FlagSet {
+	fs := flag.NewFlagSet(name, flag.ContinueOnError)
+	fs.SetOutput(out)
+	fs.Usage = func() {
+		fmt.Fprintf(fs.Output(), "Usage of %s:\n", name)
+		printFlags(fs)
+	}
+	return fs
+}
+
+// longForms are the long forms registered beside a one-letter flag.
+var longForms = map[string]string{"o": "output"}
+
+// printFlags writes fs's flags: "  --name type" (or "  -o, --output type"),
+// then the usage indented below.
+func printFlags(fs *flag.FlagSet) {
+	shown := map[string]bool{}
+	for short, long := range longForms {
+		if fs.Lookup(short) != nil {
+			shown[long] = true // with its short form
+		}
+	}
+	fs.VisitAll(func(f *flag.Flag) {
+		if shown[f.Name] {
+			return
+		}
+		kind, usage := flag.UnquoteUsage(f)
+		names := "--" + f.Name
+		if len(f.Name) == 1 {
+			names = "-" + f.Name
+			if long, ok := longForms[f.Name]; ok && fs.Lookup(long) != nil {
+				names += ", --" + long
+			}
+		}
+		if kind != "" {
+			names += " " + kind
+		}
+		fmt.Fprintf(fs.Output(), "  %s\n    \t%s\n", names, usage)
+	})
+}
+
 // parseArgs parses a command's command line: -h is flag.ErrHelp, a flag
 // the command does not have or an argument it takes none of is a
 // usageError (said, with the usage).
@@ -58,7 +102,7 @@ var commandKeys = map[string][]string{
 // json, anything else a wrong command line.
 func outputFlag(fs *flag.FlagSet, v *string) {
 	*v = "table"
-	fs.Var((*output)(v), "o", "output format: table or json")
+	fs.Var((*output)(v), "o", "output `format`: table or json")
 	fs.Var((*output)(v), "output", "the same as -o")
 }
 
@@ -78,8 +122,7 @@ func (o *output) Set(s string) error {
 // command's keys (commandKeys) and extra's, then resolves the
 // configuration. A wrong command line is a usageError (exit 2).
 func parse(name string, args []string, stderr io.Writer, extra func(fs *flag.FlagSet)) (config.Config, *config.Flags, error) {
-	fs := flag.NewFlagSet(name, flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	fs := newFlagSet(name, stderr)
 	flags := config.RegisterFlagsFor(fs, commandKeys[name]...)
 	if extra != nil {
 		extra(fs)

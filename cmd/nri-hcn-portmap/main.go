@@ -84,11 +84,10 @@ func mainArgs(args []string, stdout, stderr io.Writer) int {
 	case "config":
 		err = configCmd(args, stdout, stderr)
 	case "version":
-		if len(args) > 0 {
-			fmt.Fprintf(stderr, "version: unexpected argument %q\n", args[0])
-			return 2
+		fs := newFlagSet("version", stderr)
+		if err = parseArgs(fs, args); err == nil {
+			fmt.Fprintln(stdout, thisBuild())
 		}
-		fmt.Fprintln(stdout, thisBuild())
 	case "help":
 		fmt.Fprint(stdout, usage())
 	default:

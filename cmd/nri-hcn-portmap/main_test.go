@@ -121,7 +121,7 @@ func TestCommandLineMessages(t *testing.T) {
 		{name: "service typo", args: []string{"service", "instal"}, code: 2,
 			stderr: "nri-hcn-portmap: service: unknown subcommand \"instal\" (want install or uninstall)\n"},
 		{name: "--version", args: []string{"--version"}, stdout: "nri-hcn-portmap dev (commit ..."},
-		{name: "version takes no argument", args: []string{"version", "x"}, code: 2, stderr: "version: unexpected argument \"x\"\n"},
+		{name: "version takes no argument", args: []string{"version", "x"}, code: 2, stderr: "version: unexpected argument \"x\"\nUsage of version:\n"},
 		{name: "status takes only its flags", args: []string{"status", "--nri-socket", "/x"}, code: 2,
 			stderr: "flag provided but not defined: -nri-socket\nUsage of status:\n..."},
 		{name: "doctor takes only its flags", args: []string{"doctor", "--metrics-listen", ":9467"}, code: 2,

@@ -2,7 +2,6 @@ package main
 
 import (
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -33,8 +32,7 @@ func serviceCmd(args []string, stdout, stderr io.Writer) error {
 		fmt.Fprint(stdout, serviceUsage)
 		return nil
 	case "install":
-		fs := flag.NewFlagSet("service install", flag.ContinueOnError)
-		fs.SetOutput(stderr)
+		fs := newFlagSet("service install", stderr)
 		cfgPath := fs.String("config", "", "configuration file the service runs with (absolute path); the defaults without it")
 		dependsOn := fs.String("depends-on", "", "services to start after, comma-separated (each must be installed); none by default, and not containerd: the plugin waits for it, and a dependency makes stopping or restarting containerd fail with error 1051 unless forced")
 		if err := parseArgs(fs, args[1:]); err != nil {

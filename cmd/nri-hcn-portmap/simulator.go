@@ -5,7 +5,6 @@ package main
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"net/http"
@@ -25,8 +24,7 @@ const simulatorUsage = `  nri-hcn-portmap simulator --listen ADDR
 // simulatorCmd serves the HNS simulator, a test double that stands in for
 // HNS on Linux; it is not built into the Windows binary.
 func simulatorCmd(args []string, stderr io.Writer) error {
-	fs := flag.NewFlagSet("simulator", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	fs := newFlagSet("simulator", stderr)
 	listen := fs.String("listen", "", "address to serve on: unix:///path or tcp://127.0.0.1:port")
 	if err := parseArgs(fs, args); err != nil {
 		return err
