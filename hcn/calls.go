@@ -37,7 +37,10 @@ func Bounded(svc Service, timeout time.Duration) Service {
 	}}
 }
 
-// ObserveFunc receives the duration and outcome of one HNS call.
+// ObserveFunc receives the duration and outcome of one HNS call. err is
+// nil for a not-found answer: a lookup of what is not there is HNS
+// answering (the plugin asks for a namespace or an endpoint that may be
+// gone on purpose), not HNS failing.
 type ObserveFunc func(call string, d time.Duration, err error)
 
 // unobservedKey marks a context whose calls Instrumented does not report.
@@ -58,7 +61,11 @@ func Instrumented(svc Service, observe ObserveFunc) Service {
 		}
 		start := time.Now()
 		err := do(ctx)
-		observe(call, time.Since(start), err)
+		failed := err
+		if errors.Is(err, ErrNotFound) {
+			failed = nil
+		}
+		observe(call, time.Since(start), failed)
 		return err
 	}}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 
 	"github.com/sirupsen/logrus"
 
@@ -121,6 +122,20 @@ var errorTable = []row{
 	{hcn.RetriesFew, errorKind{retry: retryBounded, class: ClassError, reason: ReasonHNS, counted: true, level: logrus.ErrorLevel,
 		says: "endpoint not built after a few tries; the resync will retry"}},
 	{hcn.Permanent, errorKind{retry: retryNever, class: ClassError, reason: ReasonHNS, counted: true, level: logrus.ErrorLevel, says: "endpoint not built; the resync will retry"}},
+}
+
+// FailureReasons are the reasons a pod's owners may be told its host
+// ports failed with, every one the table gives, in its order: the
+// pods_failing gauge has each from the start, at zero while no pod fails
+// with it.
+func FailureReasons() []string {
+	var out []string
+	for _, r := range append(errorTable, row{kind: unclassified}) {
+		if r.kind.reason != "" && !slices.Contains(out, r.kind.reason) {
+			out = append(out, r.kind.reason)
+		}
+	}
+	return out
 }
 
 // unclassified is the row of an error no other row matches: HNS failing in

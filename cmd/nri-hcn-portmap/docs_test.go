@@ -176,7 +176,7 @@ func exposition(t *testing.T) string {
 	t.Helper()
 	m := telemetry.New("test", "0123abc")
 	m.CountEndpoints(func() int { return 0 })
-	m.CountFailing(func() map[string]int { return map[string]int{"HostPortDenied": 1} })
+	m.CountFailing(nil, func() map[string]int { return map[string]int{"HostPortDenied": 1} })
 	m.CountForeignDNS(func() int { return 0 })
 	m.KubeReporter(true)
 	// every labelled family appears once it has a sample

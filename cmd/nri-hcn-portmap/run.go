@@ -221,7 +221,7 @@ func build(ctx context.Context, cfg config.Config, flags *config.Flags, log *log
 		a.nss.OnChange(a.core.NamespaceChanged) // a level known or changed syncs the pods held back for it
 	}
 	a.metrics.CountEndpoints(a.core.Endpoints)
-	a.metrics.CountFailing(a.core.Failing)
+	a.metrics.CountFailing(plugin.FailureReasons(), a.core.Failing)
 	a.metrics.CountForeignDNS(a.core.ForeignDNS)
 	resync := plugin.NewResyncer(a.core, cfg.Plugin.ResyncInterval.Duration, log)
 	mode, nriSrc := cfg.Plugin.Source, launched

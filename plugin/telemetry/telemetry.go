@@ -5,6 +5,7 @@ package telemetry
 import (
 	"net/http"
 	"runtime"
+	"slices"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -132,24 +133,33 @@ func (m *Metrics) WatchNamespaces(stale func() bool) {
 }
 
 // CountFailing registers the gauge of the pods whose mappings fail now, by
-// reason, read from count at every scrape.
-func (m *Metrics) CountFailing(count func() map[string]int) {
-	m.reg.MustRegister(&failing{count: count, desc: prometheus.NewDesc("nri_hcn_portmap_pods_failing",
+// reason, read from count at every scrape; every one of reasons has its
+// series from the start (0 while no pod fails with it), so a dashboard and
+// an alert see zero, not no data.
+func (m *Metrics) CountFailing(reasons []string, count func() map[string]int) {
+	m.reg.MustRegister(&failing{reasons: reasons, count: count, desc: prometheus.NewDesc("nri_hcn_portmap_pods_failing",
 		"Pods whose host ports are not mapped now, by the reason their owners are told (HostPortDenied, HostPortConflict, PodSecurityForbidsHostPorts, HNSError, ...).",
 		[]string{"reason"}, nil)})
 }
 
 // failing is the pods_failing gauge, read at each scrape.
 type failing struct {
-	count func() map[string]int
-	desc  *prometheus.Desc
+	reasons []string
+	count   func() map[string]int
+	desc    *prometheus.Desc
 }
 
 func (f *failing) Describe(ch chan<- *prometheus.Desc) { ch <- f.desc }
 
 func (f *failing) Collect(ch chan<- prometheus.Metric) {
-	for reason, n := range f.count() {
-		ch <- prometheus.MustNewConstMetric(f.desc, prometheus.GaugeValue, float64(n), reason)
+	counts := f.count()
+	for _, reason := range f.reasons {
+		ch <- prometheus.MustNewConstMetric(f.desc, prometheus.GaugeValue, float64(counts[reason]), reason)
+	}
+	for reason, n := range counts {
+		if !slices.Contains(f.reasons, reason) {
+			ch <- prometheus.MustNewConstMetric(f.desc, prometheus.GaugeValue, float64(n), reason)
+		}
 	}
 }
 
