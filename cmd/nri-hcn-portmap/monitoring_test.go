@@ -49,8 +49,17 @@ func TestMonitoringNamesOnlyExportedMetrics(t *testing.T) {
 	if err := yaml.Unmarshal(b, &rules); err != nil { // their schema is promtool's to check (test/deploy)
 		t.Fatal(err)
 	}
+	// the two rules that see a plugin's absence read what Prometheus and
+	// kube-state-metrics export, not the plugin
+	outside := map[string]string{"NriHcnPortmapDown": "up{", "NriHcnPortmapMissingOnAWindowsNode": "kube_node_labels{"}
 	for _, g := range rules.Groups {
 		for _, r := range g.Rules {
+			if m, ok := outside[r.Alert]; ok {
+				if !strings.Contains(r.Expr, m) {
+					t.Errorf("%s: %q does not read %s", r.Alert, r.Expr, m)
+				}
+				continue
+			}
 			queries = append(queries, r.Expr)
 		}
 	}
@@ -100,5 +109,62 @@ func TestMonitoringNamesOnlyExportedMetrics(t *testing.T) {
 				t.Errorf("query %q: the plugin exports no %s", q, n)
 			}
 		}
+	}
+}
+
+// Issue 39: every alert says how severe it is and whose it is (category
+// platform: the node's or HNS's, the operator's to fix; tenant: a pod's
+// request, its owner's), and links a runbook: a section of
+// docs/operating.md, there under "## Alerts" with the alert's name.
+func TestEveryAlertHasItsCategoryAndARunbookThatIsThere(t *testing.T) {
+	var rules struct {
+		Groups []struct {
+			Rules []struct {
+				Alert       string
+				Labels      map[string]string
+				Annotations map[string]string
+			}
+		}
+	}
+	b, err := os.ReadFile("../../deploy/monitoring/alerts.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := yaml.Unmarshal(b, &rules); err != nil {
+		t.Fatal(err)
+	}
+	doc, err := os.ReadFile("../../docs/operating.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, alertsSection, ok := strings.Cut(string(doc), "\n## Alerts\n")
+	if !ok {
+		t.Fatal(`docs/operating.md has no "## Alerts"`)
+	}
+	alertsSection, _, _ = strings.Cut(alertsSection, "\n## ")
+	const base = "https://github.com/nri-hcn-portmap/nri-hcn-portmap/blob/main/docs/operating.md#"
+	n := 0
+	for _, g := range rules.Groups {
+		for _, r := range g.Rules {
+			n++
+			if sev := r.Labels["severity"]; sev != "critical" && sev != "warning" && sev != "info" {
+				t.Errorf("%s: severity %q", r.Alert, sev)
+			}
+			if c := r.Labels["category"]; c != "platform" && c != "tenant" {
+				t.Errorf("%s: category %q, want platform or tenant", r.Alert, c)
+			}
+			if r.Labels["category"] == "tenant" && r.Labels["severity"] != "info" {
+				t.Errorf("%s: a tenant's alert is %s, want info (the pod's owner is told already)", r.Alert, r.Labels["severity"])
+			}
+			if url := r.Annotations["runbook_url"]; url != base+strings.ToLower(r.Alert) {
+				t.Errorf("%s: runbook_url %q, want %s%s", r.Alert, url, base, strings.ToLower(r.Alert))
+			}
+			if !strings.Contains(alertsSection, "\n### "+r.Alert+"\n") {
+				t.Errorf(`%s: docs/operating.md's "## Alerts" has no "### %s"`, r.Alert, r.Alert)
+			}
+		}
+	}
+	if n < 8 {
+		t.Fatalf("%d rules read", n)
 	}
 }

@@ -118,9 +118,13 @@ type monitor struct {
 }
 
 type monitorEndpoint struct {
-	Port     string `json:"port"`
-	Path     string `json:"path"`
-	Interval string `json:"interval"`
+	Port        string `json:"port"`
+	Path        string `json:"path"`
+	Interval    string `json:"interval"`
+	Relabelings []struct {
+		SourceLabels []string `json:"sourceLabels"`
+		TargetLabel  string   `json:"targetLabel"`
+	} `json:"relabelings"`
 }
 
 func decodeAll(t *testing.T, stream []byte) objects {
@@ -305,6 +309,15 @@ func TestChartMonitors(t *testing.T) {
 		}
 		if m.APIVersion != "monitoring.coreos.com/v1" || !sel.Matches(target) || len(eps) != 1 || eps[0].Port != "metrics" || eps[0].Path != "/metrics" {
 			t.Errorf("%s %+v does not select the plugin's metrics", m.Kind, m)
+		}
+		// instance and node are the node's name (the alerts name it, and
+		// join kube-state-metrics' node labels on it), not its IP:port
+		set := map[string]string{}
+		for _, r := range eps[0].Relabelings {
+			set[r.TargetLabel] = strings.Join(r.SourceLabels, ",")
+		}
+		if set["instance"] != "__meta_kubernetes_pod_node_name" || set["node"] != "__meta_kubernetes_pod_node_name" {
+			t.Errorf("%s relabelings %+v: want instance and node from __meta_kubernetes_pod_node_name", m.Kind, eps[0].Relabelings)
 		}
 		if m.Kind == "PodMonitor" && m.Metadata.Labels["release"] != "prometheus" {
 			t.Errorf("PodMonitor labels %v: want the extra label", m.Metadata.Labels)
