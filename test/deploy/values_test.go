@@ -28,6 +28,22 @@ var chartOwned = map[string]string{
 	"admin.metrics_listen":  "metrics.enabled and metrics.port (the pod's port and annotations use them)",
 	"admin.socket":          "the plugin's own named pipe, for SYSTEM and Administrators (kubectl exec ... reload runs as the pod's SYSTEM)",
 	"log.file":              "a pod logs to its stdout (kubectl logs)",
+	// one spelling per key (issue 39): a key a chart value sets is that
+	// value's alone, and config.settings refuses it
+	"plugin.source":                            "config.source",
+	"plugin.mapping_sources":                   "config.mappingSources",
+	"plugin.failure_policy":                    "config.failurePolicy",
+	"admission.namespaces":                     "config.admission.namespaces",
+	"admission.pod_selector":                   "config.admission.podSelector",
+	"admission.host_port_ranges":               "config.admission.hostPortRanges",
+	"admission.deny":                           "config.admission.deny",
+	"admission.pod_security":                   "config.admission.podSecurity",
+	"admission.pod_security_default_level":     "config.admission.podSecurityDefaultLevel",
+	"admission.pod_security_exempt_namespaces": "config.admission.podSecurityExemptNamespaces",
+	"hcn.network":                              "config.network",
+	"hcn.create_network":                       "config.createNetwork",
+	"hcn.allow_cni_network":                    "config.allowCNINetwork",
+	"log.level":                                "config.logLevel",
 }
 
 // configFields is every key of the configuration with its Go kind.
@@ -134,9 +150,15 @@ func TestChartReachesEveryConfigKey(t *testing.T) {
 	if !slices.Equal(offered, wantOffered) {
 		t.Errorf("values.schema.json config.settings offers\n%v\nwant every key the chart does not own\n%v", offered, wantOffered)
 	}
-	// an owned key is refused at helm template, naming it
-	if out, err := renderErr(t, "nri-hcn-portmap", "config.settings.hcn.backend=simulated"); err == nil || !strings.Contains(out, "backend") {
-		t.Errorf("config.settings.hcn.backend: %v\n%s", err, out)
+	// an owned key is refused at helm template, naming it: a key a chart
+	// value sets has one spelling, the value's
+	for _, set := range []string{"config.settings.hcn.backend=simulated", "config.settings.admission.host_port_ranges={80}",
+		"config.settings.plugin.source=nri", "config.settings.log.level=debug"} {
+		key := strings.Split(strings.TrimPrefix(set, "config.settings."), "=")[0]
+		name := key[strings.LastIndex(key, ".")+1:]
+		if out, err := renderErr(t, "nri-hcn-portmap", set); err == nil || !strings.Contains(out, name) {
+			t.Errorf("%s: %v\n%s", set, err, out)
+		}
 	}
 }
 
