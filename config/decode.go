@@ -121,3 +121,32 @@ func durationsWritten(path string, data []byte) error {
 	}
 	return nil
 }
+
+// said is what data writes for each key (section.key) given as a plain
+// quoted string on its own line, read line by line: what a file that does
+// not decode as a whole still says (reload and health then ask the plugin
+// where the file says it answers).
+func said(data []byte) map[string]string {
+	data, _ = asUTF8(data)
+	out := map[string]string{}
+	section := ""
+	for _, line := range strings.Split(string(data), "\n") {
+		if m := sectionRe.FindStringSubmatch(line); m != nil {
+			section = m[1]
+			continue
+		}
+		m := keyRe.FindStringSubmatch(line)
+		if m == nil || len(m[2]) < 2 {
+			continue
+		}
+		v := m[2]
+		if i := strings.Index(v, " #"); i >= 0 {
+			v = strings.TrimSpace(v[:i])
+		}
+		if q := v[0]; (q == '"' || q == '\'') && v[len(v)-1] == q && !strings.Contains(v[1:len(v)-1], string(q)) &&
+			(q == '\'' || !strings.Contains(v, "\\")) {
+			out[section+"."+m[1]] = v[1 : len(v)-1]
+		}
+	}
+	return out
+}

@@ -107,7 +107,15 @@ func (f *Flags) resolve(source string, data []byte, readErr error) (Config, erro
 	loadErr := readErr
 	if loadErr == nil && data != nil {
 		if loadErr = Decode(source, data, &cfg); loadErr != nil {
+			// the defaults and what the broken file still says of the
+			// keys flags set, line by line (where reload asks the plugin)
 			cfg = Default()
+			written := said(data)
+			for _, k := range flagKeys {
+				if v, ok := written[k.key]; ok {
+					*k.field(&cfg) = v
+				}
+			}
 		}
 	}
 	origin := map[string]string{}

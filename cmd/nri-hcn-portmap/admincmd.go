@@ -86,7 +86,7 @@ func adminCmd(what string, args []string, stdout, stderr io.Writer) error {
 			err = fmt.Errorf("%w (%s is for the node's administrators: run this as root, or from an elevated prompt)", err, key)
 		}
 		if cfgErr != nil {
-			return fmt.Errorf("%s: no plugin answers at %s (the address of the defaults: %w)", what, at, cfgErr)
+			return fmt.Errorf("%s: no plugin answers at %s, the address the configuration file writes (or the default where it writes none); the file itself does not load: %w", what, at, cfgErr)
 		}
 		return fmt.Errorf("%s: no plugin answers at %s: %w", what, at, err)
 	}
