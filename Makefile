@@ -66,10 +66,10 @@ KUBE_VERSION ?= 1.30.0
 KUBE_APIS    ?= admissionregistration.k8s.io/v1/ValidatingAdmissionPolicy
 manifests: $(HELM)
 	$(HELM) template nri-hcn-portmap deploy/helm/nri-hcn-portmap --namespace nri-hcn-portmap \
-		--kube-version $(KUBE_VERSION) --api-versions $(KUBE_APIS) > deploy/kustomize/base/nri-hcn-portmap.yaml
+		--kube-version $(KUBE_VERSION) --api-versions $(KUBE_APIS) | $(GO) run ./hack/kustomize -out deploy/kustomize
 	$(HELM) template nri-hcn-portmap deploy/helm/nri-hcn-portmap --namespace nri-hcn-portmap \
 		--kube-version $(KUBE_VERSION) --api-versions $(KUBE_APIS) --set daemonset.enabled=false --set cleanup.enabled=true \
-		--show-only templates/cleanup.yaml > deploy/kustomize/cleanup/nri-hcn-portmap-cleanup.yaml
+		--show-only templates/cleanup.yaml | $(GO) run ./hack/kustomize -out deploy/kustomize -cleanup
 
 # A release's artifacts (all but the image), in dist/$(VERSION)/:
 #   make dist VERSION=v1.2.3

@@ -48,13 +48,15 @@ chart="$out/nri-hcn-portmap-$semver.tgz"
 "$helm" lint --strict "$chart" --kube-version "$kube_version" >/dev/null
 
 # the kustomize bundle, rendered from that chart as make manifests renders
+# (hack/kustomize: the ConfigMap generated from config.toml, the admission
+# policies a component of their own)
 mkdir -p "$work/kustomize"
-cp -r deploy/kustomize/base deploy/kustomize/cleanup "$work/kustomize/"
+cp -r deploy/kustomize/base deploy/kustomize/cleanup deploy/kustomize/components "$work/kustomize/"
 "$helm" template nri-hcn-portmap "$chart" --namespace nri-hcn-portmap --kube-version "$kube_version" \
-	--api-versions "$kube_apis" > "$work/kustomize/base/nri-hcn-portmap.yaml"
+	--api-versions "$kube_apis" | go run ./hack/kustomize -out "$work/kustomize"
 "$helm" template nri-hcn-portmap "$chart" --namespace nri-hcn-portmap --kube-version "$kube_version" \
 	--api-versions "$kube_apis" --set daemonset.enabled=false --set cleanup.enabled=true \
-	--show-only templates/cleanup.yaml > "$work/kustomize/cleanup/nri-hcn-portmap-cleanup.yaml"
+	--show-only templates/cleanup.yaml | go run ./hack/kustomize -out "$work/kustomize" -cleanup
 tar -C "$work" --sort=name --owner=0 --group=0 --numeric-owner --mtime="$date" \
 	-czf "$out/nri-hcn-portmap-$version-kustomize.tar.gz" kustomize
 

@@ -31,8 +31,9 @@ func kustomizeBuild(t *testing.T, dir string) []byte {
 }
 
 // overlay writes an operator's overlay of the base, with their registry
-// and configuration (docs/operating.md's example), and with components.
-func overlay(t *testing.T, components ...string) string {
+// and configuration (docs/operating.md's example: a configMapGenerator
+// that replaces the base's config.toml), and with components.
+func overlay(t *testing.T, network string, components ...string) string {
 	t.Helper()
 	root, err := filepath.Abs(kustomize)
 	if err != nil {
@@ -49,21 +50,21 @@ func overlay(t *testing.T, components ...string) string {
 	body := `namespace: nri-hcn-portmap
 resources: [` + rel("base") + `]
 images: [{name: ghcr.io/nri-hcn-portmap/nri-hcn-portmap, newName: registry.example/team/nri-hcn-portmap, newTag: v9.9.9}]
-patches:
-  - target: {kind: ConfigMap, name: nri-hcn-portmap}
-    patch: |
-      - op: replace
-        path: /data/config.toml
-        value: |
-          [hcn]
-          backend = "windows"
-          network = "pods-nat"
-          [containerd]
-          address = '\\.\pipe\containerd-containerd'
-          [kubernetes]
-          enabled = true
-          [admin]
-          listen = "127.0.0.1:9466"
+configMapGenerator:
+  - name: nri-hcn-portmap
+    namespace: nri-hcn-portmap
+    behavior: replace
+    files: [config.toml]
+`
+	cfg := `[hcn]
+backend = "windows"
+network = "` + network + `"
+[containerd]
+address = '\\.\pipe\containerd-containerd'
+[kubernetes]
+enabled = true
+[admin]
+listen = "127.0.0.1:9466"
 `
 	if len(components) > 0 {
 		var rels []string
@@ -73,6 +74,9 @@ patches:
 		body += "components: [" + strings.Join(rels, ", ") + "]\n"
 	}
 	if err := os.WriteFile(filepath.Join(dir, "kustomization.yaml"), []byte(body), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "config.toml"), []byte(cfg), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	return dir
@@ -90,11 +94,11 @@ func TestKustomizeOverlayCarriesImageAndConfig(t *testing.T) {
 		t.Fatalf("base: %d DaemonSets, image %q", len(base.daemonSets), base.daemonSets[0].Spec.Template.Spec.Containers[0].Image)
 	}
 	const image = "registry.example/team/nri-hcn-portmap:v9.9.9"
-	installed := decodeAll(t, kustomizeBuild(t, overlay(t)))
+	installed := decodeAll(t, kustomizeBuild(t, overlay(t, "pods-nat")))
 	if len(installed.daemonSets) != 1 || installed.daemonSets[0].Spec.Template.Spec.Containers[0].Image != image {
 		t.Fatalf("overlay: %+v", installed.daemonSets)
 	}
-	uninstall := decodeAll(t, kustomizeBuild(t, overlay(t, "cleanup")))
+	uninstall := decodeAll(t, kustomizeBuild(t, overlay(t, "pods-nat", "cleanup")))
 	if len(uninstall.daemonSets) != 1 || uninstall.daemonSets[0].Name != "nri-hcn-portmap-cleanup" {
 		names := []string{}
 		for _, ds := range uninstall.daemonSets {
@@ -119,5 +123,48 @@ func TestKustomizeOverlayCarriesImageAndConfig(t *testing.T) {
 	vol := cleanup.Spec.Template.Spec.Volumes
 	if len(vol) != 1 || vol[0].ConfigMap == nil || vol[0].ConfigMap.Name != uninstall.configMaps[0].Name {
 		t.Errorf("the cleanup's volume %+v is not the overlay's ConfigMap %s", vol, uninstall.configMaps[0].Name)
+	}
+}
+
+// Issue 39: kustomize rolls the plugin on a configuration change and keeps
+// the cluster-wide policies apart. The ConfigMap is generated from
+// config.toml with its content's hash in its name, which the DaemonSet's
+// volume names: two configurations give two pod templates (a rollout), the
+// same one the same; no object says Helm manages it; the base installs no
+// ValidatingAdmissionPolicy, the admission-policies component both, with
+// their bindings.
+func TestKustomizeRollsOnConfigAndKeepsThePoliciesApart(t *testing.T) {
+	build := func(network string, components ...string) objects {
+		return decodeAll(t, kustomizeBuild(t, overlay(t, network, components...)))
+	}
+	a, again, b := build("pods-nat"), build("pods-nat"), build("other-nat")
+	name := func(o objects) string {
+		if len(o.configMaps) != 1 || len(o.daemonSets) != 1 {
+			t.Fatalf("%d ConfigMaps, %d DaemonSets", len(o.configMaps), len(o.daemonSets))
+		}
+		vol := o.daemonSets[0].Spec.Template.Spec.Volumes
+		if len(vol) != 1 || vol[0].ConfigMap == nil || vol[0].ConfigMap.Name != o.configMaps[0].Name {
+			t.Fatalf("the DaemonSet's volume %+v does not name the generated ConfigMap %s", vol, o.configMaps[0].Name)
+		}
+		return o.configMaps[0].Name
+	}
+	if n := name(a); !strings.HasPrefix(n, "nri-hcn-portmap-") || n == "nri-hcn-portmap" {
+		t.Errorf("ConfigMap %q: want the generator's hash-suffixed name", n)
+	}
+	if name(a) != name(again) || name(a) == name(b) {
+		t.Errorf("ConfigMap names %s, %s (same configuration), %s (another): want the same, then another (a rollout)", name(a), name(again), name(b))
+	}
+	raw := string(kustomizeBuild(t, overlay(t, "pods-nat", "components/admission-policies")))
+	for _, helm := range []string{"managed-by: Helm", "helm.sh/chart", "checksum/config"} {
+		if strings.Contains(raw, helm) {
+			t.Errorf("the kustomize manifests carry %q", helm)
+		}
+	}
+	if len(a.policies)+len(a.policyBindings) != 0 {
+		t.Errorf("the base installs %d admission policies and %d bindings: they are a component's", len(a.policies), len(a.policyBindings))
+	}
+	with := decodeAll(t, []byte(raw))
+	if len(with.policies) != 2 || len(with.policyBindings) != 2 {
+		t.Errorf("with the component: %d policies, %d bindings; want 2 and 2", len(with.policies), len(with.policyBindings))
 	}
 }

@@ -175,21 +175,33 @@ func appendStrict[T any](t *testing.T, list []T, kind, doc string) []T {
 	return append(list, v)
 }
 
-// The kustomize manifests are the chart's rendering, byte for byte.
+// The kustomize manifests are the chart's rendering, byte for byte, as
+// hack/kustomize splits it (make manifests): the base without its
+// ConfigMap (config.toml, generated), the admission policies as a
+// component, the cleanup DaemonSet.
 func TestKustomizeManifestsAreRenderedFromTheChart(t *testing.T) {
+	out := t.TempDir()
 	for _, tt := range []struct {
-		file, release string
-		set           []string
+		set  []string
+		args []string
 	}{
-		{"base/nri-hcn-portmap.yaml", "nri-hcn-portmap", nil},
-		{"cleanup/nri-hcn-portmap-cleanup.yaml", "nri-hcn-portmap", []string{"daemonset.enabled=false", "cleanup.enabled=true", "--show-only=templates/cleanup.yaml"}},
+		{nil, nil},
+		{[]string{"daemonset.enabled=false", "cleanup.enabled=true", "--show-only=templates/cleanup.yaml"}, []string{"-cleanup"}},
 	} {
-		got, err := os.ReadFile(filepath.Join(kustomize, tt.file))
+		cmd := exec.Command("go", append([]string{"run", "../../hack/kustomize", "-out", out}, tt.args...)...)
+		cmd.Stdin = bytes.NewReader(render(t, "nri-hcn-portmap", tt.set...))
+		if b, err := cmd.CombinedOutput(); err != nil {
+			t.Fatalf("hack/kustomize: %v\n%s", err, b)
+		}
+	}
+	for _, file := range []string{"base/nri-hcn-portmap.yaml", "base/config.toml", "components/admission-policies/admission-policies.yaml",
+		"cleanup/nri-hcn-portmap-cleanup.yaml"} {
+		got, err := os.ReadFile(filepath.Join(kustomize, file))
 		if err != nil {
 			t.Fatal(err)
 		}
-		if want := render(t, tt.release, tt.set...); !bytes.Equal(got, want) {
-			t.Errorf("deploy/kustomize/%s differs from the chart's rendering: run `make manifests`", tt.file)
+		if want, err := os.ReadFile(filepath.Join(out, file)); err != nil || !bytes.Equal(got, want) {
+			t.Errorf("deploy/kustomize/%s differs from the chart's rendering (%v): run `make manifests`", file, err)
 		}
 	}
 	// what the kustomizations make of them: kustomize_test.go
