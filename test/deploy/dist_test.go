@@ -13,6 +13,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"sigs.k8s.io/yaml"
 )
@@ -28,7 +29,7 @@ func TestDistMakesTheReleaseArtifacts(t *testing.T) {
 	out := t.TempDir()
 	cmd := exec.Command("bash", "hack/dist.sh")
 	cmd.Dir = "../.."
-	cmd.Env = append(os.Environ(), "VERSION="+version, "DIST_DIR="+out, "HELM="+helmBin(t), "COMMIT="+commit)
+	cmd.Env = append(os.Environ(), "VERSION="+version, "DIST_DIR="+out, "HELM="+helmBin(t), "COMMIT="+commit, "DATE=2026-11-30T12:00:00Z")
 	if b, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("hack/dist.sh: %v\n%s", err, b)
 	}
@@ -64,6 +65,10 @@ func TestDistMakesTheReleaseArtifacts(t *testing.T) {
 	defer z.Close()
 	var exe []byte
 	for _, f := range z.File {
+		// dated the commit's time, not the build's: the same tree, the same zip
+		if want := "2026-11-30T12:00:00Z"; f.Modified.UTC().Format(time.RFC3339) != want {
+			t.Errorf("zip entry %s dated %s, want the commit's %s", f.Name, f.Modified.UTC().Format(time.RFC3339), want)
+		}
 		if f.Name == "nri-hcn-portmap.exe" {
 			r, err := f.Open()
 			if err != nil {
