@@ -46,6 +46,22 @@ var chartOwned = map[string]string{
 	"log.level":                                "config.logLevel",
 }
 
+// samples are values unlike the defaults that the plugin takes, for the
+// keys whose kind alone does not give one (the schema holds them to what
+// the plugin takes: refuse_test.go).
+var samples = map[string]any{
+	"plugin.deadline":             "700ms",
+	"plugin.max_annotation_bytes": 700,
+	"nri.plugin_index":            "42",
+	"hcn.network_type":            "L2Bridge",
+	"hcn.subnet":                  "10.9.0.0/16",
+	"hcn.gateway":                 "10.9.0.1",
+	"hcn.cluster_ranges":          []string{"10.96.0.0/12"},
+	"hcn.default_route":           "none",
+	"log.format":                  "text",
+	"admission.host_ips":          []string{"10.0.0.4"},
+}
+
 // configFields is every key of the configuration with its Go kind.
 func configFields() map[string]reflect.Type {
 	out := map[string]reflect.Type{}
@@ -74,6 +90,8 @@ func TestChartReachesEveryConfigKey(t *testing.T) {
 		sec, name, _ := strings.Cut(key, ".")
 		var v any
 		switch {
+		case samples[key] != nil: // a value the schema takes, as the plugin does
+			v = samples[key]
 		case typ == reflect.TypeOf(config.Duration{}):
 			v = "7s"
 		case typ.Kind() == reflect.String:
