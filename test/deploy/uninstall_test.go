@@ -24,6 +24,11 @@ import (
 // word of the commands replaced (by the chart in this tree).
 var released = regexp.MustCompile(`oci://ghcr\.io/nri-hcn-portmap/charts/nri-hcn-portmap --version \S+`)
 
+// assignment is a shell variable the docs' commands set (CHART, the
+// chart's address, so a mirror changes one word): kept for the commands
+// after it, as an operator's shell keeps it, the released chart replaced.
+var assignment = regexp.MustCompile(`^([A-Z_]+)=(\S+)$`)
+
 // shellOf is a bash that runs the docs' commands as an operator's shell
 // would: helm and kubectl on PATH, the cluster in KUBECONFIG.
 type shellOf struct {
@@ -53,6 +58,14 @@ func newShell(t *testing.T, k *harness.Kube) *shellOf {
 // the controllers no test cluster runs where the command waits for one.
 func (sh *shellOf) run(ctx context.Context, command string) string {
 	sh.t.Helper()
+	if m := assignment.FindStringSubmatch(command); m != nil {
+		v := m[2]
+		if v == "oci://ghcr.io/nri-hcn-portmap/charts/nri-hcn-portmap" {
+			v = chart
+		}
+		sh.env = append(sh.env, m[1]+"="+v)
+		return ""
+	}
 	command = released.ReplaceAllString(command, chart)
 	fields := strings.Fields(command)
 	stop := make(chan struct{})
@@ -180,9 +193,11 @@ func TestUninstallRoutesAsWritten(t *testing.T) {
 		}
 		before := cleanupCarries(t, ctx, k, ns, "nri-hcn-portmap", image, false, true)
 		uninstall := readmeBlock(t, "## Uninstall")
-		if len(uninstall) != 4 {
+		if len(uninstall) != 5 || !strings.HasPrefix(uninstall[0], "CHART=") {
 			t.Fatalf("README's uninstall: %q", uninstall)
 		}
+		sh.run(ctx, uninstall[0]) // where the chart is
+		uninstall = uninstall[1:]
 		sh.run(ctx, uninstall[0])                                                    // the release becomes the cleanup
 		after := cleanupCarries(t, ctx, k, ns, "nri-hcn-portmap", image, true, true) // the README installs with metrics.firewallRule=true
 		if before != after {
@@ -206,11 +221,13 @@ func TestUninstallRoutesAsWritten(t *testing.T) {
 			t.Fatalf("the install's NOTES say nothing of uninstalling:\n%s", notes)
 		}
 		steps := commands(tail[strings.Index(tail, "\n"):])
-		if len(steps) != 3 {
+		if len(steps) != 4 || !strings.HasPrefix(steps[0], "CHART=") {
 			t.Fatalf("NOTES' uninstall: %q", steps)
 		}
 		before := cleanupCarries(t, ctx, k, ns, "portmap-nri-hcn-portmap", image, false, false)
 		sh.run(ctx, steps[0])
+		sh.run(ctx, steps[1])
+		steps = steps[1:]
 		if after := cleanupCarries(t, ctx, k, ns, "portmap-nri-hcn-portmap", image, true, false); before != after {
 			t.Errorf("the cleanup's configuration is not the plugin's:\n%s\nwant\n%s", after, before)
 		}
