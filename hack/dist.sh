@@ -38,11 +38,11 @@ mkdir -p "$work/exe"
 GOOS=windows GOARCH=amd64 CGO_ENABLED=0 "$go" build -trimpath \
 	-ldflags "-X main.version=$version -X main.commit=$commit -X main.date=$date" \
 	-o "$work/exe/nri-hcn-portmap.exe" ./cmd/nri-hcn-portmap
-cp README.md "$work/exe/"
+cp README.md LICENSE "$work/exe/"
 # entries dated the commit's time, as the tar's are: the same tree, the
 # same zip
-TZ=UTC touch -d "$date" "$work/exe/nri-hcn-portmap.exe" "$work/exe/README.md"
-(cd "$work/exe" && TZ=UTC zip -q -X "$out/nri-hcn-portmap-$version-windows-amd64.zip" nri-hcn-portmap.exe README.md)
+TZ=UTC touch -d "$date" "$work/exe/nri-hcn-portmap.exe" "$work/exe/README.md" "$work/exe/LICENSE"
+(cd "$work/exe" && TZ=UTC zip -q -X "$out/nri-hcn-portmap-$version-windows-amd64.zip" nri-hcn-portmap.exe README.md LICENSE)
 
 # the chart, linted as packaged
 "$helm" lint --strict deploy/helm/nri-hcn-portmap --kube-version "$kube_version" >/dev/null

@@ -64,7 +64,9 @@ func TestDistMakesTheReleaseArtifacts(t *testing.T) {
 	}
 	defer z.Close()
 	var exe []byte
+	var names []string
 	for _, f := range z.File {
+		names = append(names, f.Name)
 		// dated the commit's time, not the build's: the same tree, the same zip
 		if want := "2026-11-30T12:00:00Z"; f.Modified.UTC().Format(time.RFC3339) != want {
 			t.Errorf("zip entry %s dated %s, want the commit's %s", f.Name, f.Modified.UTC().Format(time.RFC3339), want)
@@ -77,6 +79,9 @@ func TestDistMakesTheReleaseArtifacts(t *testing.T) {
 			exe, _ = io.ReadAll(r)
 			r.Close()
 		}
+	}
+	if strings.Join(names, " ") != "nri-hcn-portmap.exe README.md LICENSE" {
+		t.Errorf("the zip holds %v, want the .exe, the README and the LICENSE", names)
 	}
 	if !bytes.HasPrefix(exe, []byte("MZ")) || !bytes.Contains(exe, []byte(version)) || !bytes.Contains(exe, []byte(commit)) {
 		t.Errorf("the zip's nri-hcn-portmap.exe (%d bytes) is not a Windows executable stamped %s, %s", len(exe), version, commit)
