@@ -64,19 +64,6 @@ func keyOnLine(data []byte, row int) string {
 	return ""
 }
 
-// lineOfKey is the line section.key is written on (0: not written).
-func lineOfKey(data []byte, section, key string) int {
-	cur := ""
-	for i, line := range strings.Split(string(data), "\n") {
-		if m := sectionRe.FindStringSubmatch(line); m != nil {
-			cur = m[1]
-		} else if m := keyRe.FindStringSubmatch(line); m != nil && cur == section && m[1] == key {
-			return i + 1
-		}
-	}
-	return 0
-}
-
 // syntaxFix is the fix for a syntax error on a line, in one sentence ("":
 // none known).
 func syntaxFix(line, msg string) string {
@@ -101,6 +88,7 @@ func durationsWritten(path string, data []byte) error {
 	if toml.Unmarshal(data, &raw) != nil {
 		return nil // the decoder reports the syntax
 	}
+	lines := keyLines(data)
 	ct := reflect.TypeOf(Config{})
 	for i := range ct.NumField() {
 		sec := ct.Field(i)
@@ -115,7 +103,7 @@ func durationsWritten(path string, data []byte) error {
 			}
 			if _, isString := v.(string); !isString {
 				return &Error{Path: path, Msg: fmt.Sprintf("%s:%d: %s.%s = %v: a duration is a string with its unit, e.g. %s = \"%vs\"",
-					path, lineOfKey(data, section, key), section, key, v, key, v), Err: ErrSyntax}
+					path, lines[section+"."+key], section, key, v, key, v), Err: ErrSyntax}
 			}
 		}
 	}
