@@ -111,7 +111,17 @@ func TestAPodsDNSIsItsOwnOrItsCNIsAndAnUpgradeRebuildsNone(t *testing.T) {
 	})
 	must(t, err)
 	waitMetric(t, env, "nri_hcn_portmap_pods_foreign_dns", float64(len(built)))
-	if n := scrape(t, env)[`nri_hcn_portmap_reconcile_repairs_total{action="created"}`]; n != 0 {
-		t.Errorf("the plugin rebuilt %v endpoints after the upgrade", n)
-	}
+	// and none is rebuilt over a window, not only at the first look
+	err = harness.Consistently(ctx, 2*time.Second, func() error {
+		if n := scrape(t, env)[`nri_hcn_portmap_reconcile_repairs_total{action="created"}`]; n != 0 {
+			return fmt.Errorf("the plugin rebuilt %v endpoints after the upgrade", n)
+		}
+		for id, ep := range built {
+			if e := endpointOf(t, ctx, env, id); e == nil || e.Endpoint != ep {
+				return fmt.Errorf("sandbox %s: endpoint %+v, want %s kept", id, e, ep)
+			}
+		}
+		return nil
+	})
+	must(t, err)
 }
