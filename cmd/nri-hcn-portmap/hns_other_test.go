@@ -8,20 +8,13 @@ import (
 	"testing"
 
 	"github.com/nri-hcn-portmap/nri-hcn-portmap/config"
-	"github.com/nri-hcn-portmap/nri-hcn-portmap/hcn"
 	"github.com/nri-hcn-portmap/nri-hcn-portmap/hcn/hcnsim"
 )
 
-// testHNS is the HNS a command's test runs against: here the simulator,
+// newTestHNS is the HNS a command's test runs against: here the simulator,
 // served over TCP (hns_windows_test.go: the HNS emulator the Windows suite
 // runs under wine). svc seeds it and reads it back; flags and use point a
 // command or a configuration at it.
-type testHNS struct {
-	svc   hcn.Service
-	flags []string
-	use   func(*config.HCN)
-}
-
 func newTestHNS(t *testing.T) testHNS {
 	t.Helper()
 	sim := hcnsim.New()

@@ -8,16 +8,10 @@ import (
 	"github.com/nri-hcn-portmap/nri-hcn-portmap/hcn"
 )
 
-// testHNS is the HNS a command's test runs against: on Windows the
+// newTestHNS is the HNS a command's test runs against: on Windows the
 // windows backend, which under wine reaches the HNS emulator (make
 // test-windows) and on a Windows host HNS itself, shared with every other
 // test (hns_other_test.go: a simulator of the test's own).
-type testHNS struct {
-	svc   hcn.Service
-	flags []string
-	use   func(*config.HCN)
-}
-
 func newTestHNS(t *testing.T) testHNS {
 	t.Helper()
 	svc, err := hcn.NewWindowsService(context.Background(), hcn.NewLimiter(4))

@@ -184,7 +184,7 @@ func Uninstall(name string) error {
 		return fmt.Errorf("service uninstall: connecting to the service control manager: %w", err)
 	}
 	defer m.Disconnect()
-	if err := UninstallFrom(scm{m}, name, DefaultUninstallWaits); err != nil {
+	if err := UninstallFrom(scm{m}, name, DefaultUninstallWaits()); err != nil {
 		return err
 	}
 	_ = eventlog.Remove(name)

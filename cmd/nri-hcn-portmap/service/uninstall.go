@@ -49,7 +49,9 @@ type UninstallWaits struct {
 
 // DefaultUninstallWaits: 30 s for the plugin to stop (it rolls back
 // in-flight HNS work), 10 s for the SCM to drop the service.
-var DefaultUninstallWaits = UninstallWaits{StopPolls: 60, GonePolls: 20, Every: 500 * time.Millisecond, Sleep: time.Sleep}
+func DefaultUninstallWaits() UninstallWaits {
+	return UninstallWaits{StopPolls: 60, GonePolls: 20, Every: 500 * time.Millisecond, Sleep: time.Sleep}
+}
 
 // UninstallFrom stops the named service, deletes it, closes its own handle
 // and waits until the SCM has removed it: a service another program holds
