@@ -383,11 +383,13 @@ func (e *Error) Unwrap() error { return e.Err }
 // Validate checks every field. origin names where each value came from
 // (key -> "flag --x"), falling back to source (the file path, or "defaults").
 func (c *Config) Validate(source string, origin map[string]string) error {
-	return c.validate(source, origin, thisOS)
+	return c.ValidateOn(source, origin, thisOS)
 }
 
-// validate checks the configuration for a plugin running on goos.
-func (c *Config) validate(source string, origin map[string]string, goos string) error {
+// ValidateOn checks the configuration for a plugin running on goos: what
+// a Windows node's plugin refuses, read on Linux (the chart's ConfigMap is
+// for Windows nodes; test/deploy holds helm to it).
+func (c *Config) ValidateOn(source string, origin map[string]string, goos string) error {
 	var errs []string
 	bad := func(key string, value any, why string) {
 		from := source

@@ -100,7 +100,7 @@ max_files = 2
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := cfg.validate(p, nil, "linux"); err != nil { // the simulated backend: Linux semantics
+	if err := cfg.ValidateOn(p, nil, "linux"); err != nil { // the simulated backend: Linux semantics
 		t.Fatal(err)
 	}
 	want := Config{
@@ -263,7 +263,7 @@ func TestValidate(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			c := Default()
 			tt.mutate(&c)
-			err := c.validate("/etc/x.toml", nil, "linux") // rows about the simulated backend are Linux semantics
+			err := c.ValidateOn("/etc/x.toml", nil, "linux") // rows about the simulated backend are Linux semantics
 			if tt.want == "" {
 				if err != nil {
 					t.Fatalf("Validate: %v", err)

@@ -35,16 +35,16 @@ func TestRestartNeeded(t *testing.T) {
 func TestNRISourceRejectedOnWindows(t *testing.T) {
 	c := Default()
 	c.Plugin.Source = SourceNRI
-	if err := c.validate("/etc/x.toml", nil, "linux"); err != nil {
+	if err := c.ValidateOn("/etc/x.toml", nil, "linux"); err != nil {
 		t.Fatalf("linux: %v", err)
 	}
 	want := `config: /etc/x.toml: plugin.source = "nri": stock containerd on Windows (checked against v2.4.2) opens no NRI socket and sends no NRI pod events; use containerd or auto (which follow containerd's events there)`
-	if err := c.validate("/etc/x.toml", nil, "windows"); err == nil || err.Error() != want {
+	if err := c.ValidateOn("/etc/x.toml", nil, "windows"); err == nil || err.Error() != want {
 		t.Fatalf("windows: %v\nwant %s", err, want)
 	}
 	for _, ok := range []string{SourceAuto, SourceContainerd} {
 		c.Plugin.Source = ok
-		if err := c.validate("/etc/x.toml", nil, "windows"); err != nil {
+		if err := c.ValidateOn("/etc/x.toml", nil, "windows"); err != nil {
 			t.Errorf("windows, %s: %v", ok, err)
 		}
 	}
@@ -53,10 +53,10 @@ func TestNRISourceRejectedOnWindows(t *testing.T) {
 func TestSimulatedBackendRejectedOnWindows(t *testing.T) {
 	c := Default()
 	c.HCN.Backend, c.HCN.SimulatorAddress = BackendSimulated, "tcp://127.0.0.1:1"
-	if err := c.validate("/etc/x.toml", nil, "linux"); err != nil {
+	if err := c.ValidateOn("/etc/x.toml", nil, "linux"); err != nil {
 		t.Fatalf("linux: %v", err)
 	}
-	err := c.validate("/etc/x.toml", nil, "windows")
+	err := c.ValidateOn("/etc/x.toml", nil, "windows")
 	want := `config: /etc/x.toml: hcn.backend = "simulated": the HNS simulator is a test double for Linux tests and demos and is not part of the Windows build; use windows`
 	if err == nil || err.Error() != want {
 		t.Fatalf("windows: %v, want %q", err, want)

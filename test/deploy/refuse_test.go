@@ -1,8 +1,10 @@
 package deploy
 
 import (
+	"encoding/json"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"reflect"
 	"slices"
@@ -15,89 +17,229 @@ import (
 )
 
 // extremes are values at and past the edges of a key's kind: what an
-// operator's typo or a wrong unit gives.
-func extremes(typ reflect.Type) []any {
+// operator's typo or a wrong unit gives; a string's also every value its
+// schema lists (one may be refused with the chart's other defaults).
+func extremes(t *testing.T, typ reflect.Type, valuePath string) []any {
 	switch {
 	case typ == reflect.TypeOf(config.Duration{}):
 		return []any{"0s", "-5s", "60", "10000h"}
 	case typ.Kind() == reflect.Int:
 		return []any{-1, 0, 65536, 99999}
+	case typ.Kind() == reflect.Bool:
+		return []any{true, false}
 	case typ.Kind() == reflect.String:
-		return []any{"", "bogus", "0.0.0.0:9466", "[::]:9466"}
+		return append([]any{"", "bogus", "0.0.0.0:9466", "[::]:9466"}, schemaEnum(t, valuePath)...)
 	case typ.Kind() == reflect.Slice:
-		return []any{[]string{"bogus"}, []string{"0-1"}, []string{"70000"}, []string{}}
+		return []any{[]string{"bogus"}, []string{"0-1"}, []string{"70000"}, []string{}, []string{""}, []string{"a b"},
+			[]string{"x", "x"}, []string{"9000-8000/tcp"}}
 	}
 	return nil
 }
 
+// schemaEnum is the enum values.schema.json gives the value at path.
+func schemaEnum(t *testing.T, path string) []any {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(chart, "values.schema.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var node map[string]any
+	if err := json.Unmarshal(b, &node); err != nil {
+		t.Fatal(err)
+	}
+	for _, part := range strings.Split(path, ".") {
+		props, _ := node["properties"].(map[string]any)
+		node, _ = props[part].(map[string]any)
+	}
+	enum, _ := node["enum"].([]any)
+	return enum
+}
+
+// valuePath is the chart value that sets a configuration key: the one
+// chart value that owns it (one spelling per key), else
+// config.settings.SECTION.KEY.
+func valuePath(key string) string {
+	if key == "kubernetes.enabled" {
+		return key
+	}
+	if p := chartOwned[key]; strings.HasPrefix(p, "config.") {
+		return strings.Fields(p)[0]
+	}
+	return "config.settings." + key
+}
+
+// valuesFile writes values setting each configuration key to its value.
+func valuesFile(t *testing.T, dir string, set map[string]any) string {
+	t.Helper()
+	tree := map[string]any{}
+	for key, v := range set {
+		parts := strings.Split(valuePath(key), ".")
+		node := tree
+		for _, p := range parts[:len(parts)-1] {
+			if node[p] == nil {
+				node[p] = map[string]any{}
+			}
+			node = node[p].(map[string]any)
+		}
+		node[parts[len(parts)-1]] = v
+	}
+	values, err := yaml.Marshal(tree)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, err := os.CreateTemp(dir, "values-*.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if _, err := f.Write(values); err != nil {
+		t.Fatal(err)
+	}
+	return f.Name()
+}
+
+// schemaRefusal begins helm's refusal of values by values.schema.json.
+const schemaRefusal = "values don't meet the specifications of the schema"
+
+// pluginReads is the plugin's validation of the ConfigMap helm rendered.
+func pluginReads(t *testing.T, rendered string) error {
+	t.Helper()
+	cm := decodeAll(t, []byte(rendered)).configMaps
+	cfg := config.Default()
+	if err := config.Decode("ConfigMap", []byte(cm[0].Data["config.toml"]), &cfg); err != nil {
+		return err
+	}
+	return cfg.ValidateOn("ConfigMap", nil, "windows")
+}
+
+// lintRefuses is helm lint --strict's answer on the values: it must fail
+// where helm template fails (the release's CI and an operator's pipeline
+// lint; they must not pass what install refuses).
+func lintRefuses(t *testing.T, file string) (string, bool) {
+	t.Helper()
+	out, err := exec.Command(helmBin(t), "lint", "--strict", chart, "--kube-version", kubeVersion, "--values", file).CombinedOutput()
+	return string(out), err != nil
+}
+
 // Issue 39: the chart refuses what the plugin refuses. Each key
 // config.settings reaches (and each a chart value sets, by its value),
-// set to the extremes of its kind, is rendered;
-// where helm takes it, the plugin's own validation must take the
-// ConfigMap's configuration too: every value the plugin would refuse at
-// start on every node, helm refuses first (helm template and helm lint
-// read the same schema).
+// set to the extremes of its kind, is rendered; where helm takes it, the
+// plugin's own validation must take the ConfigMap's configuration too:
+// every value the plugin would refuse at start on every node, helm
+// refuses first; and where helm template refuses, helm lint --strict
+// refuses too.
 func TestTheChartRefusesWhatThePluginRefuses(t *testing.T) {
-	keys := slices.Sorted(func(yield func(string) bool) {
-		for k := range configFields() {
-			if chartOwned[k] == "" && !yield(k) {
-				return
-			}
-		}
-	})
 	fields := configFields()
-	// the keys a chart value sets (one spelling: that value's), by its path
-	valuePaths := map[string]string{"admin.listen": "config.adminListen", "hcn.network": "config.network",
-		"admission.host_port_ranges": "config.admission.hostPortRanges", "admission.deny": "config.admission.deny",
-		"admission.namespaces": "config.admission.namespaces", "admission.pod_selector": "config.admission.podSelector",
-		"admission.pod_security_exempt_namespaces": "config.admission.podSecurityExemptNamespaces"}
-	for key := range valuePaths {
-		keys = append(keys, key)
+	var keys []string
+	for k := range fields {
+		if chartOwned[k] == "" || strings.HasPrefix(chartOwned[k], "config.") || k == "kubernetes.enabled" {
+			keys = append(keys, k)
+		}
 	}
+	slices.Sort(keys)
 	dir := t.TempDir()
-	var took []string
-	rendered := 0
+	rendered, refused := 0, 0
 	for _, key := range keys {
-		sec, name, _ := strings.Cut(key, ".")
-		for i, v := range extremes(fields[key]) {
-			var tree map[string]any = map[string]any{"config": map[string]any{"settings": map[string]any{sec: map[string]any{name: v}}}}
-			if path, ok := valuePaths[key]; ok {
-				parts := strings.Split(path, ".")
-				tree = map[string]any{parts[len(parts)-1]: v}
-				for i := len(parts) - 2; i >= 0; i-- {
-					tree = map[string]any{parts[i]: tree}
-				}
-			}
-			values, err := yaml.Marshal(tree)
-			if err != nil {
-				t.Fatal(err)
-			}
-			file := filepath.Join(dir, fmt.Sprintf("%s-%d.yaml", key, i))
-			if err := os.WriteFile(file, values, 0o644); err != nil {
-				t.Fatal(err)
-			}
+		for _, v := range extremes(t, fields[key], valuePath(key)) {
+			file := valuesFile(t, dir, map[string]any{key: v})
 			out, err := renderErr(t, "nri-hcn-portmap", "--values-file="+file)
 			if err != nil {
-				continue // helm refused it
+				refused++
+				// helm lint reads the schema as helm template does
+				// (TestChartSchema); what the templates refuse, it is
+				// asked here
+				if strings.Contains(out, schemaRefusal) {
+					continue
+				}
+				if lint, refuses := lintRefuses(t, file); !refuses {
+					t.Errorf("%s = %v: helm template refuses it, helm lint --strict passes it:\n%s", key, v, lint)
+				}
+				continue
 			}
 			rendered++
-			cm := decodeAll(t, []byte(out)).configMaps
-			cfg := config.Default()
-			err = config.Decode("ConfigMap", []byte(cm[0].Data["config.toml"]), &cfg)
-			if err == nil {
-				err = cfg.Validate("ConfigMap", nil)
-			}
-			if err != nil {
-				took = append(took, fmt.Sprintf("%s = %v: helm took it, the plugin refuses it: %v", key, v, err))
+			if err := pluginReads(t, out); err != nil {
+				t.Errorf("%s = %v: helm took it, the plugin refuses it: %v", key, v, err)
 			}
 		}
 	}
-	if rendered == 0 {
-		t.Fatal("helm refused every value: the test renders nothing")
+	if rendered == 0 || refused == 0 {
+		t.Fatalf("helm rendered %d values and refused %d: the test must see both", rendered, refused)
 	}
-	t.Logf("%d values rendered", rendered)
-	for _, s := range took {
-		t.Error(s)
+	t.Logf("%d values rendered, %d refused", rendered, refused)
+}
+
+// Issue 39: the rules of the plugin's validation that span two keys or
+// need arithmetic (a subnet and its gateway, a range's two ends, a network
+// type and what creating it needs) are
+// the chart's too: what the plugin refuses, helm template and helm lint
+// --strict refuse, naming the key; what it takes, helm renders (and the
+// plugin takes the rendering). Each case is first put to the plugin (the
+// chart's default configuration with the case over it), so the table
+// cannot hold a wrong answer.
+func TestTheChartRefusesWhatThePluginRefusesAcrossKeys(t *testing.T) {
+	dir := t.TempDir()
+	base := config.Default()
+	defaults := decodeAll(t, render(t, "nri-hcn-portmap")).configMaps[0].Data["config.toml"]
+	if err := config.Decode("ConfigMap", []byte(defaults), &base); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name  string
+		set   map[string]any
+		names string // what helm's refusal names; "" where the plugin takes it
+	}{
+		{"a gateway outside its subnet", map[string]any{"hcn.subnet": "172.30.0.0/16", "hcn.gateway": "172.31.0.1"}, "hcn.gateway"},
+		{"an IPv6 gateway outside its subnet", map[string]any{"hcn.subnet": "fd00:1::/64", "hcn.gateway": "fd00:2::1"}, "hcn.gateway"},
+		{"a gateway of the other family", map[string]any{"hcn.subnet": "172.30.0.0/16", "hcn.gateway": "fd00:1::1"}, "hcn.gateway"},
+		{"a gateway inside a /15", map[string]any{"hcn.subnet": "172.30.0.0/15", "hcn.gateway": "172.31.255.254"}, ""},
+		{"an IPv6 gateway inside its subnet", map[string]any{"hcn.subnet": "fd00:1::/64", "hcn.gateway": "fd00:1::ffff:1"}, ""},
+		{"a subnet inside a cluster range", map[string]any{"hcn.subnet": "10.100.0.0/16", "hcn.cluster_ranges": []string{"10.96.0.0/12"}}, "hcn.subnet"},
+		{"a subnet around a cluster range", map[string]any{"hcn.subnet": "10.0.0.0/8", "hcn.cluster_ranges": []string{"192.168.0.0/16", "10.96.0.0/12"}}, "hcn.subnet"},
+		{"an IPv6 subnet overlapping a cluster range", map[string]any{"hcn.subnet": "fd00:10::/64", "hcn.cluster_ranges": []string{"fd00:10::/108"}}, "hcn.subnet"},
+		{"a subnet next to a cluster range", map[string]any{"hcn.subnet": "10.112.0.0/16", "hcn.cluster_ranges": []string{"10.96.0.0/12", "fd00:10::/108"}}, ""},
+		{"a reversed host port range", map[string]any{"admission.host_port_ranges": []string{"8000-9000", "9000-8000/tcp"}}, "hostPortRanges"},
+		{"a reversed deny range", map[string]any{"admission.deny": []string{"200-100"}}, "deny"},
+		{"host port ranges in order", map[string]any{"admission.host_port_ranges": []string{"8000-9000/udp", "80", "443-443"}}, ""},
+		{"dual stack on NAT", map[string]any{"hcn.dual_stack": true, "hcn.network_type": "NAT"}, "hcn.dual_stack"},
+		{"an L2Bridge to create without a subnet", map[string]any{"hcn.network_type": "L2Bridge", "hcn.allow_cni_network": true}, "hcn.subnet"},
+		{"an L2Bridge to create, not allowed", map[string]any{"hcn.network_type": "L2Bridge", "hcn.subnet": "172.30.0.0/16"}, "hcn.network_type"},
+		{"an L2Bridge to create, dual stack", map[string]any{"hcn.network_type": "L2Bridge", "hcn.subnet": "172.30.0.0/16",
+			"hcn.gateway": "172.30.0.1", "hcn.allow_cni_network": true, "hcn.dual_stack": true}, ""},
+		{"an L2Bridge that exists", map[string]any{"hcn.network_type": "L2Bridge", "hcn.create_network": false}, ""},
+		{"no Pod Security, no API server", map[string]any{"kubernetes.enabled": false, "admission.pod_security": "off"}, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg := base
+			var toml strings.Builder
+			for key, v := range tc.set {
+				fmt.Fprintf(&toml, "%s = %s\n", key, tomlOf(v))
+			}
+			if err := config.Decode("case", []byte(toml.String()), &cfg); err != nil {
+				t.Fatal(err)
+			}
+			pluginErr := cfg.ValidateOn("case", nil, "windows")
+			if (pluginErr == nil) != (tc.names == "") {
+				t.Fatalf("the plugin's validation: %v; the table says refused=%v", pluginErr, tc.names != "")
+			}
+			file := valuesFile(t, dir, tc.set)
+			out, err := renderErr(t, "nri-hcn-portmap", "--values-file="+file)
+			lint, lintRefused := lintRefuses(t, file)
+			if tc.names == "" {
+				if err != nil || lintRefused {
+					t.Fatalf("the plugin takes it; helm template: %v; helm lint --strict:\n%s", err, lint)
+				}
+				if err := pluginReads(t, out); err != nil {
+					t.Errorf("helm's rendering: %v", err)
+				}
+				return
+			}
+			if err == nil || !strings.Contains(out, tc.names) {
+				t.Errorf("the plugin refuses it (%v); helm template: %v, want a refusal naming %s", pluginErr, err, tc.names)
+			}
+			if !lintRefused || !strings.Contains(lint, tc.names) {
+				t.Errorf("helm lint --strict passes what helm template refuses, or names no %s:\n%s", tc.names, lint)
+			}
+		})
 	}
 }
 
@@ -132,7 +274,7 @@ func TestTheChartTakesWhatThePluginTakes(t *testing.T) {
 		if sec == "hcn" && (name == "subnet" || name == "gateway") {
 			cfg.HCN.Subnet, cfg.HCN.Gateway = "", "" // each alone: the pair's own rule is not this test's
 		}
-		if err := cfg.Validate("sample", nil); err != nil {
+		if err := cfg.ValidateOn("sample", nil, "windows"); err != nil {
 			t.Fatalf("%s = %v is no value the plugin takes: %v", tc.key, tc.v, err)
 		}
 		file := filepath.Join(dir, fmt.Sprintf("ok-%d.yaml", i))
