@@ -9,6 +9,7 @@ import (
 	"reflect"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
 
 	"sigs.k8s.io/yaml"
@@ -138,34 +139,40 @@ func TestTheChartRefusesWhatThePluginRefuses(t *testing.T) {
 	}
 	slices.Sort(keys)
 	dir := t.TempDir()
-	rendered, refused := 0, 0
-	for _, key := range keys {
-		for _, v := range extremes(t, fields[key], valuePath(key)) {
-			file := valuesFile(t, dir, map[string]any{key: v})
-			out, err := renderErr(t, "nri-hcn-portmap", "--values-file="+file)
-			if err != nil {
-				refused++
-				// helm lint reads the schema as helm template does
-				// (TestChartSchema); what the templates refuse, it is
-				// asked here
-				if strings.Contains(out, schemaRefusal) {
-					continue
+	var rendered, refused atomic.Int32
+	// a key a subtest, two helms at a time (each render is a process)
+	t.Run("keys", func(t *testing.T) {
+		for _, key := range keys {
+			t.Run(key, func(t *testing.T) {
+				t.Parallel()
+				for _, v := range extremes(t, fields[key], valuePath(key)) {
+					file := valuesFile(t, dir, map[string]any{key: v})
+					out, err := renderErr(t, "nri-hcn-portmap", "--values-file="+file)
+					if err != nil {
+						refused.Add(1)
+						// helm lint reads the schema as helm template does
+						// (TestChartSchema); what the templates refuse, it
+						// is asked here
+						if strings.Contains(out, schemaRefusal) {
+							continue
+						}
+						if lint, refuses := lintRefuses(t, file); !refuses {
+							t.Errorf("%s = %v: helm template refuses it, helm lint --strict passes it:\n%s", key, v, lint)
+						}
+						continue
+					}
+					rendered.Add(1)
+					if err := pluginReads(t, out); err != nil {
+						t.Errorf("%s = %v: helm took it, the plugin refuses it: %v", key, v, err)
+					}
 				}
-				if lint, refuses := lintRefuses(t, file); !refuses {
-					t.Errorf("%s = %v: helm template refuses it, helm lint --strict passes it:\n%s", key, v, lint)
-				}
-				continue
-			}
-			rendered++
-			if err := pluginReads(t, out); err != nil {
-				t.Errorf("%s = %v: helm took it, the plugin refuses it: %v", key, v, err)
-			}
+			})
 		}
+	})
+	if rendered.Load() == 0 || refused.Load() == 0 {
+		t.Fatalf("helm rendered %d values and refused %d: the test must see both", rendered.Load(), refused.Load())
 	}
-	if rendered == 0 || refused == 0 {
-		t.Fatalf("helm rendered %d values and refused %d: the test must see both", rendered, refused)
-	}
-	t.Logf("%d values rendered, %d refused", rendered, refused)
+	t.Logf("%d values rendered, %d refused", rendered.Load(), refused.Load())
 }
 
 // Issue 39: the rules of the plugin's validation that span two keys or
