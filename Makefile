@@ -20,7 +20,7 @@ COMMIT             ?= $(shell git rev-parse HEAD 2>/dev/null || echo unknown)
 DATE               ?= $(shell git log -1 --format=%cI 2>/dev/null || echo unknown)
 LDFLAGS            := -X main.version=$(VERSION) -X main.commit=$(COMMIT) -X main.date=$(DATE)
 
-.PHONY: all build build-windows vet test unit e2e demo containerd helm promtool manifests clean fuzz bench test-windows e2e-windows kube compat dist
+.PHONY: all build build-windows vet test unit e2e demo containerd helm promtool manifests clean fuzz bench test-windows e2e-windows kube compat compat-containerd dist
 
 all: build build-windows
 
@@ -40,6 +40,11 @@ vet:
 	GOOS=windows GOARCH=amd64 $(GO) vet ./...
 	cd test/bench && $(GO) mod tidy -diff && $(GO) vet ./...
 
+# The tools the tests run are built without symbol tables and DWARF (-s
+# -w): nobody debugs them, and their links (kube-apiserver's above all) are
+# a good part of a fresh machine's first build.
+TOOL_LDFLAGS ?= -s -w
+
 # helm, for rendering the chart in tests and into deploy/kustomize (about
 # three minutes the first time).
 HELM_VERSION ?= v3.22.0
@@ -51,13 +56,13 @@ PROMTOOL     ?= $(or $(shell command -v promtool),$(GOBIN)/promtool)
 export PROMTOOL_BIN := $(PROMTOOL)
 promtool: $(PROMTOOL)
 $(PROMTOOL):
-	$(GO) install github.com/prometheus/prometheus/cmd/promtool@$(PROMTOOL_VERSION)
+	$(GO) install -ldflags "$(TOOL_LDFLAGS)" github.com/prometheus/prometheus/cmd/promtool@$(PROMTOOL_VERSION)
 
 HELM         := $(GOBIN)/helm
 export HELM_BIN := $(HELM)
 helm: $(HELM)
 $(HELM):
-	$(GO) install helm.sh/helm/v3/cmd/helm@$(HELM_VERSION)
+	$(GO) install -ldflags "$(TOOL_LDFLAGS)" helm.sh/helm/v3/cmd/helm@$(HELM_VERSION)
 
 # The kustomize manifests are rendered from the Helm chart, the one source
 # (test/deploy fails when they drift): make manifests after changing it.
@@ -81,10 +86,10 @@ dist: $(HELM)
 # the Go toolchain (about two minutes the first time).
 containerd: $(CONTAINERD) $(CONTAINERD_SHIM)
 $(CONTAINERD):
-	$(GO) install github.com/containerd/containerd/v2/cmd/containerd@$(CONTAINERD_VERSION)
+	$(GO) install -ldflags "$(TOOL_LDFLAGS)" github.com/containerd/containerd/v2/cmd/containerd@$(CONTAINERD_VERSION)
 # the runc shim: the CRI e2e test runs a real (hostNetwork) pod with runc
 $(CONTAINERD_SHIM):
-	$(GO) install github.com/containerd/containerd/v2/cmd/containerd-shim-runc-v2@$(CONTAINERD_VERSION)
+	$(GO) install -ldflags "$(TOOL_LDFLAGS)" github.com/containerd/containerd/v2/cmd/containerd-shim-runc-v2@$(CONTAINERD_VERSION)
 
 # A real kube-apiserver and etcd for the Kubernetes e2e tests, built from
 # source by the wrapper modules in hack/kube (about 7 minutes the first time
@@ -92,13 +97,13 @@ $(CONTAINERD_SHIM):
 kube: $(KUBE_APISERVER) $(ETCD) $(KUBECTL)
 # with its version stamped as a release build's (helm checks a chart's
 # kubeVersion against it)
-KUBE_VERSION_LDFLAGS := -X k8s.io/component-base/version.gitVersion=v1.37.2 \
+KUBE_VERSION_LDFLAGS := $(TOOL_LDFLAGS) -X k8s.io/component-base/version.gitVersion=v1.37.2 \
 	-X k8s.io/component-base/version.gitMajor=1 -X k8s.io/component-base/version.gitMinor=37 \
 	-X k8s.io/component-base/version.gitTreeState=clean
 $(KUBE_APISERVER):
 	cd hack/kube/apiserver && $(GO) build -ldflags "$(KUBE_VERSION_LDFLAGS)" -o $@ k8s.io/kubernetes/cmd/kube-apiserver
 $(ETCD):
-	cd hack/kube/etcd && $(GO) build -o $@ go.etcd.io/etcd/server/v3
+	cd hack/kube/etcd && $(GO) build -ldflags "$(TOOL_LDFLAGS)" -o $@ go.etcd.io/etcd/server/v3
 # kubectl: the README's and NOTES.txt's commands run as written
 # (test/deploy), and kubectl kustomize renders the overlays
 $(KUBECTL):
@@ -141,13 +146,16 @@ fuzz:
 # first time on 2 cores). The harness writes the config version each reads.
 COMPAT_VERSIONS ?= v1.7.35 v2.0.14 v2.1.9 v2.2.9 v2.3.7 v2.4.2
 COMPAT_DIR      ?= $(GOBIN)/containerd-compat
-compat: helm kube
+compat: helm kube compat-containerd
 	@for v in $(COMPAT_VERSIONS); do \
-		bash hack/containerd-build.sh $$v $(COMPAT_DIR) || exit 1; \
 		echo "== containerd $$v"; \
 		CONTAINERD_BIN=$(COMPAT_DIR)/containerd-$$v/containerd \
 			$(GO) test -race -count=1 -timeout $(E2E_TIMEOUT) ./test/e2e/ || exit 1; \
 	done
+
+# only the builds of make compat (.ci/run runs them beside the other tools')
+compat-containerd:
+	@for v in $(COMPAT_VERSIONS); do bash hack/containerd-build.sh $$v $(COMPAT_DIR) || exit 1; done
 
 # Benchmarks (needs root and containerd, like the e2e tests): writes
 # test/bench/results/BENCHMARKS.md and bench.png.

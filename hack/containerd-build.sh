@@ -25,7 +25,7 @@ chmod -R u+w "$work"
 rm -rf "$work/vendor"
 mkdir -p "$out.tmp"
 (cd "$work" && GOFLAGS=-mod=mod CGO_ENABLED=1 go build -trimpath \
-	-ldflags "-X $mod/version.Version=$version" \
+	-ldflags "-s -w -X $mod/version.Version=$version" \
 	-o "$out.tmp/" ./cmd/containerd ./cmd/containerd-shim-runc-v2)
 rm -rf "$out"
 mv "$out.tmp" "$out"
