@@ -20,7 +20,7 @@ COMMIT             ?= $(shell git rev-parse HEAD 2>/dev/null || echo unknown)
 DATE               ?= $(shell git log -1 --format=%cI 2>/dev/null || echo unknown)
 LDFLAGS            := -X main.version=$(VERSION) -X main.commit=$(COMMIT) -X main.date=$(DATE)
 
-.PHONY: all build build-windows vet test unit e2e demo containerd helm promtool manifests clean fuzz bench test-windows e2e-windows kube compat compat-containerd dist
+.PHONY: all build build-windows vet test unit e2e demo containerd helm promtool manifests clean fuzz bench test-windows e2e-windows kube compat compat-containerd dist schema
 
 all: build build-windows
 
@@ -76,6 +76,12 @@ manifests: $(HELM)
 	$(HELM) template nri-hcn-portmap deploy/helm/nri-hcn-portmap --namespace nri-hcn-portmap \
 		--kube-version $(KUBE_VERSION) --api-versions $(KUBE_APIS) --set daemonset.enabled=false --set cleanup.enabled=true \
 		--show-only templates/cleanup.yaml | $(GO) run ./hack/kustomize -out deploy/kustomize -cleanup
+
+# The chart's values.schema.json takes its limits from the plugin's
+# (config.Limits, written by config/schema; test/deploy fails when they
+# drift): make schema after changing either.
+schema:
+	$(GO) run ./hack/schema
 
 # A release's artifacts (all but the image), in dist/$(VERSION)/:
 #   make dist VERSION=v1.2.3

@@ -162,17 +162,14 @@ func (r Admission) Parse() (AdmissionRules, error) {
 		}
 		out.Deny = append(out.Deny, pr)
 	}
-	switch r.PodSecurity {
-	case PodSecurityEnforce:
-		out.PodSecurity = true
-	case PodSecurityOff:
-	default:
-		bad("admission.pod_security", r.PodSecurity, "must be enforce or off")
+	for _, kv := range [][2]string{{"admission.pod_security", r.PodSecurity}, {"admission.pod_security_default_level", r.PodSecurityDefaultLevel}} {
+		if l, _ := LimitOf(kv[0]); !slices.Contains(l.Words, kv[1]) {
+			bad(kv[0], kv[1], l.Rule())
+		}
 	}
+	out.PodSecurity = r.PodSecurity == PodSecurityEnforce
 	if slices.Contains(Levels(), r.PodSecurityDefaultLevel) {
 		out.DefaultLevel = r.PodSecurityDefaultLevel
-	} else {
-		bad("admission.pod_security_default_level", r.PodSecurityDefaultLevel, "must be privileged, baseline or restricted")
 	}
 	for _, ns := range r.PodSecurityExemptNamespaces {
 		if ns == "" || strings.ContainsAny(ns, " ,*") {

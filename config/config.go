@@ -398,41 +398,15 @@ func (c *Config) ValidateOn(source string, origin map[string]string, goos string
 		}
 		errs = append(errs, fmt.Sprintf("%s: %s = %q: %s", from, key, fmt.Sprint(value), why))
 	}
-	switch {
-	case !slices.Contains([]string{SourceNRI, SourceContainerd, SourceAuto}, c.Plugin.Source):
-		bad("plugin.source", c.Plugin.Source, "must be one of nri, containerd, auto")
-	case c.Plugin.Source == SourceNRI && goos == "windows":
-		bad("plugin.source", c.Plugin.Source, "stock containerd on Windows (checked against v2.4.2) opens no NRI socket and sends "+
-			"no NRI pod events; use containerd or auto (which follow containerd's events there)")
-	}
-	if c.Plugin.ResyncInterval.Duration < 0 {
-		bad("plugin.resync_interval", c.Plugin.ResyncInterval.Duration, "must be 0 (disabled) or positive")
-	}
+	// the rules a JSON schema can say too (the chart's), then the others
+	c.checkLimits(goos, bad)
 	if len(c.Plugin.MappingSources) == 0 {
 		bad("plugin.mapping_sources", c.Plugin.MappingSources, "must name at least one of annotations, cri")
 	}
 	for i, m := range c.Plugin.MappingSources {
-		if m != MappingsAnnotations && m != MappingsCRI {
-			bad("plugin.mapping_sources", m, "must be annotations or cri")
-		}
 		if slices.Contains(c.Plugin.MappingSources[:i], m) {
 			bad("plugin.mapping_sources", m, "is listed twice")
 		}
-	}
-	if c.Plugin.FailurePolicy != FailOpen && c.Plugin.FailurePolicy != FailClosed {
-		bad("plugin.failure_policy", c.Plugin.FailurePolicy, "must be fail-open or fail-closed")
-	}
-	if d := c.Plugin.Deadline.Duration; d <= 0 || d >= 2*time.Second {
-		bad("plugin.deadline", d, "must be positive and below NRI's 2s request timeout")
-	}
-	if d := c.Plugin.ShutdownGrace.Duration; d <= 0 || d > 5*time.Minute {
-		bad("plugin.shutdown_grace", d, "must be positive and at most 5m")
-	}
-	if n := c.Plugin.MaxMappingsPerPod; n < 1 || n > MaxMappingsLimit {
-		bad("plugin.max_mappings_per_pod", n, fmt.Sprintf("must be 1 to %d", MaxMappingsLimit))
-	}
-	if n := c.Plugin.MaxAnnotationBytes; n < 64 || n > MaxAnnotationLimit {
-		bad("plugin.max_annotation_bytes", n, fmt.Sprintf("must be 64 to %d (Kubernetes' limit for all of a pod's annotations)", MaxAnnotationLimit))
 	}
 	for i, h := range c.Plugin.HyperVRuntimeHandlers {
 		if strings.TrimSpace(h) != h || h == "" {
@@ -459,9 +433,6 @@ func (c *Config) ValidateOn(source string, origin map[string]string, goos string
 	if n, err := strconv.Atoi(c.NRI.PluginIndex); err != nil || len(c.NRI.PluginIndex) != 2 || n < 0 {
 		bad("nri.plugin_index", c.NRI.PluginIndex, "must be two digits, 00 to 99")
 	}
-	if c.NRI.ReconnectMax.Duration <= 0 {
-		bad("nri.reconnect_max", c.NRI.ReconnectMax.Duration, "must be positive")
-	}
 	if c.Containerd.Address == "" {
 		bad("containerd.address", c.Containerd.Address, "must not be empty")
 	} else if hostport, ok := strings.CutPrefix(c.Containerd.Address, "tcp://"); ok {
@@ -481,14 +452,9 @@ func (c *Config) ValidateOn(source string, origin map[string]string, goos string
 		} else if c.HCN.SimulatorAddress == "" {
 			bad("hcn.simulator_address", c.HCN.SimulatorAddress, "must be set for the simulated backend (unix:///path or tcp://127.0.0.1:port)")
 		}
-	default:
-		bad("hcn.backend", c.HCN.Backend, "must be one of windows, simulated")
 	}
 	if c.HCN.Network == "" {
 		bad("hcn.network", c.HCN.Network, "must name the HNS network endpoints are created on")
-	}
-	if !slices.Contains([]string{"NAT", "L2Bridge"}, c.HCN.NetworkType) {
-		bad("hcn.network_type", c.HCN.NetworkType, "must be NAT or L2Bridge")
 	}
 	var subnet netip.Prefix
 	if c.HCN.Subnet != "" {
@@ -526,39 +492,6 @@ func (c *Config) ValidateOn(source string, origin map[string]string, goos string
 		bad("hcn.network_type", c.HCN.NetworkType, "endpoints on a network other than NAT get an address HNS picks from its subnet, "+
 			"which a CNI's IPAM on that network does not know (kubernetes 74766); keep NAT, or set hcn.allow_cni_network = true "+
 			"if only HNS hands out this network's addresses")
-	}
-	if n := c.Kubernetes.QueueSize; n < 1 || n > 65536 {
-		bad("kubernetes.queue_size", n, "must be 1 to 65536")
-	}
-	if d := c.Kubernetes.LabelsMaxAge.Duration; d < time.Second || d > 24*time.Hour {
-		bad("kubernetes.labels_max_age", c.Kubernetes.LabelsMaxAge, "must be 1s to 24h")
-	}
-	if !slices.Contains(RouteModes(), c.HCN.DefaultRoute) {
-		bad("hcn.default_route", c.HCN.DefaultRoute, "must be one of low-priority, none, hns")
-	}
-	if m := c.HCN.RouteMetric; m < 1 || m > 65535 {
-		bad("hcn.route_metric", m, "must be 1 to 65535 (an HNS route metric is 16 bits)")
-	}
-	if c.HCN.CallTimeout.Duration <= 0 {
-		bad("hcn.call_timeout", c.HCN.CallTimeout.Duration, "must be positive")
-	}
-	if n := c.HCN.MaxConcurrentCalls; n < 1 || n > 64 {
-		bad("hcn.max_concurrent_calls", n, "must be 1 to 64")
-	}
-	if c.HCN.RetryMax.Duration <= 0 {
-		bad("hcn.retry_max", c.HCN.RetryMax.Duration, "must be positive")
-	}
-	if !slices.Contains([]string{"trace", "debug", "info", "warn", "warning", "error"}, c.Log.Level) {
-		bad("log.level", c.Log.Level, "must be one of trace, debug, info, warn, error")
-	}
-	if c.Log.Format != "text" && c.Log.Format != "json" {
-		bad("log.format", c.Log.Format, "must be text or json")
-	}
-	if c.Log.MaxSizeMB < 1 {
-		bad("log.max_size_mb", c.Log.MaxSizeMB, "must be at least 1")
-	}
-	if c.Log.MaxFiles < 0 {
-		bad("log.max_files", c.Log.MaxFiles, "must be 0 or more")
 	}
 	if c.Admin.Listen != "" {
 		if _, port, err := net.SplitHostPort(c.Admin.Listen); err != nil || port == "" {

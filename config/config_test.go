@@ -187,7 +187,7 @@ func TestValidate(t *testing.T) {
 	}{
 		{"defaults", func(*Config) {}, ""},
 		{"simulated needs an address", func(c *Config) { c.HCN.Backend = "simulated" }, `hcn.simulator_address = ""`},
-		{"unknown backend", func(c *Config) { c.HCN.Backend = "hyperv" }, `hcn.backend = "hyperv": must be one of windows, simulated`},
+		{"unknown backend", func(c *Config) { c.HCN.Backend = "hyperv" }, `hcn.backend = "hyperv": must be windows or simulated`},
 		{"bad network type", func(c *Config) { c.HCN.NetworkType = "Overlay" }, `hcn.network_type = "Overlay"`},
 		{"bad subnet", func(c *Config) { c.HCN.Subnet = "10.0.0.0/33" }, `hcn.subnet = "10.0.0.0/33"`},
 		{"gateway outside subnet", func(c *Config) { c.HCN.Subnet = "10.0.0.0/24"; c.HCN.Gateway = "10.0.1.1" }, `hcn.gateway = "10.0.1.1": is not inside hcn.subnet 10.0.0.0/24`},

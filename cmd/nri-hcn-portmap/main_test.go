@@ -150,7 +150,7 @@ func TestCommandLineMessages(t *testing.T) {
 		{name: "reload takes admin.socket, not admin.listen", args: []string{"reload", "--admin-listen", free}, code: 2,
 			stderr: "flag provided but not defined: -admin-listen\n..."},
 		{name: "service install validates the whole configuration first", args: []string{"service", "install", "--config", badConfig(t)}, code: 1,
-			stderr: "nri-hcn-portmap: config: " + badConfig(t) + `:2: plugin.deadline = "5s": must be positive and below NRI's 2s request timeout` + "\n"},
+			stderr: "nri-hcn-portmap: config: " + badConfig(t) + `:2: plugin.deadline = "5s": must be positive and below 2s (NRI's request timeout)` + "\n"},
 		{name: "health takes only its flags", args: []string{"health", "--hcn-backend", "simulated"}, code: 2,
 			stderr: "flag provided but not defined: -hcn-backend\n..."},
 	}

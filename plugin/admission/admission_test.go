@@ -142,7 +142,7 @@ func TestCompileRejects(t *testing.T) {
 		{config.Admission{HostIPs: []string{"10.0.0.0/33"}}, `admission.host_ips = "10.0.0.0/33"`},
 		{config.Admission{PodSecurity: "warn", PodSecurityDefaultLevel: "privileged"}, `admission.pod_security = "warn": must be enforce or off`},
 		{config.Admission{PodSecurity: "", PodSecurityDefaultLevel: "privileged"}, `admission.pod_security = "": must be enforce or off`},
-		{config.Admission{PodSecurity: "off", PodSecurityDefaultLevel: "Baseline"}, `admission.pod_security_default_level = "Baseline": must be privileged, baseline or restricted`},
+		{config.Admission{PodSecurity: "off", PodSecurityDefaultLevel: "Baseline"}, `admission.pod_security_default_level = "Baseline": must be one of privileged, baseline, restricted`},
 		{config.Admission{PodSecurity: "off", PodSecurityDefaultLevel: "privileged", PodSecurityExemptNamespaces: []string{"kube system"}},
 			`admission.pod_security_exempt_namespaces = "kube system"`},
 	}

@@ -23,7 +23,7 @@ import (
 func extremes(t *testing.T, typ reflect.Type, valuePath string) []any {
 	switch {
 	case typ == reflect.TypeOf(config.Duration{}):
-		return []any{"0s", "-5s", "60", "10000h"}
+		return []any{"0s", "-5s", "60", "10000h", ""}
 	case typ.Kind() == reflect.Int:
 		return []any{-1, 0, 65536, 99999}
 	case typ.Kind() == reflect.Bool:
@@ -259,7 +259,7 @@ func TestTheChartTakesWhatThePluginTakes(t *testing.T) {
 		key string
 		v   any
 	}{
-		{"plugin.resync_interval", "0s"}, {"plugin.resync_interval", "1m30s"}, {"plugin.deadline", "1.5s"}, {"plugin.deadline", "500ms"},
+		{"plugin.resync_interval", "0s"}, {"plugin.resync_interval", "1m30s"}, {"plugin.deadline", "1s"}, {"plugin.deadline", "1500ms"}, {"plugin.deadline", "500ms"},
 		{"plugin.shutdown_grace", "3s"}, {"plugin.shutdown_grace", "5m"}, {"plugin.max_mappings_per_pod", 1024},
 		{"nri.plugin_index", "09"}, {"nri.reconnect_max", "30s"}, {"hcn.call_timeout", "10s"}, {"hcn.retry_max", "2.5s"},
 		{"hcn.subnet", "172.30.0.0/16"}, {"hcn.subnet", "fd00:1::/64"}, {"hcn.gateway", "172.30.0.1"}, {"hcn.gateway", "fd00:1::1"},
