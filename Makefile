@@ -94,7 +94,9 @@ containerd: $(CONTAINERD) $(CONTAINERD_SHIM)
 $(CONTAINERD):
 	$(GO) install -ldflags "$(TOOL_LDFLAGS)" github.com/containerd/containerd/v2/cmd/containerd@$(CONTAINERD_VERSION)
 # the runc shim: the CRI e2e test runs a real (hostNetwork) pod with runc
-$(CONTAINERD_SHIM):
+# after containerd (order only): the two share most packages, and two go
+# builds at once would each compile them (.ci/run builds with make -j)
+$(CONTAINERD_SHIM): | $(CONTAINERD)
 	$(GO) install -ldflags "$(TOOL_LDFLAGS)" github.com/containerd/containerd/v2/cmd/containerd-shim-runc-v2@$(CONTAINERD_VERSION)
 
 # A real kube-apiserver and etcd for the Kubernetes e2e tests, built from
@@ -112,7 +114,7 @@ $(ETCD):
 	cd hack/kube/etcd && $(GO) build -ldflags "$(TOOL_LDFLAGS)" -o $@ go.etcd.io/etcd/server/v3
 # kubectl: the README's and NOTES.txt's commands run as written
 # (test/deploy), and kubectl kustomize renders the overlays
-$(KUBECTL):
+$(KUBECTL): | $(KUBE_APISERVER) # after it: they share most packages
 	cd hack/kube/apiserver && $(GO) build -ldflags "$(KUBE_VERSION_LDFLAGS)" -o $@ k8s.io/kubernetes/cmd/kubectl
 
 # Everything: vet (Linux and Windows), unit tests with the race detector,
