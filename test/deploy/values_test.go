@@ -110,7 +110,9 @@ func TestChartReachesEveryConfigKey(t *testing.T) {
 		}
 		settings[sec][name], want[key] = v, v
 	}
-	values, err := yaml.Marshal(map[string]any{"config": map[string]any{"settings": settings}})
+	// the samples' L2Bridge network to create is one the plugin takes only
+	// with allowCNINetwork (the chart refuses it otherwise, as the plugin)
+	values, err := yaml.Marshal(map[string]any{"config": map[string]any{"settings": settings, "allowCNINetwork": true}})
 	if err != nil {
 		t.Fatal(err)
 	}
