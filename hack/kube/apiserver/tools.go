@@ -1,6 +1,6 @@
 //go:build tools
 
-// Package apiserver pins kube-apiserver's and kubectl's dependencies; make
+// Package apiserver pins kube-apiserver's, kubectl's and helm's (helm.go) dependencies; make
 // kube builds k8s.io/kubernetes/cmd/kube-apiserver and cmd/kubectl from
 // this module (kubectl runs the README's and NOTES.txt's commands as an
 // operator would, and renders the kustomize overlays).
