@@ -45,11 +45,6 @@ vet:
 # a good part of a fresh machine's first build.
 TOOL_LDFLAGS ?= -s -w
 
-# helm v3.22.0 (pinned in hack/kube/apiserver/go.mod), for rendering the
-# chart in tests and into deploy/kustomize: built from the module that
-# builds kube-apiserver and kubectl, where its Kubernetes packages are
-# theirs, so after make kube it compiles in under a minute (about three
-# minutes alone).
 # promtool checks the shipped alert rules (test/deploy): the one on PATH
 # where there is one (.ci/run installs Debian's, package prometheus,
 # promtool 2.42), else built once into $(GOBIN), about five minutes
@@ -60,6 +55,11 @@ promtool: $(PROMTOOL)
 $(PROMTOOL):
 	$(GO) install -ldflags "$(TOOL_LDFLAGS)" github.com/prometheus/prometheus/cmd/promtool@$(PROMTOOL_VERSION)
 
+# helm v3.22.0 (pinned in hack/kube/apiserver/go.mod, helm.go), for
+# rendering the chart in tests and into deploy/kustomize: built from the
+# module that builds kube-apiserver and kubectl, where its Kubernetes
+# packages are theirs, so after make kube it compiles in under a minute
+# (about three minutes alone).
 HELM         := $(GOBIN)/helm
 export HELM_BIN := $(HELM)
 helm: $(HELM)
