@@ -258,6 +258,33 @@ func TestBinaryDoesNotLinkTheClientset(t *testing.T) {
 	}
 }
 
+// The security model a wine test reads the node's DACLs from (build tag
+// sddlmodel, plugin/nodefs/security_model_windows.go) is never in the
+// release .exe: whoever could set its environment variable would decide
+// which files the plugin trusts.
+func TestReleaseBuildReadsNoSDDLModel(t *testing.T) {
+	const env = "NRI_HCN_PORTMAP_SDDL_MODEL"
+	b, err := os.ReadFile(pluginBinary(t, "windows", testVersion))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if bytes.Contains(b, []byte(env)) {
+		t.Fatalf("the release .exe reads %s", env)
+	}
+	if _, err := exec.LookPath("go"); err != nil {
+		return // under wine: the release build alone
+	}
+	model := filepath.Join(testfs.TempDir(t), "model.exe")
+	build := exec.Command("go", "build", "-tags", "sddlmodel", "-o", model, ".")
+	build.Env = append(os.Environ(), "GOOS=windows")
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("go build -tags sddlmodel: %v\n%s", err, out)
+	}
+	if b, err := os.ReadFile(model); err != nil || !bytes.Contains(b, []byte(env)) {
+		t.Fatalf("the test build does not name %s (%v): the check cannot see it", env, err)
+	}
+}
+
 // config is a leaf that names the route modes by itself (and holds the
 // default metric, once); hcn gives them their meaning. The two must agree.
 func TestConfigRouteModesAreHCNs(t *testing.T) {

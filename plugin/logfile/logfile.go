@@ -32,9 +32,13 @@ func Open(path string, maxBytes int64, keep int) (*Writer, error) {
 		return nil, fmt.Errorf("log file %s: size cap must be positive", path)
 	}
 	// the folder is the node administrators' alone: one another user
-	// made first (or may write) would steer where the plugin writes
+	// made first, or may add to (rotation makes new files there), would
+	// steer where the plugin writes
 	if err := nodefs.MkdirPrivate(filepath.Dir(path)); err != nil {
 		return nil, fmt.Errorf("log file %s: %w", path, err)
+	}
+	if err := nodefs.CheckFolder(filepath.Dir(path)); err != nil {
+		return nil, fmt.Errorf("log file: %w", err)
 	}
 	if err := nodefs.Check(path); err != nil {
 		return nil, fmt.Errorf("log file: %w", err)

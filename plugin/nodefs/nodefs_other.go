@@ -3,58 +3,40 @@
 package nodefs
 
 import (
+	"errors"
 	"fmt"
 	"os"
-	"os/user"
-	"strconv"
 	"syscall"
 )
 
-// writers judges the file's owner and mode: root and the plugin's own
-// user may change it; another owner, a group or everyone with write
-// permission may too, and are named.
-func writers(path string) ([]string, error) {
-	fi, err := os.Stat(path)
+// osFS reads the objects on a path with lstat: never following a link,
+// whose target it reads.
+type osFS struct{}
+
+func (osFS) Lstat(path string) (Entry, error) {
+	fi, err := os.Lstat(path)
+	if errors.Is(err, os.ErrNotExist) {
+		return Entry{Kind: Missing}, nil
+	}
 	if err != nil {
-		return nil, err
+		return Entry{}, err
 	}
 	st, ok := fi.Sys().(*syscall.Stat_t)
 	if !ok {
-		return nil, fmt.Errorf("no owner known")
+		return Entry{}, fmt.Errorf("no owner known")
 	}
-	return Modes(st.Uid, st.Gid, fi.Mode(), uint32(os.Getuid())), nil
-}
-
-// Modes is the Linux decision: who besides root and self (the plugin's
-// uid) may change an object owned by uid and gid with mode. A sticky
-// folder's others may add files but not replace another's: it is still
-// refused (a missing file could be planted).
-func Modes(uid, gid uint32, mode os.FileMode, self uint32) []string {
-	var who []string
-	if uid != 0 && uid != self {
-		who = append(who, fmt.Sprintf("user %s (uid %d, its owner)", userName(uid), uid))
+	e := Entry{Kind: File}
+	switch {
+	case fi.Mode()&os.ModeSymlink != 0:
+		e.Kind = Link
+		if e.Target, err = os.Readlink(path); err != nil {
+			return Entry{}, err
+		}
+	case fi.IsDir():
+		e.Kind = Dir
 	}
-	if mode.Perm()&0o020 != 0 && gid != 0 {
-		who = append(who, fmt.Sprintf("group %s (gid %d, mode %04o)", groupName(gid), gid, mode.Perm()))
-	}
-	if mode.Perm()&0o002 != 0 {
-		who = append(who, fmt.Sprintf("every user (mode %04o)", mode.Perm()))
-	}
-	return who
-}
-
-func userName(uid uint32) string {
-	if u, err := user.LookupId(strconv.Itoa(int(uid))); err == nil {
-		return u.Username
-	}
-	return strconv.Itoa(int(uid))
-}
-
-func groupName(gid uint32) string {
-	if g, err := user.LookupGroupId(strconv.Itoa(int(gid))); err == nil {
-		return g.Name
-	}
-	return strconv.Itoa(int(gid))
+	e.Grants = ModeGrants(st.Uid, st.Gid, fi.Mode(), uint32(os.Getuid()), e.Kind)
+	return e, nil
 }
 
 func mkdirPrivate(path string) error { return os.MkdirAll(path, 0o700) }

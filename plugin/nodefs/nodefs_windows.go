@@ -8,14 +8,63 @@ import (
 	"golang.org/x/sys/windows"
 )
 
-// writers reads the file's owner and DACL and judges them (Writers).
-func writers(path string) ([]string, error) {
-	sd, err := windows.GetNamedSecurityInfo(path, windows.SE_FILE_OBJECT,
-		windows.OWNER_SECURITY_INFORMATION|windows.DACL_SECURITY_INFORMATION)
-	if err != nil {
-		return nil, err
+// osFS reads the objects on a path without following a link: the kind
+// and a link's target from Lstat and Readlink (a symbolic link, or a
+// junction, which Go reports as irregular), the owner and DACL from a
+// handle opened on the object itself (FILE_FLAG_OPEN_REPARSE_POINT), as
+// SDDL (security; a test build may model it: security_model_windows.go).
+type osFS struct{}
+
+func (osFS) Lstat(path string) (Entry, error) {
+	fi, err := os.Lstat(path)
+	if errors.Is(err, os.ErrNotExist) {
+		return Entry{Kind: Missing}, nil
 	}
-	return Writers(sd.String(), self())
+	if err != nil {
+		return Entry{}, err
+	}
+	e := Entry{Kind: File}
+	if fi.IsDir() {
+		e.Kind = Dir
+	}
+	if fi.Mode()&(os.ModeSymlink|os.ModeIrregular) != 0 {
+		t, err := os.Readlink(path)
+		switch {
+		case err == nil:
+			e.Kind, e.Target = Link, t
+		case fi.Mode()&os.ModeSymlink != 0:
+			return Entry{}, err
+		}
+	}
+	sddl, err := security(path, e.Kind)
+	if err != nil {
+		return Entry{}, err
+	}
+	if e.Grants, err = Grants(sddl, self(), e.Kind); err != nil {
+		return Entry{}, err
+	}
+	return e, nil
+}
+
+// objectSecurity reads the owner and DACL of the object at path itself (a
+// link's own, not its target's), as SDDL.
+func objectSecurity(path string) (string, error) {
+	p, err := windows.UTF16PtrFromString(path)
+	if err != nil {
+		return "", err
+	}
+	h, err := windows.CreateFile(p, windows.READ_CONTROL,
+		windows.FILE_SHARE_READ|windows.FILE_SHARE_WRITE|windows.FILE_SHARE_DELETE, nil, windows.OPEN_EXISTING,
+		windows.FILE_FLAG_OPEN_REPARSE_POINT|windows.FILE_FLAG_BACKUP_SEMANTICS, 0)
+	if err != nil {
+		return "", &os.PathError{Op: "open", Path: path, Err: err}
+	}
+	defer windows.CloseHandle(h)
+	sd, err := windows.GetSecurityInfo(h, windows.SE_FILE_OBJECT, windows.OWNER_SECURITY_INFORMATION|windows.DACL_SECURITY_INFORMATION)
+	if err != nil {
+		return "", &os.PathError{Op: "GetSecurityInfo", Path: path, Err: err}
+	}
+	return sd.String(), nil
 }
 
 // self is the SID of the account the plugin runs as ("" when it cannot be

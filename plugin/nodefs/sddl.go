@@ -39,47 +39,114 @@ var rightAbbrev = map[string]uint32{
 	"KA": 0xf003f, "KR": 0x20019, "KW": 0x20006, "KX": 0x20019,
 }
 
-// writeMask is every right that lets a principal change a file or a
-// folder's content, or its security: write or append data (add a file or
-// a folder), delete it or a child, change its DACL or owner, or generic
-// write or all.
-const writeMask = 0x2 | 0x4 | 0x40 | 0x10000 | 0x40000 | 0x80000 | 0x10000000 | 0x40000000
+// Access rights of files and folders (winnt.h), as the check weighs them.
+const (
+	fileWriteData       = 0x2   // a folder: add a file
+	fileAppendData      = 0x4   // a folder: add a subfolder
+	fileDeleteChild     = 0x40  // a folder: delete or rename what it holds
+	fileWriteAttributes = 0x100 // attributes (read-only, reparse): content for a file
+	accessDelete        = 0x10000
+	writeDAC            = 0x40000
+	writeOwner          = 0x80000
+	genericAll          = 0x10000000
+	genericWrite        = 0x40000000 // FILE_GENERIC_WRITE: write data, append, attributes
+)
 
-// Writers reads an object's security descriptor (SDDL) and returns who,
-// besides SYSTEM, Administrators, TrustedInstaller and self (the plugin's
-// own account's SID, "" for none), may change it: an untrusted owner (it
-// may rewrite the DACL), and every principal an allow ACE that applies to
-// the object itself grants a writing right. Deny ACEs are not weighed (the
-// answer errs towards refusing); a descriptor without a DACL lets everyone
-// change it.
-func Writers(sddl, self string) ([]string, error) {
-	trusted := func(sid string) bool { return slices.Contains(trustedSIDs, sid) || (self != "" && sid == self) }
-	var who []string
-	add := func(s string) {
-		if !slices.Contains(who, s) {
-			who = append(who, s)
-		}
+// rightsOf maps an access mask on an object of kind k onto the rights the
+// check weighs. Adding files and folders to a folder is RightAdd, never
+// RightWrite: it changes no entry the folder holds.
+func rightsOf(mask uint32, k Kind) Rights {
+	var r Rights
+	if mask&genericAll != 0 {
+		mask |= 0x1f01ff // FILE_ALL_ACCESS
 	}
-	owner, dacl, hasDACL, err := parseSDDL(sddl)
+	if mask&genericWrite != 0 {
+		mask |= fileWriteData | fileAppendData | fileWriteAttributes
+	}
+	if mask&accessDelete != 0 {
+		r |= RightDelete
+	}
+	if mask&(writeDAC|writeOwner) != 0 {
+		r |= RightPerms
+	}
+	if k == Dir {
+		if mask&(fileWriteData|fileAppendData) != 0 {
+			r |= RightAdd
+		}
+		if mask&fileDeleteChild != 0 {
+			r |= RightDeleteChild
+		}
+	} else if mask&(fileWriteData|fileAppendData|fileWriteAttributes) != 0 {
+		r |= RightWrite // a file's content, or where a link points
+	}
+	return r
+}
+
+// Grants reads an object's security descriptor (SDDL) and returns who,
+// besides SYSTEM, Administrators, TrustedInstaller and self (the plugin's
+// own account's SID, "" for none), may do what to it, an object of kind
+// k: an untrusted owner may change its permissions; every allow ACE that
+// applies to the object itself (not inherit-only) grants its rights. Deny
+// ACEs are not weighed (the answer errs towards refusing). A descriptor
+// without a DACL, or with a NULL DACL (D:NO_ACCESS_CONTROL), lets everyone
+// do everything; an empty DACL lets nobody do anything.
+func Grants(sddl, self string, k Kind) ([]Grant, error) {
+	trusted := func(sid string) bool { return slices.Contains(trustedSIDs, sid) || (self != "" && sid == self) }
+	var out []Grant
+	add := func(who string, r Rights) {
+		for i := range out {
+			if out[i].Who == who {
+				out[i].Rights |= r
+				return
+			}
+		}
+		out = append(out, Grant{Who: who, Rights: r})
+	}
+	owner, dacl, hasDACL, null, err := parseSDDL(sddl)
 	if err != nil {
 		return nil, err
 	}
 	if owner != "" && !trusted(owner) {
-		add(name(owner) + " (its owner, who may change its permissions)")
+		add(name(owner)+", its owner", RightPerms)
 	}
-	if !hasDACL {
-		add("Everyone (it has no DACL)")
-		return who, nil
+	if !hasDACL || null {
+		why := "it has no DACL"
+		if null {
+			why = "a NULL DACL, D:NO_ACCESS_CONTROL"
+		}
+		add("Everyone ("+why+")", rightsOf(genericAll, k))
+		return out, nil
 	}
 	for _, a := range dacl {
-		if !a.allow || a.inheritOnly || a.mask&writeMask == 0 {
+		if !a.allow || a.inheritOnly {
 			continue
 		}
-		if a.sid == "S-1-3-4" && (owner == "" || trusted(owner)) { // OWNER RIGHTS: the owner, judged above
+		switch {
+		case a.sid == "S-1-3-4" && (owner == "" || trusted(owner)): // OWNER RIGHTS: the owner, judged above
+			continue
+		case a.sid == "S-1-3-0" || a.sid == "S-1-3-1": // CREATOR OWNER/GROUP: placeholders for what is created
 			continue
 		}
-		if !trusted(a.sid) {
-			add(name(a.sid) + " (may write)")
+		if r := rightsOf(a.mask, k); r != 0 && !trusted(a.sid) {
+			add(name(a.sid), r)
+		}
+	}
+	return out, nil
+}
+
+// Writers says who, besides the trusted principals and self, may change a
+// file (an object read as a whole: a file, a pipe) whose security
+// descriptor is sddl: write it, delete or rename it, or change its
+// permissions. Each is named with what it may do.
+func Writers(sddl, self string) ([]string, error) {
+	gs, err := Grants(sddl, self, File)
+	if err != nil {
+		return nil, err
+	}
+	var who []string
+	for _, g := range gs {
+		if r := g.Rights & theFile; r != 0 {
+			who = append(who, g.Who+" (may "+r.String()+")")
 		}
 	}
 	return who, nil
@@ -98,12 +165,14 @@ type ace struct {
 	sid                string
 }
 
-// parseSDDL reads the owner and the DACL of a security descriptor string.
-func parseSDDL(s string) (owner string, dacl []ace, hasDACL bool, err error) {
+// parseSDDL reads the owner and the DACL of a security descriptor string;
+// null: the DACL is NULL (D:NO_ACCESS_CONTROL, SDDL_NULL_ACL), which
+// grants everyone everything.
+func parseSDDL(s string) (owner string, dacl []ace, hasDACL, null bool, err error) {
 	s = strings.TrimSpace(s)
 	for len(s) > 0 {
 		if len(s) < 2 || s[1] != ':' || !strings.ContainsRune("OGDS", rune(s[0])) {
-			return "", nil, false, fmt.Errorf("SDDL %q: want O:, G:, D: or S: at %q", s, s)
+			return "", nil, false, false, fmt.Errorf("SDDL %q: want O:, G:, D: or S: at %q", s, s)
 		}
 		tag := s[0]
 		rest := s[2:]
@@ -120,12 +189,14 @@ func parseSDDL(s string) (owner string, dacl []ace, hasDACL bool, err error) {
 			owner = sid(part)
 		case 'D':
 			hasDACL = true
+			flags, _, _ := strings.Cut(part, "(")
+			null = strings.Contains(flags, "NO_ACCESS_CONTROL")
 			if dacl, err = parseACL(part); err != nil {
-				return "", nil, false, err
+				return "", nil, false, false, err
 			}
 		}
 	}
-	return owner, dacl, hasDACL, nil
+	return owner, dacl, hasDACL, null, nil
 }
 
 // insideACE reports whether position i of s is inside parentheses.

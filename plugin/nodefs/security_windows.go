@@ -1,0 +1,6 @@
+//go:build windows && !sddlmodel
+
+package nodefs
+
+// security is the object's own owner and DACL, as SDDL.
+func security(path string, _ Kind) (string, error) { return objectSecurity(path) }
