@@ -81,6 +81,17 @@ func (e *Env) StartBinary(name, bin string, args ...string) error {
 	return nil
 }
 
+// StartBinaryEnv is StartBinary with env added to the process's
+// environment.
+func (e *Env) StartBinaryEnv(name string, env []string, bin string, args ...string) error {
+	p, err := startEnv(env, name, filepath.Join(e.Dir, name+".log"), bin, args...)
+	if err != nil {
+		return err
+	}
+	e.Plugin = p
+	return nil
+}
+
 // StartProcess starts the plugin binary with args as e.Plugin and does not
 // wait for anything.
 func (e *Env) StartProcess(_ context.Context, name string, args ...string) error {
@@ -107,7 +118,7 @@ func (e *Env) WaitSubscribed(ctx context.Context, n int, d time.Duration) error 
 // PluginArgs are the arguments of a plugin command against this
 // environment.
 func (e *Env) PluginArgs(cmd string) []string {
-	args := append(slices.Clone(e.pluginPre), cmd, "--config", e.hostPath(e.ConfigPath))
+	args := append(slices.Clone(e.pluginPre), cmd, "--config", e.HostPath(e.ConfigPath))
 	// each command takes the flags of what it reads, no others
 	hns := []string{"--hcn-backend", "simulated", "--hcn-simulator", e.SimAddress}
 	ctr := e.CtrAddress
@@ -140,8 +151,8 @@ func (e *Env) PluginArgs(cmd string) []string {
 	return args
 }
 
-// hostPath is path as the plugin sees it: under wine, / is drive Z:.
-func (e *Env) hostPath(path string) string {
+// HostPath is path as the plugin sees it: under wine, / is drive Z:.
+func (e *Env) HostPath(path string) string {
 	if e.windows {
 		return `Z:` + strings.ReplaceAll(path, "/", `\`)
 	}

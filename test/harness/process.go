@@ -3,6 +3,7 @@
 package harness
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"os/exec"
@@ -68,6 +69,16 @@ func (p *Process) Gone() string {
 		return ""
 	}
 	return fmt.Sprintf("%s process is gone (%s); the end of its log:\n%s", p.Name, how, p.Tail(30))
+}
+
+// Wait waits until the process has exited, or ctx ends.
+func (p *Process) Wait(ctx context.Context) error {
+	select {
+	case <-p.done:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
 }
 
 // PID is the process ID.
