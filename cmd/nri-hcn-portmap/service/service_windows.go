@@ -124,56 +124,15 @@ func Exists(name string) bool {
 	return true
 }
 
-// Install registers the service as planned.
+// Install registers the service as planned (InstallOn: a service of its
+// name already there, or marked for deletion, is said to be).
 func Install(p Plan) error {
 	m, err := mgr.Connect()
 	if err != nil {
 		return fmt.Errorf("service install: connecting to the service control manager: %w", err)
 	}
 	defer m.Disconnect()
-	if s, err := m.OpenService(p.Name); err == nil {
-		s.Close()
-		return fmt.Errorf("service install: service %s already exists (uninstall it first)", p.Name)
-	}
-	s, err := m.CreateService(p.Name, p.Exe, mgr.Config{
-		DisplayName: p.DisplayName, Description: p.Description, StartType: mgr.StartAutomatic,
-		// a failed start is logged in the system event log and the boot
-		// goes on (the default, ignore, logs nothing)
-		ErrorControl: mgr.ErrorNormal,
-		Dependencies: p.Dependencies,
-	}, p.Args...)
-	if errors.Is(err, windows.ERROR_SERVICE_MARKED_FOR_DELETE) {
-		return fmt.Errorf("service install: %s was uninstalled but another program still holds it open (the Services console, Event Viewer, "+
-			"an sc.exe or PowerShell session): close it, or reboot, then install again: %w", p.Name, err)
-	}
-	if err != nil {
-		return fmt.Errorf("service install: %w", err)
-	}
-	defer s.Close()
-	actions := make([]mgr.RecoveryAction, 0, len(p.Recovery))
-	for _, a := range p.Recovery {
-		t := mgr.NoAction
-		if a.Restart {
-			t = mgr.ServiceRestart
-		}
-		actions = append(actions, mgr.RecoveryAction{Type: t, Delay: a.Delay})
-	}
-	// the event source for start-up errors (ReportError); an SCM host
-	// without it (wine) still gets the log file
-	if err := eventlog.InstallAsEventCreate(p.Name, eventlog.Error|eventlog.Warning|eventlog.Info); err != nil &&
-		!errors.Is(err, windows.ERROR_ACCESS_DENIED) && !strings.Contains(err.Error(), "registry key already exists") {
-		return fmt.Errorf("service install: event log source: %w", err)
-	}
-	if err := s.SetRecoveryActions(actions, uint32(p.ResetPeriod/time.Second)); err != nil {
-		return fmt.Errorf("service install: recovery actions: %w", err)
-	}
-	// Also recover when the service exits with an error rather than
-	// crashing. An SCM without this setting (wine's) answers
-	// ERROR_INVALID_LEVEL: the crash recovery above still applies.
-	if err := s.SetRecoveryActionsOnNonCrashFailures(true); err != nil && !errors.Is(err, windows.ERROR_INVALID_LEVEL) {
-		return fmt.Errorf("service install: recovery on non-crash failures: %w", err)
-	}
-	return nil
+	return InstallOn(scm{m}, p)
 }
 
 // Uninstall stops and deletes the service, and waits until the SCM has
@@ -205,11 +164,86 @@ func (c scm) Open(name string) (Service, error) {
 	return service{s}, nil
 }
 
+func (c scm) Create(p Plan) (Service, error) {
+	s, err := c.m.CreateService(p.Name, p.Exe, mgr.Config{
+		DisplayName: p.DisplayName, Description: p.Description, StartType: mgr.StartAutomatic,
+		// a failed start is logged in the system event log and the boot
+		// goes on (the default, ignore, logs nothing)
+		ErrorControl: mgr.ErrorNormal,
+		Dependencies: p.Dependencies,
+	}, p.Args...)
+	if errors.Is(err, windows.ERROR_SERVICE_MARKED_FOR_DELETE) {
+		return nil, fmt.Errorf("%w (%w)", ErrMarkedForDelete, err)
+	}
+	if err != nil {
+		return nil, err
+	}
+	actions := make([]mgr.RecoveryAction, 0, len(p.Recovery))
+	for _, a := range p.Recovery {
+		t := mgr.NoAction
+		if a.Restart {
+			t = mgr.ServiceRestart
+		}
+		actions = append(actions, mgr.RecoveryAction{Type: t, Delay: a.Delay})
+	}
+	// the event source for start-up errors (ReportError); an SCM host
+	// without it (wine) still gets the log file
+	if err := eventlog.InstallAsEventCreate(p.Name, eventlog.Error|eventlog.Warning|eventlog.Info); err != nil &&
+		!errors.Is(err, windows.ERROR_ACCESS_DENIED) && !strings.Contains(err.Error(), "registry key already exists") {
+		s.Close()
+		return nil, fmt.Errorf("event log source: %w", err)
+	}
+	if err := s.SetRecoveryActions(actions, uint32(p.ResetPeriod/time.Second)); err != nil {
+		s.Close()
+		return nil, fmt.Errorf("recovery actions: %w", err)
+	}
+	// Also recover when the service exits with an error rather than
+	// crashing. An SCM without this setting (wine's) answers
+	// ERROR_INVALID_LEVEL: the crash recovery above still applies.
+	if err := s.SetRecoveryActionsOnNonCrashFailures(true); err != nil && !errors.Is(err, windows.ERROR_INVALID_LEVEL) {
+		s.Close()
+		return nil, fmt.Errorf("recovery on non-crash failures: %w", err)
+	}
+	return service{s}, nil
+}
+
 type service struct{ s *mgr.Service }
 
-func (s service) Stopped() (bool, error) {
+// State is the SCM's state in sc.exe query's words.
+func (s service) State() (string, error) {
 	st, err := s.s.Query()
-	return err == nil && st.State == svc.Stopped, err
+	if err != nil {
+		return "", err
+	}
+	switch st.State {
+	case svc.Stopped:
+		return StateStopped, nil
+	case svc.StartPending:
+		return "start-pending", nil
+	case svc.StopPending:
+		return "stop-pending", nil
+	case svc.Running:
+		return "running", nil
+	case svc.ContinuePending:
+		return "continue-pending", nil
+	case svc.PausePending:
+		return "pause-pending", nil
+	case svc.Paused:
+		return "paused", nil
+	}
+	return fmt.Sprintf("state %d", st.State), nil
+}
+
+// Marked asks the SCM to change nothing of the service's description (a
+// NULL info changes nothing: ChangeServiceConfig2's documentation): a
+// marked service answers ERROR_SERVICE_MARKED_FOR_DELETE
+// (RChangeServiceConfig2W, MS-SCMR 3.1.4.35), any other nothing.
+func (s service) Marked() (bool, error) {
+	err := windows.ChangeServiceConfig2(s.s.Handle, windows.SERVICE_CONFIG_DESCRIPTION, nil)
+	if errors.Is(err, windows.ERROR_SERVICE_MARKED_FOR_DELETE) {
+		return true, nil
+	}
+	return false, err
 }
 
 func (s service) Stop() error {
@@ -217,5 +251,12 @@ func (s service) Stop() error {
 	return err
 }
 
-func (s service) Delete() error { return s.s.Delete() }
-func (s service) Close() error  { return s.s.Close() }
+func (s service) Delete() error {
+	err := s.s.Delete()
+	if errors.Is(err, windows.ERROR_SERVICE_MARKED_FOR_DELETE) {
+		return fmt.Errorf("%w (%w)", ErrMarkedForDelete, err)
+	}
+	return err
+}
+
+func (s service) Close() error { return s.s.Close() }

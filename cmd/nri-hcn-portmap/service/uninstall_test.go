@@ -7,13 +7,17 @@ import (
 	"time"
 )
 
-// fakeSCM keeps the SCM's rule on handles (MS-SCMR RDeleteService): a
-// deleted service is only marked; it is removed when its last handle
-// closes, and until then Open still opens it.
+// fakeSCM keeps the SCM's rules on deletion (MS-SCMR RDeleteService,
+// DeleteService's documentation): a deleted service is only marked; it is
+// removed when its last handle closes and it is not running. Until then
+// Open still opens it, a second Delete and a create of its name fail with
+// 1072 (ErrMarkedForDelete), and a change of its configuration says it is
+// marked (Marked).
 type fakeSCM struct {
 	installed, marked, running bool
+	stopping                   bool
 	open                       int // handles open on the service
-	stopAfter                  int // polls a stop takes
+	stopAfter                  int // State polls a stop takes once asked; -1: never
 }
 
 func (f *fakeSCM) Open(string) (Service, error) {
@@ -24,29 +28,68 @@ func (f *fakeSCM) Open(string) (Service, error) {
 	return &fakeHandle{f: f}, nil
 }
 
+func (f *fakeSCM) Create(Plan) (Service, error) {
+	switch {
+	case f.installed && f.marked:
+		return nil, ErrMarkedForDelete
+	case f.installed:
+		return nil, errors.New("The specified service already exists (1073)")
+	}
+	f.installed = true
+	f.open++
+	return &fakeHandle{f: f}, nil
+}
+
+// removeIfDone removes a marked service nobody holds and that does not run.
+func (f *fakeSCM) removeIfDone() {
+	if f.marked && f.open == 0 && !f.running {
+		f.installed, f.marked = false, false
+	}
+}
+
 type fakeHandle struct {
 	f      *fakeSCM
 	closed bool
 }
 
-func (h *fakeHandle) Stopped() (bool, error) {
-	if h.f.running && h.f.stopAfter == 0 {
-		h.f.running = false
+func (h *fakeHandle) State() (string, error) {
+	f := h.f
+	if f.running && f.stopping {
+		if f.stopAfter == 0 {
+			f.running = false
+			f.removeIfDone()
+		} else if f.stopAfter > 0 {
+			f.stopAfter--
+		}
 	}
-	if h.f.stopAfter > 0 {
-		h.f.stopAfter--
+	switch {
+	case !f.running:
+		return StateStopped, nil
+	case f.stopping:
+		return "stop-pending", nil
 	}
-	return !h.f.running, nil
+	return "running", nil
 }
-func (h *fakeHandle) Stop() error   { return nil }
-func (h *fakeHandle) Delete() error { h.f.marked = true; return nil }
+
+func (h *fakeHandle) Marked() (bool, error) { return h.f.marked, nil }
+func (h *fakeHandle) Stop() error {
+	h.f.stopping = h.f.running
+	return nil
+}
+
+func (h *fakeHandle) Delete() error {
+	if h.f.marked {
+		return ErrMarkedForDelete
+	}
+	h.f.marked = true
+	return nil
+}
+
 func (h *fakeHandle) Close() error {
 	if !h.closed {
 		h.closed = true
 		h.f.open--
-		if h.f.open == 0 && h.f.marked {
-			h.f.installed = false
-		}
+		h.f.removeIfDone()
 	}
 	return nil
 }
@@ -55,25 +98,31 @@ func waits(sleep func()) UninstallWaits {
 	return UninstallWaits{StopPolls: 10, GonePolls: 5, Every: time.Millisecond, Sleep: func(time.Duration) { sleep() }}
 }
 
-// Issue 38: uninstall closes its own handle before it looks, so a service
-// nobody else holds is gone when it returns; one another program holds is
+// Uninstall closes its own handle before it looks, so a service nobody
+// else holds is gone when it returns; one another program holds is
 // waited for while that program closes it; one held for good is said to
-// be marked for deletion, with what to do, not reported removed.
-func TestUninstallLeavesTheServiceGoneOrSaysWhoKeepsIt(t *testing.T) {
+// be marked for deletion, with what to do; one that does not stop in time
+// is said not to have stopped, with its state, not blamed on another
+// program (issues 38, 47).
+func TestUninstallLeavesTheServiceGoneOrSaysWhatKeepsIt(t *testing.T) {
 	tests := []struct {
-		name       string
-		running    bool
-		heldPolls  int // polls another program's handle stays open; -1: for good
-		wantMarked bool
+		name      string
+		running   bool
+		stopAfter int
+		heldPolls int    // polls another program's handle stays open; -1: for good
+		want      error  // nil: gone
+		says      string // and the message says
+		never     string // and does not say
 	}{
-		{"stopped, nobody else holds it", false, 0, false},
-		{"running, nobody else holds it", true, 0, false},
-		{"another program closes it meanwhile", false, 3, false},
-		{"another program holds it", false, -1, true},
+		{"stopped, nobody else holds it", false, 0, 0, nil, "", ""},
+		{"running, nobody else holds it", true, 2, 0, nil, "", ""},
+		{"another program closes it meanwhile", false, 0, 3, nil, "", ""},
+		{"another program holds it", false, 0, -1, ErrMarkedForDelete, "Services console", "has not stopped"},
+		{"it does not stop in time", true, -1, 0, ErrNotStopped, "has not stopped (its state: stop-pending)", "Services console"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			f := &fakeSCM{installed: true, running: tc.running, stopAfter: 2}
+			f := &fakeSCM{installed: true, running: tc.running, stopAfter: tc.stopAfter}
 			var other Service
 			if tc.heldPolls != 0 {
 				other, _ = f.Open("svc")
@@ -85,12 +134,12 @@ func TestUninstallLeavesTheServiceGoneOrSaysWhoKeepsIt(t *testing.T) {
 					other.Close()
 				}
 			}))
-			if tc.wantMarked {
-				if !errors.Is(err, ErrMarkedForDelete) || !strings.Contains(err.Error(), "Services console") {
-					t.Fatalf("Uninstall = %v, want ErrMarkedForDelete saying what holds it", err)
+			if tc.want != nil {
+				if !errors.Is(err, tc.want) || !strings.Contains(err.Error(), tc.says) || strings.Contains(err.Error(), tc.never) {
+					t.Fatalf("Uninstall = %v, want %v saying %q, not %q", err, tc.want, tc.says, tc.never)
 				}
-				if other.Close(); f.installed {
-					t.Fatal("the service outlived its last handle")
+				if !f.installed || !f.marked {
+					t.Fatalf("installed=%v marked=%v: want it kept, marked, while held or running", f.installed, f.marked)
 				}
 				return
 			}
@@ -107,6 +156,82 @@ func TestUninstallLeavesTheServiceGoneOrSaysWhoKeepsIt(t *testing.T) {
 	}
 	if err := UninstallFrom(&fakeSCM{}, "svc", waits(func() {})); !errors.Is(err, ErrNoService) {
 		t.Fatalf("Uninstall of no service = %v, want ErrNoService", err)
+	}
+}
+
+// A second uninstall of a service still marked says so, not a raw 1072
+// from DeleteService, and leaves it as it is.
+func TestARepeatUninstallSaysTheServiceIsAlreadyMarked(t *testing.T) {
+	f := &fakeSCM{installed: true}
+	other, _ := f.Open("svc") // the Services console
+	if err := UninstallFrom(f, "svc", waits(func() {})); !errors.Is(err, ErrMarkedForDelete) {
+		t.Fatalf("first uninstall: %v", err)
+	}
+	err := UninstallFrom(f, "svc", waits(func() {}))
+	if !errors.Is(err, ErrMarkedForDelete) || !strings.Contains(err.Error(), "already marked for deletion by an earlier uninstall") ||
+		!strings.Contains(err.Error(), "close services.msc") {
+		t.Fatalf("repeat uninstall: %v", err)
+	}
+	if other.Close(); f.installed {
+		t.Fatal("the service outlived its last handle")
+	}
+}
+
+// Install says what the SCM has under the name: nothing (installed), a
+// service (uninstall it first), one marked for deletion that another
+// program holds (close it, or reboot) or that still runs (its state),
+// found by asking the service, as OpenService opens a marked one.
+func TestInstallSaysWhatTheSCMHas(t *testing.T) {
+	plan := Plan{Name: "svc"}
+	for _, tc := range []struct {
+		name string
+		scm  *fakeSCM
+		want error
+		says string
+	}{
+		{"nothing there", &fakeSCM{}, nil, ""},
+		{"installed", &fakeSCM{installed: true}, ErrExists, "uninstall it first"},
+		{"marked, held by the Services console", &fakeSCM{installed: true, marked: true, open: 1}, ErrMarkedForDelete, "close services.msc"},
+		{"marked, still running", &fakeSCM{installed: true, marked: true, running: true}, ErrMarkedForDelete, "has not stopped yet (its state: running)"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			err := InstallOn(tc.scm, plan)
+			if tc.want == nil {
+				if err != nil || !tc.scm.installed || tc.scm.open != 0 {
+					t.Fatalf("InstallOn = %v, installed=%v, %d handles open", err, tc.scm.installed, tc.scm.open)
+				}
+				return
+			}
+			if !errors.Is(err, tc.want) || !strings.Contains(err.Error(), tc.says) {
+				t.Fatalf("InstallOn = %v, want %v saying %q", err, tc.want, tc.says)
+			}
+			if strings.Contains(err.Error(), "already exists") != (tc.want == ErrExists) {
+				t.Fatalf("InstallOn = %v: 'already exists' only for a service that is not marked", err)
+			}
+		})
+	}
+}
+
+// The SCM keeps a deleted service while it runs: it goes once it stops
+// and nobody holds it (the fake's rule, which the uninstall above relies
+// on).
+func TestAMarkedServiceStaysUntilItStops(t *testing.T) {
+	f := &fakeSCM{installed: true, running: true, stopAfter: 1}
+	s, _ := f.Open("svc")
+	if err := s.Delete(); err != nil {
+		t.Fatal(err)
+	}
+	s.Close()
+	if !f.installed {
+		t.Fatal("a running service was removed when its last handle closed")
+	}
+	s, _ = f.Open("svc")
+	s.Stop()
+	for st, _ := s.State(); st != StateStopped; st, _ = s.State() {
+	}
+	s.Close()
+	if f.installed {
+		t.Fatal("a stopped, marked service nobody holds is still there")
 	}
 }
 
