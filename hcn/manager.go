@@ -235,33 +235,29 @@ func Prefixes(cidrs []string) []netip.Prefix {
 	return out
 }
 
-// createNetwork creates the configured network. Where HNS takes one NAT
-// network only (docker/for-win 1384) and refuses a second, the NAT network
-// that exists is used instead. A NAT network asked for without a subnet is
-// HNS's to place (HNS picks one, as hcsshim v0.15.0's
-// TestCreateDeleteNetworks relies on); where HNS refuses it as invalid
-// (not seen: hcnsim.Rules.NATNeedsSubnet), the manager picks a subnet clear
-// of the host's addresses and of every HNS network, and says so.
+// createNetwork creates the configured network. A NAT network configured
+// without a subnet gets one the manager picks, clear of the host's
+// addresses, of every HNS network and of the cluster's ranges: left to
+// HNS, it lands where HNS likes (a /20 of 172.16.0.0/12, where EKS's
+// alternate service range and VPC subnets live) and could only be warned
+// about afterwards. Where HNS takes one NAT network only (docker/for-win
+// 1384) and refuses a second, the NAT network that exists is used instead.
 func (m *Manager) createNetwork(ctx context.Context) (*Network, error) {
-	n, err := m.svc.CreateNetwork(ctx, m.cfg.Network)
-	if err == nil {
-		m.announce(*n, "created")
-		return n, nil
-	}
-	if spec := m.cfg.Network; errors.Is(err, ErrInvalid) && spec.Type.Is(NetworkNAT) && spec.Subnet == "" {
-		subnet, perr := m.freeSubnet(ctx)
-		if perr != nil {
-			return nil, errors.Join(err, perr)
+	spec, what := m.cfg.Network, "created"
+	if spec.Type.Is(NetworkNAT) && spec.Subnet == "" {
+		subnet, err := m.freeSubnet(ctx)
+		if err != nil {
+			return nil, err
 		}
 		spec.Subnet, spec.Gateway = subnet.String(), subnet.Addr().Next().String()
-		n, err2 := m.svc.CreateNetwork(ctx, spec)
-		if err2 != nil {
-			return nil, errors.Join(err, err2)
-		}
-		m.announce(*n, "created with subnet "+spec.Subnet+", picked clear of the host's addresses, of HNS's networks and of the cluster's ranges: HNS refused a NAT network without one")
+		what = "created with subnet " + spec.Subnet + ", picked clear of the host's addresses, of HNS's networks and of the cluster's ranges (hcn.cluster_ranges)"
+	}
+	n, err := m.svc.CreateNetwork(ctx, spec)
+	if err == nil {
+		m.announce(*n, what)
 		return n, nil
 	}
-	if !errors.Is(err, ErrExists) || !m.cfg.Network.Type.Is(NetworkNAT) {
+	if !errors.Is(err, ErrExists) || !spec.Type.Is(NetworkNAT) {
 		return nil, err
 	}
 	all, lerr := m.svc.ListNetworks(ctx)
@@ -270,7 +266,7 @@ func (m *Manager) createNetwork(ctx context.Context) (*Network, error) {
 	}
 	for i := range all {
 		if all[i].Type.Is(NetworkNAT) {
-			m.announce(all[i], "HNS takes one NAT network and refused "+m.cfg.Network.Name+"; using the NAT network that exists")
+			m.announce(all[i], "HNS takes one NAT network and refused "+spec.Name+"; using the NAT network that exists")
 			return &all[i], nil
 		}
 	}
@@ -308,7 +304,8 @@ func (m *Manager) freeSubnet(ctx context.Context) (netip.Prefix, error) {
 		}
 		a = netip.AddrFrom4(b)
 	}
-	return netip.Prefix{}, fmt.Errorf("no free /20 in 172.16.0.0/12 for the NAT network: set hcn.subnet and hcn.gateway: %w", ErrInvalid)
+	return netip.Prefix{}, fmt.Errorf("no /20 in 172.16.0.0/12 is clear of the host's addresses, HNS's networks and hcn.cluster_ranges "+
+		"for the NAT network: set hcn.subnet and hcn.gateway: %w", ErrInvalid)
 }
 
 // interfacePrefixes are the host's interface addresses with their masks.

@@ -896,11 +896,11 @@ func testAttachHNSCompletedIsKept(t *testing.T, hns func() *hcnsim.Sim) {
 	}
 }
 
-// Issue 30, 5: the default creates a NAT network without a subnet. HNS
-// picks one (hcsshim v0.15.0's TestCreateDeleteNetworks creates such a
-// network); where HNS refuses (unverified: Rules.NATNeedsSubnet), the
-// manager picks a /20 clear of the host's addresses and of every HNS
-// network, and says so. Both ways a pod is mapped.
+// Issues 30 and 47: the default names a NAT network without a subnet.
+// The manager picks it, a /20 clear of the host's addresses and of every
+// HNS network, and says so, whether HNS would pick one itself (hcsshim
+// v0.15.0's TestCreateDeleteNetworks creates such a network) or refuses
+// (unverified: Rules.NATNeedsSubnet). Both ways a pod is mapped.
 func TestNATNetworkWithoutASubnet(t *testing.T) {
 	for _, needs := range []bool{false, true} {
 		t.Run(fmt.Sprint("nat-needs-subnet=", needs), func(t *testing.T) {
@@ -919,15 +919,11 @@ func TestNATNetworkWithoutASubnet(t *testing.T) {
 				t.Fatalf("Ensure = %+v, %v", ep, err)
 			}
 			n, err := sim.GetNetworkByName(ctx, "nat")
-			if err != nil || len(n.Subnets) != 1 || n.Gateway == "" {
+			if err != nil || len(n.Subnets) != 1 || n.Gateway != "172.16.32.1" {
 				t.Fatalf("network %+v, %v", n, err)
 			}
-			picked := netip.MustParsePrefix(n.Subnets[0])
-			if needs && (picked.String() != "172.16.32.0/20" || !strings.Contains(strings.Join(said, "; "), "picked clear of the host's addresses")) {
-				t.Fatalf("HNS refused a NAT network without a subnet: the manager made %s and said %q; want 172.16.32.0/20 (clear of 172.16.0.0/20 and the host's 172.16.16.0/24), said", picked, said)
-			}
-			if !needs && strings.Contains(strings.Join(said, "; "), "picked") {
-				t.Fatalf("the manager picked a subnet HNS would have picked: %q", said)
+			if picked := n.Subnets[0]; picked != "172.16.32.0/20" || !strings.Contains(strings.Join(said, "; "), "picked clear of the host's addresses") {
+				t.Fatalf("the manager made %s and said %q; want 172.16.32.0/20 (clear of 172.16.0.0/20 and the host's 172.16.16.0/24), said", picked, said)
 			}
 		})
 	}
@@ -1001,33 +997,40 @@ func testARestartLearnsFromAListingThatHNSKeepsRoutes(t *testing.T, hns func() *
 	}
 }
 
-// Issue 38: the NAT network's subnet is checked, when the network is first
-// found or created, against the other HNS networks' subnets and the
-// cluster's ranges: each overlap is told (naming both ranges), since
-// every mapped pod gets an on-link route for the subnet. A subnet the
-// manager picks itself (HNS refusing to) stays clear of the cluster's
-// ranges too.
+// Issues 38 and 47: the NAT network's subnet is checked, when the network
+// is first found, against the other HNS networks' subnets and the
+// cluster's ranges: each overlap of a network that was there already is
+// told (naming both ranges), since every mapped pod gets an on-link route
+// for the subnet. A network the plugin creates gets a subnet the manager
+// picks clear of them, even where the cluster's ranges cover where HNS
+// would place it (the simulator's pick, 172.31.240.0/20, as HNS's own
+// are in 172.16.0.0/12).
 func TestTheNATSubnetIsCheckedAgainstTheClustersRanges(t *testing.T) {
 	for _, tc := range []struct {
-		name    string
-		rules   hcnsim.Rules
-		cni     string   // a CNI network's subnet ("" none)
-		cluster []string // hcn.cluster_ranges
-		want    []string // what is told, each entry containing these
-		picked  string   // the subnet the network gets
+		name     string
+		cni      string   // a CNI network's subnet ("" none)
+		existing bool     // a NAT network "nat" made before, where HNS placed it
+		cluster  []string // hcn.cluster_ranges
+		want     []string // what is told, each entry containing these
+		picked   string   // the subnet the network gets
 	}{
-		{"clear", hcnsim.Rules{}, "10.244.0.0/16", []string{"10.96.0.0/12"}, nil, "172.31.240.0/20"},
-		{"HNS's pick in a cluster range", hcnsim.Rules{}, "", []string{"10.96.0.0/12", "172.31.0.0/16"},
+		{"created clear", "10.244.0.0/16", false, []string{"10.96.0.0/12"}, nil, "172.16.0.0/20"},
+		{"created clear of ranges covering HNS's default", "", false, []string{"172.16.0.0/16", "172.31.0.0/16", "10.96.0.0/12"}, nil, "172.17.0.0/20"},
+		{"created clear of a CNI network", "172.16.1.0/24", false, nil, nil, "172.16.16.0/20"},
+		{"there already, in a cluster range", "", true, []string{"10.96.0.0/12", "172.31.0.0/16"},
 			[]string{"172.31.240.0/20 overlaps the cluster's range 172.31.0.0/16 (hcn.cluster_ranges)"}, "172.31.240.0/20"},
-		{"HNS's pick over a CNI network", hcnsim.Rules{}, "172.31.241.0/24", nil,
+		{"there already, over a CNI network", "172.31.241.0/24", true, nil,
 			[]string{"172.31.240.0/20 overlaps 172.31.241.0/24 of HNS network cbr0"}, "172.31.240.0/20"},
-		{"the manager's pick avoids the cluster's ranges", hcnsim.Rules{NATNeedsSubnet: true}, "", []string{"172.16.0.0/15"}, nil, "172.18.0.0/20"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			sim := hcnsim.New()
-			sim.SetRules(tc.rules)
 			if tc.cni != "" {
 				if _, err := sim.CreateNetwork(ctx, hcn.NetworkSpec{Name: "cbr0", Type: hcn.NetworkL2Bridge, Subnet: tc.cni}); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if tc.existing { // HNS places it: the simulator's pick
+				if _, err := sim.CreateNetwork(ctx, hcn.NetworkSpec{Name: "nat", Type: hcn.NetworkNAT}); err != nil {
 					t.Fatal(err)
 				}
 			}
@@ -1055,5 +1058,12 @@ func TestTheNATSubnetIsCheckedAgainstTheClustersRanges(t *testing.T) {
 				t.Fatalf("told %q, want once %q", told, tc.want)
 			}
 		})
+	}
+	// ranges that leave no /20 of 172.16.0.0/12: refused, saying what to set
+	sim := hcnsim.New()
+	mgr := hcn.NewManager(sim, lowPriority(hcn.ManagerConfig{CreateNetwork: true, Network: hcn.NetworkSpec{Name: "nat", Type: hcn.NetworkNAT},
+		ClusterRanges: hcn.Prefixes([]string{"172.16.0.0/12"}), HostPrefixes: func() ([]netip.Prefix, error) { return nil, nil }}))
+	if _, err := mgr.EnsureNetwork(ctx); !errors.Is(err, hcn.ErrInvalid) || !strings.Contains(err.Error(), "set hcn.subnet") {
+		t.Fatalf("no room left: %v", err)
 	}
 }
