@@ -305,3 +305,22 @@ func TestMissingHNSDLLIsFinal(t *testing.T) {
 		}
 	}
 }
+
+// The network's gateway is its default route's next hop, whichever route
+// HNS lists first (issue 47): a subnet's other routes (a route to the
+// cluster, a host route) come before it in some read-backs.
+func TestTheGatewayIsTheDefaultRoutesNextHop(t *testing.T) {
+	n := toNetwork(&hcsshim.HostComputeNetwork{Id: "N", Name: "nat", Type: hcsshim.NAT, Ipams: []hcsshim.Ipam{{Subnets: []hcsshim.Subnet{
+		{IpAddressPrefix: "172.30.0.0/20", Routes: []hcsshim.Route{
+			{NextHop: "172.30.0.254", DestinationPrefix: "10.0.0.0/8"},
+			{NextHop: "172.30.0.1", DestinationPrefix: "0.0.0.0/0"},
+			{NextHop: "172.30.0.9", DestinationPrefix: "0.0.0.0/0"},
+		}}}}}})
+	if n.Gateway != "172.30.0.1" || !slices.Equal(n.Subnets, []string{"172.30.0.0/20"}) {
+		t.Fatalf("toNetwork = %+v, want gateway 172.30.0.1 (the first default route's next hop)", n)
+	}
+	if n := toNetwork(&hcsshim.HostComputeNetwork{Ipams: []hcsshim.Ipam{{Subnets: []hcsshim.Subnet{{IpAddressPrefix: "10.1.0.0/24",
+		Routes: []hcsshim.Route{{NextHop: "10.1.0.9", DestinationPrefix: "10.2.0.0/16"}}}}}}}); n.Gateway != "" {
+		t.Fatalf("no default route: gateway %q, want none", n.Gateway)
+	}
+}

@@ -49,3 +49,35 @@ func TestProvidedBy(t *testing.T) {
 		})
 	}
 }
+
+// Carries says whether an endpoint's DNS holds the pod's: its resolvers
+// (any order) and its search list (in order), and the suffix where the
+// pod has one. An endpoint with the node's resolvers and the pod's search
+// list does not (issue 47: it is reported as foreign DNS).
+func TestDNSCarriesTheResolversAndTheSearchList(t *testing.T) {
+	pod := DNS{ServerList: []string{"10.96.0.10", "10.96.0.11"}, Search: []string{"default.svc.cluster.local", "svc.cluster.local"},
+		Domain: "default.svc.cluster.local"}
+	for _, tc := range []struct {
+		name string
+		ep   DNS
+		want bool
+	}{
+		{"the pod's own", pod, true},
+		{"resolvers in another order", DNS{ServerList: []string{"10.96.0.11", "10.96.0.10"}, Search: pod.Search, Domain: pod.Domain}, true},
+		{"the suffix in another case", DNS{ServerList: pod.ServerList, Search: pod.Search, Domain: "Default.SVC.cluster.local"}, true},
+		{"the node's resolvers, the pod's search list", DNS{ServerList: []string{"168.63.129.16"}, Search: pod.Search, Domain: pod.Domain}, false},
+		{"one resolver of two", DNS{ServerList: []string{"10.96.0.10"}, Search: pod.Search, Domain: pod.Domain}, false},
+		{"a resolver more", DNS{ServerList: []string{"10.96.0.10", "10.96.0.11", "8.8.8.8"}, Search: pod.Search, Domain: pod.Domain}, false},
+		{"the pod's resolvers, another search list", DNS{ServerList: pod.ServerList, Search: []string{"corp.example"}, Domain: pod.Domain}, false},
+		{"search list in another order", DNS{ServerList: pod.ServerList, Search: []string{"svc.cluster.local", "default.svc.cluster.local"}, Domain: pod.Domain}, false},
+		{"HNS's fill-in: the node's resolvers and suffix", DNS{ServerList: []string{"10.0.0.2"}, Domain: "corp.example"}, false},
+		{"another suffix", DNS{ServerList: pod.ServerList, Search: pod.Search, Domain: "corp.example"}, false},
+	} {
+		if got := tc.ep.Carries(pod); got != tc.want {
+			t.Errorf("%s: %+v.Carries(%+v) = %v, want %v", tc.name, tc.ep, pod, got, tc.want)
+		}
+	}
+	if !(DNS{ServerList: []string{"10.0.0.2"}}).Carries(DNS{}) {
+		t.Error("a pod whose DNS is not known is carried by any endpoint")
+	}
+}

@@ -23,8 +23,10 @@ import (
 )
 
 // PrivatePipeSDDL is the security descriptor of admin.socket's named pipe
-// on Windows: SYSTEM and Administrators alone may connect (containerd's own
-// pipe's rule).
+// on Windows: SYSTEM and Administrators alone may connect. It is the DACL
+// containerd gives its stack-dump event (cmd/containerd/server, v2.4.2);
+// containerd's own gRPC pipe takes go-winio's default DACL instead
+// (pkg/sys/socket_windows.go: ListenPipe(path, nil)).
 const PrivatePipeSDDL = "D:P(A;;GA;;;BA)(A;;GA;;;SY)"
 
 // HealthCheck is one thing /healthz checks.

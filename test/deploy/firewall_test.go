@@ -7,20 +7,25 @@ import (
 	corev1 "k8s.io/api/core/v1"
 )
 
-// escapeArg is Go's syscall.EscapeArg (= golang.org/x/sys/windows.EscapeArg,
-// which containerd (internal/cri/opts/spec_windows.go) and hcsshim
-// (internal/cmd/cmd.go) join a container's arguments with): an argument
-// with a space, tab or quote is quoted, a quote escaped as \", and the
-// backslashes before a quote doubled.
+// escapeArg is golang.org/x/sys/windows.EscapeArg (v0.49.0,
+// exec_windows.go; syscall.EscapeArg is the same), which containerd
+// (internal/cri/opts/spec_windows.go) and hcsshim (internal/cmd/cmd.go)
+// join a container's arguments with: a quote is escaped as \", the
+// backslashes before it doubled, and the argument is put in quotes only
+// when it holds a space or a tab (then the backslashes that end it are
+// doubled too).
 func escapeArg(s string) string {
 	if s == "" {
 		return `""`
 	}
-	if !strings.ContainsAny(s, " \t\"") {
+	if !strings.ContainsAny(s, " \t\"\\") {
 		return s
 	}
+	space := strings.ContainsAny(s, " \t")
 	var b strings.Builder
-	b.WriteByte('"')
+	if space {
+		b.WriteByte('"')
+	}
 	slashes := 0
 	for i := 0; i < len(s); i++ {
 		switch s[i] {
@@ -34,8 +39,10 @@ func escapeArg(s string) string {
 		}
 		b.WriteByte(s[i])
 	}
-	b.WriteString(strings.Repeat(`\`, slashes))
-	b.WriteByte('"')
+	if space {
+		b.WriteString(strings.Repeat(`\`, slashes))
+		b.WriteByte('"')
+	}
 	return b.String()
 }
 
@@ -70,14 +77,13 @@ func splitProgram(line string) (string, string) {
 }
 
 // cmdC is what cmd.exe /c runs of rest (cmd /?): where rest opens with a
-// quote and is not the one case that keeps it (exactly two quotes around
-// an executable's name with no special character), the first and the
-// last quote are removed; && outside quotes separates commands, each run
-// with the rest of its text as its command line (a backslash is no
-// escape to cmd).
+// quote, the first and the last quote are removed, except in the one case
+// that keeps them (keepsQuotes); && outside quotes separates commands,
+// each run with the rest of its text as its command line (a backslash is
+// no escape to cmd).
 func cmdC(rest string) [][2]string {
 	rest = strings.TrimLeft(rest, " ")
-	if strings.HasPrefix(rest, `"`) {
+	if strings.HasPrefix(rest, `"`) && !keepsQuotes(rest) {
 		if last := strings.LastIndex(rest, `"`); last > 0 {
 			rest = rest[1:last] + rest[last+1:]
 		}
@@ -96,6 +102,20 @@ func cmdC(rest string) [][2]string {
 		}
 	}
 	return out
+}
+
+// keepsQuotes is cmd /c's case that keeps the quotes of its command line
+// (cmd /?): exactly two quotes, no special character (&<>()@^|) and at
+// least one blank between them, and between them the name of an
+// executable file (modelled by its extension).
+func keepsQuotes(rest string) bool {
+	if strings.Count(rest, `"`) != 2 {
+		return false
+	}
+	inner := rest[1 : 1+strings.Index(rest[1:], `"`)]
+	ext := strings.ToLower(inner[strings.LastIndex(inner, ".")+1:])
+	return !strings.ContainsAny(inner, "&<>()@^|") && strings.ContainsAny(inner, " \t") &&
+		(ext == "exe" || ext == "com" || ext == "bat" || ext == "cmd")
 }
 
 // argvOf parses a command line as CommandLineToArgvW does (and so
@@ -213,5 +233,29 @@ func TestFirewallStepsReachPowerShellAsACommand(t *testing.T) {
 	broken := []string{"cmd.exe", "/c", `x.exe cleanup && powershell.exe -NoLogo -Command "Remove-NetFirewallRule -Name 'r'; exit 0" && echo done`}
 	if got := powerShellReceives(commandLine(broken, false)); len(got) != 1 || !strings.HasPrefix(got[0], `"`) {
 		t.Errorf("the quoted -Command of the old cleanup reaches PowerShell as %q: the model cannot tell it from a command", got)
+	}
+}
+
+// The model of how a command line is built and run is the upstream code's:
+// EscapeArg quotes only an argument with a blank (x/sys), and cmd /c keeps
+// the quotes around an executable's path with a blank in it (cmd /?),
+// where it strips them from anything else (issue 47).
+func TestTheCommandLineModelIsXSysAndCmds(t *testing.T) {
+	for in, want := range map[string]string{
+		"run": "run", "": `""`, `a"b`: `a\"b`, `C:\x\`: `C:\x\`, "a b": `"a b"`, `C:\Program Files\`: `"C:\Program Files\\"`,
+		`say "hi" there`: `"say \"hi\" there"`, `x\"y`: `x\\\"y`,
+	} {
+		if got := escapeArg(in); got != want {
+			t.Errorf("escapeArg(%q) = %q, want %q (x/sys EscapeArg)", in, got, want)
+		}
+	}
+	for rest, want := range map[string][2]string{
+		`"C:\Program Files\nri-hcn-portmap.exe" cleanup`: {`C:\Program Files\nri-hcn-portmap.exe`, "cleanup"},
+		`"echo done" > x`: {"echo", `done > x`},
+	} {
+		got := cmdC(rest)
+		if len(got) != 1 || got[0] != want {
+			t.Errorf("cmd /c %s runs %q, want %q", rest, got, want)
+		}
 	}
 }
