@@ -158,10 +158,13 @@ func parseCompactEntry(entry string) (PortMapping, string) {
 	return m, ""
 }
 
+// parsePort reads a compact form port: a plain decimal number, without a
+// sign or a leading zero (one reading: 03389 is not 3389 to every reader).
 func parsePort(what, s string) (uint16, string) {
-	n, err := strconv.Atoi(strings.TrimSpace(s))
-	if err != nil {
-		return 0, fmt.Sprintf("%s %q is not a number", what, s)
+	s = strings.TrimSpace(s)
+	n, err := strconv.Atoi(s)
+	if err != nil || !plainDecimal(s) {
+		return 0, fmt.Sprintf("%s %q is not a plain decimal number", what, s)
 	}
 	return checkPort(what, n)
 }
@@ -253,13 +256,15 @@ func parseList(v string, lim Limits) ([]PortMapping, error) {
 	return out, nil
 }
 
-// strictYAML holds the YAML list form to what JSON's strict decoding and
-// the compact form hold it to, so that one reading of the annotation is the
-// only one (a policy engine reading it sees the ports the plugin maps): one
-// document, no key twice in an entry (YAML's last-wins), no alias, and
-// ports written as plain decimal numbers (YAML 1.1 also reads 0x1f90,
-// 0o120, 080, 8_080 and +8080 as integers, which the compact form
-// refuses).
+// strictYAML holds the YAML list form to one reading, the one JSON's
+// strict decoding and the compact form give, so that a policy engine
+// reading the annotation sees the ports the plugin maps. It names what is
+// taken and refuses everything else YAML can say: one document, holding
+// a list; each entry a mapping of the four keys (containerPort, hostPort,
+// protocol, hostIP), each at most once, to a scalar; ports written as
+// plain decimal numbers. Tags (!!int 0x1f90 is 8080), anchors, aliases,
+// merge keys (<<), YAML 1.1's other integers (0x1f90, 0o17702, 080, 8_080,
+// +8080) and nested values are refused.
 func strictYAML(v string) error {
 	dec := yamlv3.NewDecoder(strings.NewReader(v))
 	var doc, next yamlv3.Node
@@ -269,30 +274,63 @@ func strictYAML(v string) error {
 	if err := dec.Decode(&next); !errors.Is(err, io.EOF) {
 		return errors.New("the value holds more than one YAML document; the list form is one")
 	}
-	return strictNode(&doc)
-}
-
-func strictNode(n *yamlv3.Node) error {
-	switch n.Kind {
-	case yamlv3.AliasNode:
-		return fmt.Errorf("line %d: YAML aliases are not taken", n.Line)
-	case yamlv3.MappingNode:
-		seen := map[string]bool{}
-		for i := 0; i+1 < len(n.Content); i += 2 {
-			k, val := n.Content[i], n.Content[i+1]
-			if seen[k.Value] {
-				return fmt.Errorf("line %d: key %q appears twice in one entry", k.Line, k.Value)
-			}
-			seen[k.Value] = true
-			if (k.Value == "containerPort" || k.Value == "hostPort") && val.Kind == yamlv3.ScalarNode && val.Style == 0 && !plainDecimal(val.Value) {
-				return fmt.Errorf("line %d: %s %q is not a plain decimal number", val.Line, k.Value, val.Value)
-			}
-		}
+	if err := plainNode(&doc); err != nil {
+		return err
 	}
-	for _, c := range n.Content {
-		if err := strictNode(c); err != nil {
+	if len(doc.Content) != 1 || doc.Content[0].Kind != yamlv3.SequenceNode {
+		return errors.New("the list form is a list of entries")
+	}
+	list := doc.Content[0]
+	if err := plainNode(list); err != nil {
+		return err
+	}
+	for _, entry := range list.Content {
+		if err := plainNode(entry); err != nil {
 			return err
 		}
+		if entry.Kind != yamlv3.MappingNode {
+			return fmt.Errorf("line %d: an entry is a mapping of containerPort, hostPort, protocol and hostIP", entry.Line)
+		}
+		seen := map[string]bool{}
+		for i := 0; i+1 < len(entry.Content); i += 2 {
+			k, val := entry.Content[i], entry.Content[i+1]
+			if err := plainNode(k); err != nil {
+				return err
+			}
+			if err := plainNode(val); err != nil {
+				return err
+			}
+			switch {
+			case k.Kind != yamlv3.ScalarNode || k.Style != 0 || !listKey(k.Value):
+				return fmt.Errorf("line %d: key %q is not one of containerPort, hostPort, protocol, hostIP", k.Line, k.Value)
+			case seen[k.Value]:
+				return fmt.Errorf("line %d: key %q appears twice in one entry", k.Line, k.Value)
+			case val.Kind != yamlv3.ScalarNode:
+				return fmt.Errorf("line %d: %s takes a single value", val.Line, k.Value)
+			case (k.Value == "containerPort" || k.Value == "hostPort") && (val.Style != 0 || !plainDecimal(val.Value)):
+				return fmt.Errorf("line %d: %s %q is not a plain decimal number", val.Line, k.Value, val.Value)
+			}
+			seen[k.Value] = true
+		}
+	}
+	return nil
+}
+
+// listKey reports whether k is a key of a list form entry.
+func listKey(k string) bool {
+	return k == "containerPort" || k == "hostPort" || k == "protocol" || k == "hostIP"
+}
+
+// plainNode refuses what gives a YAML node another reading than its text:
+// an explicit tag, an anchor, an alias.
+func plainNode(n *yamlv3.Node) error {
+	switch {
+	case n.Kind == yamlv3.AliasNode:
+		return fmt.Errorf("line %d: YAML aliases are not taken", n.Line)
+	case n.Anchor != "":
+		return fmt.Errorf("line %d: YAML anchors (&%s) are not taken", n.Line, n.Anchor)
+	case n.Style&yamlv3.TaggedStyle != 0:
+		return fmt.Errorf("line %d: YAML tags (%s) are not taken", n.Line, n.Tag)
 	}
 	return nil
 }

@@ -71,8 +71,8 @@ func TestParsePortMappingsRejects(t *testing.T) {
 	}{
 		{"host port zero", "0:80", []string{`"0:80"`, "host port 0 is outside 1-65535"}},
 		{"container port too big", "8080:65536", []string{`"8080:65536"`, "container port 65536 is outside 1-65535"}},
-		{"negative port", "-1:80", []string{"outside 1-65535"}},
-		{"port not a number", "http:80", []string{`"http:80"`, `host port "http" is not a number`}},
+		{"negative port", "-1:80", []string{`host port "-1" is not a plain decimal number`}},
+		{"port not a number", "http:80", []string{`host port "http" is not a plain decimal number`}},
 		{"sctp", "8080:80/sctp", []string{`"8080:80/sctp"`, "SCTP is not supported by HNS"}},
 		{"unknown protocol", "8080:80/icmp", []string{`unknown protocol "icmp"`}},
 		{"empty protocol", "8080:80/", []string{"empty protocol"}},
@@ -112,6 +112,29 @@ func TestParsePortMappingsRejects(t *testing.T) {
 		{"json float", `[{"containerPort":80,"hostPort":8080.0}]`, []string{"not a valid JSON/YAML list"}},
 		{"json exponent", `[{"containerPort":80,"hostPort":8e3}]`, []string{"not a valid JSON/YAML list"}},
 		{"json duplicate key", `[{"containerPort":80,"hostPort":8080,"containerPort":81}]`, []string{"not a valid JSON/YAML list"}},
+		// issue 46: every spelling with another reading is refused, not
+		// only the ones thought of: tags, merge keys, anchors, aliases,
+		// keys beyond the four, signs and leading zeros in the compact form
+		{"yaml tagged hex", "- containerPort: 80\n  hostPort: !!int 0x1f90\n", []string{"tags (!!int)"}},
+		{"yaml tagged octal", "- containerPort: 80\n  hostPort: !!int 0o17702\n", []string{"tags (!!int)"}},
+		{"yaml tagged plus", "- containerPort: 80\n  hostPort: !!int +8080\n", []string{"tags"}},
+		{"yaml tagged underscore", "- {containerPort: 80, hostPort: !!int 8_080}\n", []string{"tags"}},
+		{"yaml tagged plain", "- containerPort: 80\n  hostPort: !!int 8080\n", []string{"tags"}},
+		{"yaml tagged string", "- containerPort: 80\n  hostPort: 8080\n  protocol: !!str udp\n", []string{"tags (!!str)"}},
+		{"yaml tagged entry", "- !!map {containerPort: 80, hostPort: 8080}\n", []string{"tags"}},
+		{"yaml tagged list", "!!seq\n- {containerPort: 80, hostPort: 8080}\n", []string{"entry"}}, // not read as a list at all
+		{"yaml merge key", "- {containerPort: 80, hostPort: 8080, <<: {hostPort: 9090}}\n", []string{`key "<<"`}},
+		{"yaml anchor", "- &web {containerPort: 80, hostPort: 8080}\n", []string{"anchors (&web)"}},
+		{"yaml alias entry", "- &web {containerPort: 80, hostPort: 8080}\n- *web\n", []string{"anchors"}},
+		{"yaml alias value", "- {containerPort: &p 80, hostPort: 8080}\n- {containerPort: 81, hostPort: *p}\n", []string{"anchors (&p)"}},
+		{"yaml quoted port", "- containerPort: 80\n  hostPort: \"8080\"\n", []string{`hostPort "8080" is not a plain decimal`}},
+		{"yaml nested value", "- containerPort: 80\n  hostPort: [8080]\n", []string{"hostPort takes a single value"}},
+		{"yaml a list of lists", "- [80, 8080]\n", []string{"an entry is a mapping"}},
+		{"yaml complex key", "- {? [a]: 1, containerPort: 80, hostPort: 8080}\n", []string{"is not one of"}},
+		{"compact plus sign", "+8080:80", []string{`host port "+8080" is not a plain decimal number`}},
+		{"compact leading zero", "03389:80", []string{`host port "03389"`}},
+		{"compact leading zero, container", "8080:080", []string{`container port "080"`}},
+		{"compact plus, with host IP", "10.0.0.4:+8080:80", []string{`"+8080"`}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
