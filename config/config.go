@@ -517,6 +517,31 @@ func (c *Config) ValidateOn(source string, origin map[string]string, goos string
 	return nil
 }
 
+// OwnPort is a TCP port the plugin itself listens on.
+type OwnPort struct {
+	Key, Addr string // the configuration key and its value: admin.listen = 127.0.0.1:9466
+	Port      uint16
+}
+
+// OwnPorts are the TCP ports the plugin listens on (admin.listen,
+// admin.metrics_listen), whatever they are set to: no pod may map one
+// (a mapping there shadows the plugin's probes or metrics on the node's
+// addresses).
+func (a Admin) OwnPorts() []OwnPort {
+	var out []OwnPort
+	for _, l := range []struct{ key, addr string }{{"admin.listen", a.Listen}, {"admin.metrics_listen", a.MetricsListen}} {
+		if l.addr == "" {
+			continue
+		}
+		_, port, err := net.SplitHostPort(l.addr)
+		n, perr := strconv.ParseUint(port, 10, 16)
+		if err == nil && perr == nil && n > 0 {
+			out = append(out, OwnPort{Key: l.key, Addr: l.addr, Port: uint16(n)})
+		}
+	}
+	return out
+}
+
 func unjoin(err error) []error {
 	if j, ok := err.(interface{ Unwrap() []error }); ok {
 		return j.Unwrap()

@@ -11,7 +11,7 @@ import (
 // it (config.Default holds the defaults, once); the caller adds the
 // Observer and the Reporter.
 func OptionsFrom(cfg config.Config) (Options, error) {
-	policy, err := admission.Compile(cfg.Admission)
+	policy, err := NodePolicy(cfg.Admission, cfg)
 	if err != nil {
 		return Options{}, err
 	}
@@ -19,7 +19,7 @@ func OptionsFrom(cfg config.Config) (Options, error) {
 		Policy:         request.PolicyOptions{LocalRoutedVIP: cfg.HCN.LocalRoutedVIP, DualStack: cfg.HCN.DualStack},
 		Inputs:         Inputs{Annotations: cfg.Plugin.UsesMappings(config.MappingsAnnotations), CRI: cfg.Plugin.UsesMappings(config.MappingsCRI)},
 		Limits:         request.Limits{MaxMappings: cfg.Plugin.MaxMappingsPerPod, MaxBytes: cfg.Plugin.MaxAnnotationBytes},
-		Admission:      policy.WithDualStack(cfg.HCN.DualStack),
+		Admission:      policy,
 		Deadline:       cfg.Plugin.Deadline.Duration,
 		FailOpen:       cfg.Plugin.FailurePolicy == config.FailOpen,
 		RetryMin:       config.SyncRetryMin,
@@ -28,6 +28,18 @@ func OptionsFrom(cfg config.Config) (Options, error) {
 		HyperVHandlers: cfg.Plugin.HyperVRuntimeHandlers,
 		Workers:        config.SyncWorkers,
 	}, nil
+}
+
+// NodePolicy is the node's admission policy: the rules of adm (the
+// configuration's, or a reload's) with what the running configuration
+// fixes until a restart: dual stack, and the plugin's own ports, which no
+// pod may map.
+func NodePolicy(adm config.Admission, running config.Config) (*admission.Policy, error) {
+	policy, err := admission.Compile(adm)
+	if err != nil {
+		return nil, err
+	}
+	return policy.WithDualStack(running.HCN.DualStack).WithOwnPorts(running.Admin.OwnPorts()), nil
 }
 
 // ManagerConfig is the HCN manager's configuration for a configuration's

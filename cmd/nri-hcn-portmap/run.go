@@ -19,7 +19,6 @@ import (
 	"github.com/nri-hcn-portmap/nri-hcn-portmap/hcn"
 	"github.com/nri-hcn-portmap/nri-hcn-portmap/plugin"
 	"github.com/nri-hcn-portmap/nri-hcn-portmap/plugin/admin"
-	"github.com/nri-hcn-portmap/nri-hcn-portmap/plugin/admission"
 	"github.com/nri-hcn-portmap/nri-hcn-portmap/plugin/backoff"
 	"github.com/nri-hcn-portmap/nri-hcn-portmap/plugin/containerd"
 	"github.com/nri-hcn-portmap/nri-hcn-portmap/plugin/kube"
@@ -350,12 +349,12 @@ func (a *app) reload() (string, error) {
 		a.log.WithError(err).Error("configuration reload rejected; the running configuration stays in force")
 		return "", err
 	}
-	policy, err := admission.Compile(next.Admission)
+	policy, err := plugin.NodePolicy(next.Admission, a.cfg)
 	if err != nil {
 		a.metrics.Reloaded(false)
 		return "", err
 	}
-	a.core.SetAdmission(policy.WithDualStack(a.cfg.HCN.DualStack))
+	a.core.SetAdmission(policy)
 	msg := "admission policy applied to new pods"
 	if pending := a.cfg.RestartNeeded(next); len(pending) > 0 {
 		msg += "; changes to " + strings.Join(pending, ", ") + " take effect after a restart"

@@ -23,6 +23,7 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 
 	"github.com/nri-hcn-portmap/nri-hcn-portmap/config"
+	"github.com/nri-hcn-portmap/nri-hcn-portmap/hcn"
 	"github.com/nri-hcn-portmap/nri-hcn-portmap/plugin/request"
 )
 
@@ -60,6 +61,7 @@ type Policy struct {
 	ranges       []config.PortRange
 	hostIPs      []netip.Prefix
 	deny         []config.PortRange
+	own          []config.OwnPort // the plugin's own ports: denied like deny's
 	dualStack    bool
 }
 
@@ -68,6 +70,14 @@ type Policy struct {
 func (p *Policy) WithDualStack(on bool) *Policy {
 	c := *p
 	c.dualStack = on
+	return &c
+}
+
+// WithOwnPorts denies the plugin's own TCP ports (admin's, config.Admin
+// OwnPorts), whatever they are set to, beside the deny list.
+func (p *Policy) WithOwnPorts(own []config.OwnPort) *Policy {
+	c := *p
+	c.own = own
 	return &c
 }
 
@@ -122,6 +132,11 @@ func (p *Policy) Admit(pod Pod, mappings []request.PortMapping) error {
 		for i, d := range p.deny {
 			if has(d, m) {
 				return &Denial{Mapping: m.String(), Rule: fmt.Sprintf("admission.deny[%d] = %q", i, d.Text)}
+			}
+		}
+		for _, o := range p.own {
+			if m.HostPort == o.Port && m.Protocol == hcn.TCP {
+				return &Denial{Mapping: m.String(), Rule: fmt.Sprintf("the plugin's own port (%s = %q)", o.Key, o.Addr)}
 			}
 		}
 	}
