@@ -44,9 +44,6 @@ func serviceCmd(args []string, stdout, stderr io.Writer) error {
 			if _, err := config.LoadValidated(*cfgPath); err != nil {
 				return err
 			}
-			if err := nodefs.Check(*cfgPath); err != nil { // the service would refuse it at start
-				return fmt.Errorf("config: %w", err)
-			}
 		}
 		var deps []string
 		for d := range strings.SplitSeq(*dependsOn, ",") {
@@ -56,6 +53,9 @@ func serviceCmd(args []string, stdout, stderr io.Writer) error {
 		}
 		exe, err := os.Executable()
 		if err != nil {
+			return err
+		}
+		if err := checkInstall(nodefs.Checker{FS: nodefs.OSFS()}, exe, *cfgPath); err != nil {
 			return err
 		}
 		plan, err := service.InstallPlan(exe, *cfgPath, deps, service.Exists)
@@ -82,4 +82,21 @@ func serviceCmd(args []string, stdout, stderr io.Writer) error {
 		return nil
 	}
 	return usageError{error: fmt.Errorf("service: unknown subcommand %q (want install or uninstall)", args[0])}
+}
+
+// checkInstall refuses to register a SYSTEM service whose executable, or
+// configuration file, someone other than the node's administrators may
+// change (or replace, through a folder on its way): whoever could would
+// run as SYSTEM, or decide which pods get which host ports.
+func checkInstall(c nodefs.Checker, exe, cfgPath string) error {
+	if err := c.Check(exe); err != nil {
+		return fmt.Errorf("service install: the executable the service would run as SYSTEM: %w; or install it from a folder "+
+			"only administrators may change, such as C:\\Program Files\\nri-hcn-portmap", err)
+	}
+	if cfgPath != "" {
+		if err := c.Check(cfgPath); err != nil { // the service would refuse it at start
+			return fmt.Errorf("config: %w", err)
+		}
+	}
+	return nil
 }

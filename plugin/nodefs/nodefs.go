@@ -120,6 +120,9 @@ type FS interface {
 	Lstat(path string) (Entry, error)
 }
 
+// OSFS is the operating system's FS.
+func OSFS() FS { return osFS{} }
+
 // Checker judges paths on an FS.
 type Checker struct{ FS FS }
 
