@@ -161,6 +161,41 @@ func TestAdmissionPoliciesOnTheAPIServer(t *testing.T) {
 		!strings.Contains(err.Error(), "may change only its own condition") {
 		t.Errorf("the plugin's token setting the phase of its node's pod: %v, want refused", err)
 	}
+	// issue 46: a status update keeps only the old pod's spec and owners,
+	// so through pods/status the token could rewrite the rest; every key
+	// but the plugin's own condition is pinned
+	cond := `"status":{"conditions":[{"type":"hcn.nri.io/port-mappings-ready","status":"True","reason":"PortsMapped","lastTransitionTime":"2026-12-01T00:00:00Z"}]}`
+	for what, patch := range map[string]string{
+		"a label (a Service's selector)":            `{"metadata":{"labels":{"app":"elsewhere"}}}`,
+		"the port-mappings annotation":              `{"metadata":{"annotations":{"hcn.nri.io/port-mappings":"9999:80"}}}`,
+		"a finalizer (the pod is never deleted)":    `{"metadata":{"finalizers":["example.com/never"]}}`,
+		"a label beside its own condition":          `{"metadata":{"labels":{"app":"elsewhere"}},` + cond + `}`,
+		"status.allocatedResources":                 `{"status":{"allocatedResources":{"cpu":"1"}}}`,
+		"status.resources":                          `{"status":{"resources":{"requests":{"cpu":"1"}}}}`,
+		"status.message":                            `{"status":{"message":"evicted by nri-hcn-portmap"}}`,
+		"another condition, its own left unchanged": `{"status":{"conditions":[{"type":"example.com/gate","status":"True"}]}}`,
+	} {
+		_, err := sa.CoreV1().Pods("open").Patch(ctx, "mine", types.StrategicMergePatchType, []byte(patch), metav1.PatchOptions{}, "status")
+		if err == nil || !strings.Contains(err.Error(), "may change only its own condition") {
+			after, _ := k.Admin.CoreV1().Pods("open").Get(ctx, "mine", metav1.GetOptions{})
+			t.Errorf("the plugin's token changing %s of its node's pod: %v, want refused (the pod now: labels %v, annotations %v, finalizers %v, status %+v)",
+				what, err, after.Labels, after.Annotations, after.Finalizers, after.Status)
+		}
+	}
+	// and what must still work: its condition on a pod being deleted (a
+	// finalizer holds it), whose deletionTimestamp the status update keeps
+	held, err := k.Admin.CoreV1().Pods("open").Create(ctx, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "held", Namespace: "open",
+		Finalizers: []string{"example.com/hold"}}, Spec: corev1.PodSpec{NodeName: "win-a", Containers: []corev1.Container{{Name: "app", Image: "example/app:1"}}}},
+		metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := k.Admin.CoreV1().Pods("open").Delete(ctx, "held", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := patchStatus(ctx, sa, held); err != nil {
+		t.Errorf("the plugin's condition on its node's pod being deleted: %v", err)
+	}
 	elsewhere, err := create("team", "elsewhere", "win-a", false)
 	if err != nil {
 		t.Fatal(err)
