@@ -68,8 +68,17 @@ func render(t *testing.T, release string, set ...string) []byte {
 // renderErr is render's output, or its error with helm's stderr.
 func renderErr(t *testing.T, release string, set ...string) (string, error) {
 	t.Helper()
-	args := []string{"template", release, chart, "--namespace", "nri-hcn-portmap", "--kube-version", kubeVersion, "--api-versions", vapAPI}
+	ns := "nri-hcn-portmap"
 	for _, s := range set {
+		if n, ok := strings.CutPrefix(s, "--namespace="); ok {
+			ns = n
+		}
+	}
+	args := []string{"template", release, chart, "--namespace", ns, "--kube-version", kubeVersion, "--api-versions", vapAPI}
+	for _, s := range set {
+		if strings.HasPrefix(s, "--namespace=") {
+			continue
+		}
 		if file, ok := strings.CutPrefix(s, "--values-file="); ok {
 			args = append(args, "--values", file)
 			continue

@@ -307,3 +307,17 @@ func tomlOf(v any) string {
 	}
 	return fmt.Sprint(v)
 }
+
+// Issue 46: the chart refuses kube-system, naming the namespace to use: its
+// node-restriction policy holds every ServiceAccount of the release's
+// namespace to one node's pods, which there would hold kube-system's own
+// controllers. Its own namespace renders.
+func TestTheChartRefusesKubeSystem(t *testing.T) {
+	out, err := renderErr(t, "nri-hcn-portmap", "--namespace=kube-system")
+	if err == nil || !strings.Contains(out, "kube-system") || !strings.Contains(out, "-n nri-hcn-portmap") {
+		t.Fatalf("helm template -n kube-system: %v\n%s; want refused, naming the namespace to use", err, out)
+	}
+	if _, err := renderErr(t, "nri-hcn-portmap", "--namespace=windows-system"); err != nil {
+		t.Fatalf("a namespace of its own: %v", err)
+	}
+}

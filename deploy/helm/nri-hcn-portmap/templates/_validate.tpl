@@ -6,6 +6,9 @@ plugin's words, before a DaemonSet whose every pod would exit at start.
 test/deploy/refuse_test.go renders each and runs the plugin's validation.
 */ -}}
 {{- define "nri-hcn-portmap.validate" -}}
+{{- if eq .Release.Namespace "kube-system" }}
+{{- include "nri-hcn-portmap.refuse" "the release's namespace is kube-system: the chart's node-restriction policy holds every ServiceAccount of the release's namespace to one node's pods (pods/status and events), which there would hold kube-system's own controllers; install it into a namespace of its own (kubectl create namespace nri-hcn-portmap, then helm install ... -n nri-hcn-portmap)" }}
+{{- end }}
 {{- $c := .Values.config }}
 {{- $adm := $c.admission }}
 {{- $hcn := default dict (default dict $c.settings).hcn }}
