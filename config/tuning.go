@@ -27,6 +27,13 @@ const (
 	APICallTimeout = 5 * time.Second
 	APIRetryMin    = 200 * time.Millisecond
 	APIRetryMax    = 10 * time.Second
+	// NamespaceWatchTimeout is how long a namespace watch is asked to
+	// stay open (client-go's reflector asks 5 to 10 minutes; shorter
+	// where kubernetes.labels_max_age is), and NamespaceWatchGrace how
+	// long past that the plugin waits before it ends a watch that stayed
+	// open and silent itself.
+	NamespaceWatchTimeout = 5 * time.Minute
+	NamespaceWatchGrace   = 15 * time.Second
 	// HealthCheckTimeout bounds each check of /healthz and /livez.
 	HealthCheckTimeout = 2 * time.Second
 	// StartRetryMin and StartRetryMax bound the wait between tries to

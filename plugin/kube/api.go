@@ -229,15 +229,11 @@ func (a *RESTAPI) ListNamespaces(ctx context.Context) ([]Namespace, string, erro
 	}
 }
 
-// watchSeconds is how long the API server is asked to keep a watch open:
-// client-go's reflector picks 5 to 10 minutes.
-const watchSeconds = 300
-
 // WatchNamespaces implements NamespaceAPI: a watch with bookmarks, read as
 // the API server streams it.
-func (a *RESTAPI) WatchNamespaces(ctx context.Context, resourceVersion string, each func(WatchEvent)) error {
+func (a *RESTAPI) WatchNamespaces(ctx context.Context, resourceVersion string, timeout time.Duration, each func(WatchEvent)) error {
 	q := url.Values{"watch": {"true"}, "allowWatchBookmarks": {"true"}, "resourceVersion": {resourceVersion},
-		"timeoutSeconds": {fmt.Sprint(watchSeconds)}}
+		"timeoutSeconds": {fmt.Sprint(int(max(timeout, time.Second) / time.Second))}}
 	res, err := a.send(ctx, http.MethodGet, "/api/v1/namespaces?"+q.Encode(), metadataAccept, "", nil)
 	if err != nil {
 		return fmt.Errorf("watching namespaces: %w", err)

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"slices"
 	"sync"
 	"time"
 
@@ -39,10 +40,11 @@ type NamespaceAPI interface {
 	// ListNamespaces reads every namespace and the resource version the
 	// list is as of.
 	ListNamespaces(ctx context.Context) ([]Namespace, string, error)
-	// WatchNamespaces reports every change after resourceVersion to each
-	// until the watch ends (nil: the API server closed it, as it does
-	// every few minutes) or fails (ErrExpired: list again).
-	WatchNamespaces(ctx context.Context, resourceVersion string, each func(WatchEvent)) error
+	// WatchNamespaces reports every change after resourceVersion, and
+	// the API server's bookmarks, to each until the watch ends (nil: the
+	// API server closed it after timeout, as asked) or fails (ErrExpired:
+	// list again).
+	WatchNamespaces(ctx context.Context, resourceVersion string, timeout time.Duration, each func(WatchEvent)) error
 }
 
 // NamespaceMetrics is told whether the cache holds the API server's view
@@ -54,15 +56,19 @@ type NamespaceMetrics interface {
 // Namespaces is the plugin's view of the namespaces' Pod Security enforce
 // labels (admission.Namespaces), kept by a list and a watch of the API
 // server, as client-go's reflector keeps an informer's store: no request
-// per pod start. What it holds is the API server's word as last read:
-// while the watch is broken (the API server restarting, unreachable, or
-// refusing an expired token), the list is tried again, and the labels last
-// read stay in force for at most maxAge (kubernetes.labels_max_age) after
-// the view was last current; older, they grant nothing (a namespace
-// downgraded meanwhile must not keep granting): every namespace is then
-// not known, until a list succeeds. A namespace never read (before the
-// first list, or newer than what the watch has shown) is not known: the
-// core then holds the annotation back, never grants it.
+// per pod start. What it holds is the API server's word as last heard:
+// the labels are as old as the last list, watch event or bookmark (the
+// watch asks for bookmarks, about one a minute, and for a timeout well
+// inside maxAge, and is ended here a little after it: a silent
+// connection is not news), and older than maxAge
+// (kubernetes.labels_max_age) they grant nothing, whatever the
+// connection's state (a namespace downgraded meanwhile must not keep
+// granting): every namespace is then not known, until the API server is
+// heard again. While the watch is broken (the API server restarting,
+// unreachable, or refusing an expired token), the list is tried again. A
+// namespace never read (before the first list, or newer than what the
+// watch has shown) is not known: the core then holds the annotation back,
+// never grants it.
 type Namespaces struct {
 	api     NamespaceAPI
 	log     *logrus.Entry
@@ -72,15 +78,15 @@ type Namespaces struct {
 	retryMin, retryMax time.Duration
 
 	maxAge time.Duration
-	now    func() time.Time // the clock (tests set their own)
+	// grace is how long past the timeout it asks a silent watch is ended
+	grace time.Duration
+	now   func() time.Time // the clock (tests set their own)
 
 	mu     sync.RWMutex
 	labels map[string]enforceLabel
-	// current: a list succeeded and no list or watch has failed since;
-	// staleSince: when it stopped being current (zero while current, or
-	// before the first list)
-	current    bool
-	staleSince time.Time
+	// heard: when the API server last said something of the namespaces
+	// (a list, a watch event, a bookmark); zero before the first list
+	heard time.Time
 	// changed is told each namespace whose enforce label became known or
 	// changed (nil: nobody); set before Run
 	changed func(namespace string)
@@ -97,7 +103,7 @@ var _ admission.Namespaces = (*Namespaces)(nil)
 // nil.
 func NewNamespaces(api NamespaceAPI, maxAge time.Duration, metrics NamespaceMetrics, log *logrus.Entry) *Namespaces {
 	return &Namespaces{api: api, log: log, metrics: metrics, retryMin: config.APIRetryMin, retryMax: config.APIRetryMax,
-		maxAge: maxAge, now: time.Now, labels: map[string]enforceLabel{}}
+		maxAge: maxAge, grace: config.NamespaceWatchGrace, now: time.Now, labels: map[string]enforceLabel{}}
 }
 
 // OnChange makes fn hear each namespace whose enforce label becomes known
@@ -119,20 +125,33 @@ func (n *Namespaces) EnforceLabel(namespace string) (string, bool, string) {
 	return l.value, l.labelled, ""
 }
 
-// Stale says why the labels held are too old to grant anything (the API
-// server not read for longer than kubernetes.labels_max_age), "" when they
-// are not: /healthz's check, and the reason an annotation is held back.
+// Stale says why the labels held are too old to grant anything (nothing
+// heard from the API server, no list, event or bookmark, for longer than
+// kubernetes.labels_max_age), "" when they are not: /healthz's check, and
+// the reason an annotation is held back.
 func (n *Namespaces) Stale() string {
 	n.mu.RLock()
 	defer n.mu.RUnlock()
-	if n.current || n.staleSince.IsZero() {
+	return n.staleLocked()
+}
+
+func (n *Namespaces) staleLocked() string {
+	if n.heard.IsZero() {
 		return ""
 	}
-	if age := n.now().Sub(n.staleSince); age > n.maxAge {
-		return fmt.Sprintf("the API server has not been read for %s (kubernetes.labels_max_age = %s): the labels read before are too old to grant host ports",
-			age.Round(time.Second), n.maxAge)
+	if age := n.now().Sub(n.heard); age > n.maxAge {
+		return fmt.Sprintf("nothing has been heard from the API server for %s, no list, event or bookmark (kubernetes.labels_max_age = %s): "+
+			"the labels read before are too old to grant host ports", age.Round(time.Second), n.maxAge)
 	}
 	return ""
+}
+
+// watchTimeout is how long one watch is asked to stay open: client-go's
+// reflector's 5 minutes, or half the labels' bound where that is shorter,
+// so that a cluster without changes or bookmarks is listed again before
+// its labels age out.
+func (n *Namespaces) watchTimeout() time.Duration {
+	return max(min(config.NamespaceWatchTimeout, n.maxAge/2), time.Second)
 }
 
 // Health is Stale as a health check.
@@ -175,12 +194,23 @@ func (n *Namespaces) Run(ctx context.Context) {
 		retry.Reset()
 		for ctx.Err() == nil {
 			n.synced(true)
-			err = n.api.WatchNamespaces(ctx, rv, func(ev WatchEvent) {
+			// ended here a little after the timeout it asks for: a
+			// connection that stays open and silent past it is not a watch
+			timeout := n.watchTimeout()
+			wctx, cancel := context.WithTimeout(ctx, timeout+n.grace)
+			err = n.api.WatchNamespaces(wctx, rv, timeout, func(ev WatchEvent) {
 				if ev.ResourceVersion != "" {
 					rv = ev.ResourceVersion
 				}
 				n.apply(ev)
 			})
+			silent := wctx.Err() != nil && ctx.Err() == nil
+			cancel()
+			if silent {
+				n.notCurrent()
+				n.log.WithField("timeout", timeout.String()).Warn("the namespace watch stayed open past its timeout: listing again")
+				break // list again
+			}
 			if err == nil {
 				retry.Reset()
 				continue // the API server ended it: take it up again
@@ -221,16 +251,9 @@ func (n *Namespaces) synced(on bool) {
 	}
 }
 
-// notCurrent records that the view stopped being the API server's: from
-// the first failure on, its labels age.
-func (n *Namespaces) notCurrent() {
-	n.mu.Lock()
-	if n.current {
-		n.current, n.staleSince = false, n.now()
-	}
-	n.mu.Unlock()
-	n.synced(false)
-}
+// notCurrent says that the view stopped following the API server (its
+// labels age from the last word heard, as always).
+func (n *Namespaces) notCurrent() { n.synced(false) }
 
 // replace makes a list the whole view.
 func (n *Namespaces) replace(items []Namespace) {
@@ -240,24 +263,33 @@ func (n *Namespaces) replace(items []Namespace) {
 	}
 	var changed []string
 	n.mu.Lock()
-	wasStale := !n.current && !n.staleSince.IsZero() && n.now().Sub(n.staleSince) > n.maxAge
+	wasStale := n.staleLocked() != ""
 	for name, l := range next {
 		if was, ok := n.labels[name]; !ok || was != l || wasStale { // known again after being too old
 			changed = append(changed, name)
 		}
 	}
-	n.labels, n.current, n.staleSince = next, true, time.Time{}
+	n.labels, n.heard = next, n.now()
 	n.mu.Unlock()
 	n.tell(changed...)
 }
 
+// apply takes a watch event: any event, a bookmark included, is the API
+// server's word that the view is current as of now.
 func (n *Namespaces) apply(ev WatchEvent) {
 	n.mu.Lock()
 	var changed []string
+	wasStale := n.staleLocked() != ""
+	n.heard = n.now()
+	if wasStale { // known again: every namespace held
+		for name := range n.labels {
+			changed = append(changed, name)
+		}
+	}
 	switch ev.Type {
 	case "ADDED", "MODIFIED":
 		l := labelOf(ev.Namespace)
-		if was, ok := n.labels[ev.Namespace.Name]; !ok || was != l {
+		if was, ok := n.labels[ev.Namespace.Name]; (!ok || was != l) && !slices.Contains(changed, ev.Namespace.Name) {
 			changed = append(changed, ev.Namespace.Name)
 		}
 		n.labels[ev.Namespace.Name] = l

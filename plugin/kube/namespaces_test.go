@@ -22,6 +22,7 @@ type fakeNamespaces struct {
 	listErr error
 	lists   int
 	watches chan chan any // each watch asks for its stream: WatchEvent or error
+	timeout time.Duration // what the last watch asked
 }
 
 func newFakeNamespaces() *fakeNamespaces {
@@ -42,7 +43,10 @@ func (f *fakeNamespaces) ListNamespaces(ctx context.Context) ([]Namespace, strin
 	return out, fmt.Sprint(f.lists), nil
 }
 
-func (f *fakeNamespaces) WatchNamespaces(ctx context.Context, rv string, each func(WatchEvent)) error {
+func (f *fakeNamespaces) WatchNamespaces(ctx context.Context, rv string, timeout time.Duration, each func(WatchEvent)) error {
+	f.mu.Lock()
+	f.timeout = timeout
+	f.mu.Unlock()
 	stream := make(chan any)
 	select {
 	case f.watches <- stream:
@@ -309,6 +313,78 @@ func TestLabelsOlderThanTheBoundGrantNothing(t *testing.T) {
 	}
 	if got := heard.get()[told:]; !slices.Equal(got, []string{"open"}) {
 		t.Fatalf("told %v once listed again, want open (known again)", got)
+	}
+	cancel()
+	<-done
+}
+
+// Issue 46: labels age from the API server's last word, not its last
+// failure. A watch that stays open and sends nothing (an API server or a
+// proxy holding it) does not keep them fresh: past the bound they grant
+// nothing (at ten times the bound too), and a bookmark or an event makes
+// them current again. The watch asks for a timeout within half the bound,
+// and one that stays open past it is ended and the namespaces listed
+// again.
+func TestASilentWatchAgesTheLabels(t *testing.T) {
+	api := newFakeNamespaces()
+	api.set(nil, map[string]map[string]string{"open": {enforce: "privileged"}})
+	n := NewNamespaces(api, 5*time.Minute, nil, logrus.NewEntry(logrus.New()))
+	n.retryMin, n.retryMax = time.Millisecond, 2*time.Millisecond
+	var mu sync.Mutex
+	now := time.Date(2026, 12, 2, 0, 0, 0, 0, time.UTC)
+	n.now = func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
+	advance := func(d time.Duration) { mu.Lock(); now = now.Add(d); mu.Unlock() }
+	heard := &told{}
+	n.OnChange(heard.add)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	done := make(chan struct{})
+	go func() { n.Run(ctx); close(done) }()
+	w := api.next(t)
+	api.mu.Lock()
+	asked := api.timeout
+	api.mu.Unlock()
+	if asked <= 0 || asked > 150*time.Second {
+		t.Fatalf("the watch asked a timeout of %s, want one within half the bound (2m30s)", asked)
+	}
+	advance(4 * time.Minute) // silent, within the bound
+	if got := label(n, "open"); got != (want{"privileged", true, true}) {
+		t.Fatalf("within the bound: %+v", got)
+	}
+	for _, d := range []time.Duration{2 * time.Minute, 44 * time.Minute} { // past it, and ten times it
+		advance(d)
+		if _, _, why := n.EnforceLabel("open"); !strings.Contains(why, "nothing has been heard from the API server") || n.Health(ctx) == nil {
+			t.Fatalf("a silent watch past the bound: %q, health %v; want not known and unhealthy", why, n.Health(ctx))
+		}
+	}
+	told := len(heard.get())
+	w <- WatchEvent{Type: "BOOKMARK", ResourceVersion: "7"}
+	eventually(t, "the bookmark heard", func() bool { return n.Health(ctx) == nil })
+	if got := label(n, "open"); got != (want{"privileged", true, true}) {
+		t.Fatalf("after a bookmark: %+v", got)
+	}
+	if got := heard.get()[told:]; !slices.Equal(got, []string{"open"}) {
+		t.Fatalf("told %v after the bookmark, want open (known again)", got)
+	}
+	cancel()
+	<-done
+
+	// a watch that stays open past its timeout is ended here, and the
+	// namespaces listed again
+	api = newFakeNamespaces()
+	n = NewNamespaces(api, 2*time.Second, nil, logrus.NewEntry(logrus.New()))
+	n.retryMin, n.retryMax, n.grace = time.Millisecond, 2*time.Millisecond, 10*time.Millisecond
+	ctx, cancel = context.WithCancel(context.Background())
+	defer cancel()
+	done = make(chan struct{})
+	go func() { n.Run(ctx); close(done) }()
+	api.next(t)
+	api.next(t) // the first watch ended after its 1 s and 10 ms: listed and watching again
+	api.mu.Lock()
+	lists := api.lists
+	api.mu.Unlock()
+	if lists < 2 {
+		t.Fatalf("%d lists: the silent watch was not ended and the namespaces listed again", lists)
 	}
 	cancel()
 	<-done
