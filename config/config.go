@@ -94,6 +94,18 @@ type Admin struct {
 	// MetricsListen, when set, serves GET /metrics alone on this address,
 	// which may be any (e.g. ":9467", for Prometheus to scrape the node).
 	MetricsListen string `toml:"metrics_listen"`
+	// KeyFile is where the plugin writes, at each start, the key its
+	// answers on admin.listen prove themselves with (plugin/admin
+	// proof.go), in a folder of the node's administrators alone; the
+	// commands that ask the plugin read it there.
+	KeyFile string `toml:"key_file"`
+}
+
+// absolutePath says whether p is absolute for Windows (C:\..., \\server\...)
+// or Linux (/...): the configuration is validated for either.
+func absolutePath(p string) bool {
+	return strings.HasPrefix(p, "/") || strings.HasPrefix(p, `\\`) ||
+		(len(p) > 2 && p[1] == ':' && (p[2] == '\\' || p[2] == '/'))
 }
 
 // IsLoopback says whether addr (host:port) can be reached only from the
@@ -264,7 +276,7 @@ func Default() Config {
 		HCN: HCN{Backend: BackendWindows, Network: "nat", CreateNetwork: true, NetworkType: "NAT", LocalRoutedVIP: true, ClusterRanges: []string{},
 			DefaultRoute: RouteLowPriority, RouteMetric: DefaultRouteMetric,
 			CallTimeout: Duration{10 * time.Second}, RetryMax: Duration{10 * time.Second}, MaxConcurrentCalls: 12},
-		Admin:      Admin{Listen: "127.0.0.1:9466", Socket: defaultAdminSocket},
+		Admin:      Admin{Listen: "127.0.0.1:9466", Socket: defaultAdminSocket, KeyFile: defaultAdminKeyFile},
 		Kubernetes: Kubernetes{QueueSize: 256, LabelsMaxAge: Duration{5 * time.Minute}},
 		Log:        Log{Level: "info", Format: "text", MaxSizeMB: 10, MaxFiles: 5},
 	}
@@ -503,6 +515,9 @@ func (c *Config) ValidateOn(source string, origin map[string]string, goos string
 	}
 	if sock := c.Admin.Socket; sock != "" && !strings.HasPrefix(strings.ToLower(sock), `\\.\pipe\`) && !strings.HasPrefix(sock, "/") {
 		bad("admin.socket", sock, `must be a named pipe (\\.\pipe\NAME, Windows) or an absolute path (a unix socket, Linux); empty disables reload`)
+	}
+	if c.Admin.Listen != "" && !absolutePath(c.Admin.KeyFile) {
+		bad("admin.key_file", c.Admin.KeyFile, "must be an absolute path: the key that proves the plugin answers at admin.listen")
 	}
 	if c.Admin.MetricsListen != "" {
 		if _, port, err := net.SplitHostPort(c.Admin.MetricsListen); err != nil || port == "" {

@@ -88,6 +88,7 @@ labels_max_age = "2m"
 listen = "127.0.0.1:9999"
 socket = "/run/portmap/admin.sock"
 metrics_listen = ":9467"
+key_file = "/run/portmap/admin.key"
 
 [log]
 level = "debug"
@@ -116,7 +117,7 @@ max_files = 2
 			NetworkType: "L2Bridge", Subnet: "10.244.0.0/24", Gateway: "10.244.0.1", ClusterRanges: []string{"10.96.0.0/12"}, Adapter: "Ethernet",
 			DualStack: true, OutboundNAT: true, DefaultRoute: "none", RouteMetric: 9000, CallTimeout: Duration{3 * time.Second}, MaxConcurrentCalls: 2, RetryMax: Duration{2 * time.Second}},
 		Kubernetes: Kubernetes{Enabled: true, Kubeconfig: `C:\ProgramData\nri-hcn-portmap\kubeconfig`, NodeName: "win-node-1", QueueSize: 64, LabelsMaxAge: Duration{2 * time.Minute}},
-		Admin:      Admin{Listen: "127.0.0.1:9999", Socket: "/run/portmap/admin.sock", MetricsListen: ":9467"},
+		Admin:      Admin{Listen: "127.0.0.1:9999", Socket: "/run/portmap/admin.sock", MetricsListen: ":9467", KeyFile: "/run/portmap/admin.key"},
 		Log:        Log{Level: "debug", Format: "json", File: `C:\ProgramData\nri-hcn-portmap\log.txt`, MaxSizeMB: 20, MaxFiles: 2},
 	}
 	if !reflect.DeepEqual(cfg, want) {

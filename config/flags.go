@@ -36,6 +36,7 @@ var flagKeys = []flagKey{
 	{"hcn-backend", "hcn.backend", "HCN backend: windows or simulated", func(c *Config) *string { return &c.HCN.Backend }, nil},
 	{"hcn-simulator", "hcn.simulator_address", "address of the HNS simulator (simulated backend)", func(c *Config) *string { return &c.HCN.SimulatorAddress }, nil},
 	{"admin-listen", "admin.listen", "loopback address for /healthz, /livez, /metrics and /mappings (empty disables)", func(c *Config) *string { return &c.Admin.Listen }, nil},
+	{"admin-key-file", "admin.key_file", "where the plugin writes the key its admin answers prove themselves with, and the commands read it", func(c *Config) *string { return &c.Admin.KeyFile }, nil},
 	{"admin-socket", "admin.socket", "named pipe (Windows) or unix socket (Linux) serving reload, for the node's administrators alone (empty disables)", func(c *Config) *string { return &c.Admin.Socket }, nil},
 	{"metrics-listen", "admin.metrics_listen", "address serving GET /metrics alone, e.g. :9467 (empty: none)", func(c *Config) *string { return &c.Admin.MetricsListen }, nil},
 	{"log-file", "log.file", "write the log to this file, rotated, instead of stderr", func(c *Config) *string { return &c.Log.File }, nil},

@@ -12,5 +12,6 @@ func DefaultPath() string { return "/etc/nri-hcn-portmap/config.toml" }
 const (
 	defaultContainerdAddress = "/run/containerd/containerd.sock"
 	defaultAdminSocket       = `/run/nri-hcn-portmap/admin.sock`
+	defaultAdminKeyFile      = `/run/nri-hcn-portmap/admin.key`
 	thisOS                   = runtime.GOOS
 )

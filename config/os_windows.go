@@ -23,5 +23,6 @@ func DefaultPath() string {
 const (
 	defaultContainerdAddress = `\\.\pipe\containerd-containerd`
 	defaultAdminSocket       = `\\.\pipe\nri-hcn-portmap`
+	defaultAdminKeyFile      = `C:\ProgramData\nri-hcn-portmap\admin.key`
 	thisOS                   = "windows"
 )

@@ -7,13 +7,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"io/fs"
-	"net"
 	"net/http"
-	"sync/atomic"
-	"syscall"
-
-	"github.com/nri-hcn-portmap/nri-hcn-portmap/plugin/admin"
 
 	"github.com/nri-hcn-portmap/nri-hcn-portmap/config"
 )
@@ -45,50 +39,30 @@ func adminCmd(what string, args []string, stdout, stderr io.Writer) error {
 			cfg.Admin.Socket = config.Default().Admin.Socket
 		}
 	}
+	if cfg.Admin.KeyFile == "" {
+		cfg.Admin.KeyFile = config.Default().Admin.KeyFile
+	}
+	c := newAdminClient(cfg.Admin)
 	key, at := "admin.listen", cfg.Admin.Listen
-	url := "http://" + cfg.Admin.Listen
-	client := &http.Client{Timeout: config.AdminClientTimeout}
-	// reached: the private channel was opened, so a request that fails
-	// after it was hung up on by the plugin (a peer it does not take), in
-	// whichever way the transport reports the closed connection (EOF, a
-	// reset, a broken pipe, or an idle connection closed before the
-	// request was written).
-	var reached atomic.Bool
-	if what == "reload" { // the private channel: a pipe or socket only the node's administrators may open
-		key, at, url = "admin.socket", cfg.Admin.Socket, "http://plugin"
-		client.Transport = &http.Transport{DisableKeepAlives: true, DialContext: func(context.Context, string, string) (net.Conn, error) {
-			c, err := admin.DialPrivate(at)
-			if err == nil {
-				reached.Store(true)
-			}
-			return c, err
-		}}
-	}
-	if at == "" {
-		return fmt.Errorf("%s is empty: the plugin serves no %s", key, map[bool]string{true: "reload", false: "admin endpoints"}[what == "reload"])
-	}
 	var (
 		res *http.Response
 		err error
 	)
 	switch {
 	case what == "reload":
-		res, err = client.Post(url+"/reload", "application/json", nil)
+		key, at = "admin.socket", cfg.Admin.Socket
+		res, err = c.postPrivate(context.Background(), "/reload")
 	case live:
-		res, err = client.Get(url + "/livez")
+		res, err = c.get(context.Background(), "/livez")
 	default:
-		res, err = client.Get(url + "/healthz")
+		res, err = c.get(context.Background(), "/healthz")
 	}
 	if err != nil {
-		var timeout net.Error
-		hungUp := reached.Load() && !(errors.As(err, &timeout) && timeout.Timeout())
-		if hungUp || errors.Is(err, fs.ErrPermission) || errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.EPIPE) || errors.Is(err, io.EOF) {
-			err = fmt.Errorf("%w (%s is for the node's administrators: run this as root, or from an elevated prompt)", err, key)
-		}
 		if cfgErr != nil {
-			return fmt.Errorf("%s: no plugin answers at %s, the address the configuration file writes (or the default where it writes none); the file itself does not load: %w", what, at, cfgErr)
+			return fmt.Errorf("%s: no plugin answers at %s (%s), the address the configuration file writes (or the default where it writes none): %w; "+
+				"the file itself does not load: %w", what, at, key, err, cfgErr)
 		}
-		return fmt.Errorf("%s: no plugin answers at %s: %w", what, at, err)
+		return fmt.Errorf("%s: %w", what, err)
 	}
 	defer res.Body.Close()
 	if what == "health" {

@@ -6,8 +6,9 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"net/http"
 	"time"
+
+	"github.com/nri-hcn-portmap/nri-hcn-portmap/plugin/admin"
 )
 
 // errPluginRunning: cleanup found the plugin still running on this node.
@@ -25,11 +26,19 @@ func cleanupCmd(args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	if !force && cfg.Admin.Listen != "" {
-		client := &http.Client{Timeout: 2 * time.Second}
-		if res, err := client.Get("http://" + cfg.Admin.Listen + "/livez"); err == nil {
+		// the plugin's own answer (proved) stops the cleanup; another
+		// program's on its address does not (the plugin does not run
+		// where another answers); not being able to tell does
+		res, err := newAdminClient(cfg.Admin).get(context.Background(), "/livez")
+		switch {
+		case err == nil:
 			res.Body.Close()
 			return fmt.Errorf("cleanup: %w (it answers at %s): stop it first, or it rebuilds the endpoints of running pods (--force removes them anyway)",
 				errPluginRunning, cfg.Admin.Listen)
+		case errors.Is(err, admin.ErrNotThePlugin):
+			fmt.Fprintf(stderr, "nri-hcn-portmap: warning: %v; cleaning up\n", err)
+		case !errors.Is(err, errNotAnswering):
+			return fmt.Errorf("cleanup: whether the plugin still runs: %w (--force removes the endpoints anyway)", err)
 		}
 	}
 	mgr, err := newManager(context.Background(), cfg.HCN, nil, nil)

@@ -7,11 +7,16 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/sirupsen/logrus"
+
 	"github.com/nri-hcn-portmap/nri-hcn-portmap/hcn"
+	"github.com/nri-hcn-portmap/nri-hcn-portmap/plugin/admin"
+	"github.com/nri-hcn-portmap/nri-hcn-portmap/test/testfs"
 )
 
 // cleanup refuses while the plugin answers (it would rebuild what cleanup
@@ -47,18 +52,46 @@ func TestCleanupRefusesWhileThePluginAnswersAndTakesOnlyOurs(t *testing.T) {
 		}
 		return
 	}
-	plugin := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {}))
+	// the plugin: its admin endpoints, its answers proved with its key
+	keyFile := filepath.Join(testfs.TempDir(t), "admin", "admin.key")
+	key, err := admin.NewKey(keyFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := &admin.Admin{Key: key, Log: logrus.NewEntry(logrus.New())}
+	l, err := admin.Listen("127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	sctx, stop := context.WithCancel(ctx)
+	served := make(chan struct{})
+	go func() { _ = a.Serve(sctx, l); close(served) }()
+	addr := l.Addr().String()
+	flags := append(hns.flags, "--config", "", "--admin-listen", addr, "--admin-key-file", keyFile)
 	var stdout, stderr bytes.Buffer
-	err = cleanupCmd(append(hns.flags, "--config", "", "--admin-listen", strings.TrimPrefix(plugin.URL, "http://")), &stdout, &stderr)
+	err = cleanupCmd(flags, &stdout, &stderr)
 	if o, c := there(); !errors.Is(err, errPluginRunning) || !o || !c {
 		t.Fatalf("cleanup while the plugin answers: %v, ours left %v, the CNI's %v; want refused, nothing removed", err, o, c)
 	}
-	addr := strings.TrimPrefix(plugin.URL, "http://")
-	plugin.Close()
-	if err := cleanupCmd(append(hns.flags, "--config", "", "--admin-listen", addr), &stdout, &stderr); err != nil {
-		t.Fatalf("cleanup once the plugin is gone: %v", err)
+	stop()
+	<-served
+	// issue 46: another program on the plugin's address (its answer
+	// proves nothing) does not keep the cleanup from running: the plugin
+	// does not run where another answers; it is named
+	squatter := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.Write([]byte(`{"status":"ok"}`)) }))
+	if squatter.Listener, err = admin.Listen(addr); err != nil {
+		t.Fatal(err)
+	}
+	squatter.Start()
+	stderr.Reset()
+	if err := cleanupCmd(flags, &stdout, &stderr); err != nil || !strings.Contains(stderr.String(), "another program holds the plugin's address") {
+		t.Fatalf("cleanup with another program on the plugin's address: %v, said %q; want it run, saying so", err, stderr.String())
 	}
 	if o, c := there(); o || !c {
 		t.Fatalf("after cleanup ours left %v, the CNI's %v; want the CNI's endpoint alone", o, c)
+	}
+	squatter.Close()
+	if err := cleanupCmd(flags, &stdout, &stderr); err != nil {
+		t.Fatalf("cleanup once nothing answers: %v", err)
 	}
 }

@@ -9,9 +9,7 @@ import (
 	"fmt"
 	"io"
 	"net"
-	"net/http"
 	"os"
-	"time"
 
 	"github.com/nri-hcn-portmap/nri-hcn-portmap/config"
 
@@ -48,7 +46,7 @@ func doctorCmd(args []string, stdout, stderr io.Writer) error {
 	d := &doctor.Doctor{
 		Config:     cfg,
 		Containerd: store,
-		Health:     func(ctx context.Context) (admin.HealthReport, error) { return askHealth(ctx, cfg.Admin.Listen) },
+		Health:     func(ctx context.Context) (admin.HealthReport, error) { return askHealth(ctx, cfg.Admin) },
 		Stat:       func(p string) error { _, err := os.Stat(p); return err },
 		Listen: func(addr string) error {
 			l, err := net.Listen("tcp", addr)
@@ -86,25 +84,19 @@ func doctorCmd(args []string, stdout, stderr io.Writer) error {
 }
 
 // askHealth reads the running plugin's /healthz; doctor.ErrNotRunning when
-// nothing answers there.
-func askHealth(ctx context.Context, addr string) (admin.HealthReport, error) {
+// nothing answers there, admin.ErrNotThePlugin when another program does.
+func askHealth(ctx context.Context, a config.Admin) (admin.HealthReport, error) {
 	var rep admin.HealthReport
-	if addr == "" {
-		return rep, fmt.Errorf("admin.listen is empty: %w", doctor.ErrNotRunning)
+	res, err := newAdminClient(a).get(ctx, "/healthz")
+	if errors.Is(err, errNotAnswering) {
+		return rep, fmt.Errorf("%w: %w", doctor.ErrNotRunning, err)
 	}
-	ctx, cancel := context.WithTimeout(ctx, 3*time.Second)
-	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+addr+"/healthz", nil)
 	if err != nil {
 		return rep, err
 	}
-	res, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return rep, fmt.Errorf("%s: %w: %w", addr, doctor.ErrNotRunning, err)
-	}
 	defer res.Body.Close()
 	if err := json.NewDecoder(res.Body).Decode(&rep); err != nil {
-		return rep, fmt.Errorf("%s/healthz (%s) is not the plugin's: %w", addr, res.Status, err)
+		return rep, fmt.Errorf("%s/healthz (%s): %w", a.Listen, res.Status, err)
 	}
 	return rep, nil
 }

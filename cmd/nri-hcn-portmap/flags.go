@@ -91,10 +91,10 @@ func parseArgs(fs *flag.FlagSet, args []string) error {
 // commandKeys are the configuration keys each command reads, and so the
 // only override flags it offers; run and config dump offer every one.
 var commandKeys = map[string][]string{
-	"status":  {"hcn.backend", "hcn.simulator_address", "containerd.address", "admin.listen"},
-	"cleanup": {"hcn.backend", "hcn.simulator_address", "admin.listen"},
-	"doctor":  {"hcn.backend", "hcn.simulator_address", "containerd.address", "nri.socket", "plugin.source", "admin.listen"},
-	"health":  {"admin.listen"},
+	"status":  {"hcn.backend", "hcn.simulator_address", "containerd.address", "admin.listen", "admin.key_file"},
+	"cleanup": {"hcn.backend", "hcn.simulator_address", "admin.listen", "admin.key_file"},
+	"doctor":  {"hcn.backend", "hcn.simulator_address", "containerd.address", "nri.socket", "plugin.source", "admin.listen", "admin.key_file"},
+	"health":  {"admin.listen", "admin.key_file"},
 	"reload":  {"admin.socket"},
 }
 

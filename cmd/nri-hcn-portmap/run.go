@@ -259,6 +259,13 @@ func build(ctx context.Context, cfg config.Config, flags *config.Flags, log *log
 func (a *app) run(ctx context.Context) error {
 	defer a.store.Close()
 	defer a.core.Close()
+	serve, err := a.listen()
+	if err != nil {
+		return err
+	}
+	// served at once, before the event sources start: whoever sees the
+	// plugin registered (or subscribed) finds its endpoints answering
+	serve(ctx)
 	{
 		lctx, cancel := context.WithTimeout(ctx, a.cfg.HCN.CallTimeout.Duration)
 		err := a.core.LoadPorts(lctx)
@@ -279,37 +286,71 @@ func (a *app) run(ctx context.Context) error {
 	if a.nss != nil { // until it has listed, annotations wait (never granted)
 		go a.nss.Run(ctx)
 	}
-	// bound before the event sources start: whoever sees the plugin
-	// registered (or subscribed) finds its endpoints answering
-	for _, srv := range []struct {
-		addr   string
-		listen func(string) (net.Listener, error)
-		serve  func(context.Context, net.Listener) error
-		what   string
-	}{{a.cfg.Admin.Listen, admin.Listen, a.admin.Serve, "admin endpoints unavailable"},
-		{a.cfg.Admin.Socket, admin.ListenPrivate, a.admin.ServePrivate, "admin.socket unavailable: reload only by SIGHUP or the service's paramchange"},
-		{a.cfg.Admin.MetricsListen, admin.Listen, a.admin.ServeMetrics, "metrics endpoint unavailable"}} {
-		if srv.addr == "" {
-			continue
-		}
-		l, err := srv.listen(srv.addr)
-		if err != nil {
-			a.log.WithError(err).Error(srv.what)
-			continue
-		}
-		go func() {
-			if err := srv.serve(ctx, l); err != nil {
-				a.log.WithError(err).Error(srv.what)
-			}
-		}()
-	}
 	a.log.WithFields(logrus.Fields{"version": version, "backend": a.cfg.HCN.Backend, "network": a.cfg.HCN.Network,
 		"containerd": a.cfg.Containerd.Address, "nri_socket": a.cfg.NRI.Socket, "source": a.cfg.Plugin.Source,
 		"mapping_sources": fmt.Sprint(a.cfg.Plugin.MappingSources), "failure_policy": a.cfg.Plugin.FailurePolicy,
 		"deadline": a.cfg.Plugin.Deadline.String(), "admin": a.cfg.Admin.Listen, "metrics": a.cfg.Admin.MetricsListen}).Info("nri-hcn-portmap starting")
-	err := a.srcs.Run(ctx)
+	err = a.srcs.Run(ctx)
 	a.log.Info("nri-hcn-portmap stopping: finishing in-flight work")
 	return err
+}
+
+// listen binds the admin addresses and writes the key the answers on
+// admin.listen prove themselves with, and returns what serves them. The
+// admin and metrics addresses are the plugin's, or it does not run: a
+// program that binds one first (at boot, or while the plugin restarts)
+// would otherwise answer the probes and the commands for it, so the start
+// fails naming the address and, where the OS says, what holds it (the
+// service's recovery, or kubelet, starts it again). admin.socket (reload's
+// channel) is not needed to map ports: one that cannot be served is logged.
+func (a *app) listen() (func(context.Context), error) {
+	if a.cfg.Admin.Listen != "" {
+		key, err := admin.NewKey(a.cfg.Admin.KeyFile)
+		if err != nil {
+			return nil, err
+		}
+		a.admin.Key = key
+	}
+	type bound struct {
+		l     net.Listener
+		serve func(context.Context, net.Listener) error
+		what  string
+	}
+	var all []bound
+	for _, srv := range []struct {
+		key, addr string
+		listen    func(string) (net.Listener, error)
+		serve     func(context.Context, net.Listener) error
+		what      string
+	}{{"admin.listen", a.cfg.Admin.Listen, admin.Listen, a.admin.Serve, "admin endpoints unavailable"},
+		{"admin.socket", a.cfg.Admin.Socket, admin.ListenPrivate, a.admin.ServePrivate, "admin.socket unavailable: reload only by SIGHUP or the service's paramchange"},
+		{"admin.metrics_listen", a.cfg.Admin.MetricsListen, admin.Listen, a.admin.ServeMetrics, "metrics endpoint unavailable"}} {
+		if srv.addr == "" {
+			continue
+		}
+		l, err := srv.listen(srv.addr)
+		switch {
+		case err != nil && srv.key == "admin.socket":
+			a.log.WithError(err).Error(srv.what)
+			continue
+		case err != nil:
+			for _, b := range all {
+				b.l.Close()
+			}
+			return nil, fmt.Errorf("%s = %q cannot be served: %w; the plugin does not run where another program answers for it: "+
+				"free the port, or move the plugin with %s", srv.key, srv.addr, err, srv.key)
+		}
+		all = append(all, bound{l, srv.serve, srv.what})
+	}
+	return func(ctx context.Context) {
+		for _, b := range all {
+			go func() {
+				if err := b.serve(ctx, b.l); err != nil {
+					a.log.WithError(err).Error(b.what)
+				}
+			}()
+		}
+	}, nil
 }
 
 // sayPodSecurity says at start how the annotation meets Pod Security:

@@ -3,13 +3,13 @@ package main
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"net/http"
 	"time"
 
+	"github.com/nri-hcn-portmap/nri-hcn-portmap/config"
 	"github.com/nri-hcn-portmap/nri-hcn-portmap/plugin"
 	"github.com/nri-hcn-portmap/nri-hcn-portmap/plugin/containerd"
 	"github.com/nri-hcn-portmap/nri-hcn-portmap/plugin/status"
@@ -43,8 +43,8 @@ func statusCmd(args []string, stdout, stderr io.Writer) error {
 	}
 	pcancel()
 	entries := status.Entries(ctx, mgr, sbs, eps)
-	if views, err := runningMappings(ctx, cfg.Admin.Listen); err != nil {
-		fmt.Fprintf(stderr, "nri-hcn-portmap: note: the running plugin does not answer at %s (%v); what the CNI maps is not shown\n", cfg.Admin.Listen, err)
+	if views, err := runningMappings(ctx, cfg.Admin); err != nil {
+		fmt.Fprintf(stderr, "nri-hcn-portmap: note: what the CNI maps is not shown: %v\n", err)
 	} else {
 		entries = status.WithCNI(entries, views)
 	}
@@ -53,17 +53,8 @@ func statusCmd(args []string, stdout, stderr io.Writer) error {
 
 // runningMappings asks the running plugin (its admin address) who maps each
 // host port of each pod.
-func runningMappings(ctx context.Context, admin string) ([]plugin.SandboxMappings, error) {
-	if admin == "" {
-		return nil, errors.New("admin.listen is empty")
-	}
-	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
-	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+admin+"/mappings", nil)
-	if err != nil {
-		return nil, err
-	}
-	res, err := http.DefaultClient.Do(req)
+func runningMappings(ctx context.Context, a config.Admin) ([]plugin.SandboxMappings, error) {
+	res, err := newAdminClient(a).get(ctx, "/mappings")
 	if err != nil {
 		return nil, err
 	}

@@ -11,6 +11,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net"
 	"net/http"
 	"sort"
@@ -53,6 +54,9 @@ type Admin struct {
 	Reload   ReloadFunc
 	Log      *logrus.Entry
 	Timeout  time.Duration // per check; 2 s when zero
+	// Key proves the answers on admin.listen and admin.socket are the
+	// plugin's (proof.go); nil: none are proved
+	Key []byte
 }
 
 // HealthReport is the body of /healthz.
@@ -175,17 +179,28 @@ func writeJSON(w http.ResponseWriter, code int, v any) {
 // Listen binds addr for Serve or ServeMetrics: the plugin binds its
 // addresses before it registers with the runtime, so that whoever sees it
 // registered finds it answering.
-func Listen(addr string) (net.Listener, error) { return net.Listen("tcp", addr) }
+// A port another program holds is an error naming it where the OS says
+// who (heldBy).
+func Listen(addr string) (net.Listener, error) {
+	l, err := net.Listen("tcp", addr)
+	if err != nil {
+		if who := heldBy(addr); who != "" {
+			return nil, fmt.Errorf("%w (held by %s)", err, who)
+		}
+		return nil, err
+	}
+	return l, nil
+}
 
 // Serve serves the admin endpoints on l until ctx ends.
 func (a *Admin) Serve(ctx context.Context, l net.Listener) error {
-	return a.serve(ctx, l, a.Handler(), "serving /healthz, /livez, /metrics, /mappings and /reload")
+	return a.serve(ctx, l, proving(a.Key, a.Handler()), "serving /healthz, /livez, /metrics, /mappings and /reload")
 }
 
 // ServePrivate serves every admin endpoint, POST /reload included, on l
 // (ListenPrivate's) until ctx ends.
 func (a *Admin) ServePrivate(ctx context.Context, l net.Listener) error {
-	return a.serve(ctx, l, a.PrivateHandler(), "serving POST /reload for the node's administrators")
+	return a.serve(ctx, l, proving(a.Key, a.PrivateHandler()), "serving POST /reload for the node's administrators")
 }
 
 // ServeMetrics serves GET /metrics alone on l until ctx ends.

@@ -40,8 +40,24 @@ func ListenPrivate(path string) (net.Listener, error) {
 	return &peers{Listener: l, self: uint32(os.Getuid())}, nil
 }
 
-// DialPrivate connects to ListenPrivate's socket.
-func DialPrivate(path string) (net.Conn, error) { return net.Dial("unix", path) }
+// DialPrivate connects to ListenPrivate's socket, and hangs up on a
+// server that is not root's or the client's own user's (SO_PEERCRED): a
+// program that made the socket first is not the plugin.
+func DialPrivate(path string) (net.Conn, error) {
+	c, err := net.Dial("unix", path)
+	if err != nil {
+		return nil, err
+	}
+	uid, err := peerUID(c)
+	if err == nil && !PeerAllowed(uid, uint32(os.Getuid())) {
+		err = fmt.Errorf("%w: %s is served by uid %d, neither root nor this user", ErrNotThePlugin, path, uid)
+	}
+	if err != nil {
+		c.Close()
+		return nil, err
+	}
+	return c, nil
+}
 
 // peers accepts only connections from root or the plugin's own user.
 type peers struct {

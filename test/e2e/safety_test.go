@@ -2,7 +2,12 @@ package e2e
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -13,6 +18,7 @@ import (
 
 	"github.com/nri-hcn-portmap/nri-hcn-portmap/hcn"
 	"github.com/nri-hcn-portmap/nri-hcn-portmap/hcn/hcnsim"
+	"github.com/nri-hcn-portmap/nri-hcn-portmap/plugin/doctor"
 	"github.com/nri-hcn-portmap/nri-hcn-portmap/test/harness"
 )
 
@@ -205,4 +211,61 @@ func isTimeout(err error) bool {
 		return true
 	}
 	return strings.Contains(strings.ToLower(err.Error()), "deadline exceeded") || strings.Contains(err.Error(), "timed out")
+}
+
+// Issue 46: whoever binds the admin address first does not answer for the
+// plugin. A program on it before the plugin starts makes run fail, naming
+// the address and the process that holds it; health, doctor and status
+// refuse its answer (it cannot prove it is the plugin's), and cleanup,
+// which a running plugin stops, runs, naming it.
+func TestAProgramOnTheAdminAddressAnswersForNobody(t *testing.T) {
+	env, ctx := newEnv(t, harness.NetworkConfig)
+	l, err := net.Listen("tcp", env.AdminAddr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	squatter := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		w.Write([]byte(`{"status": "ok", "checks": {"event source": "ok"}}`))
+	}), ReadHeaderTimeout: time.Second}
+	go squatter.Serve(l)
+	t.Cleanup(func() { squatter.Close() })
+
+	if err := env.StartProcess(ctx, "plugin", env.PluginArgs("run")...); err != nil {
+		t.Fatal(err)
+	}
+	wctx, cancel := context.WithTimeout(ctx, 20*time.Second)
+	defer cancel()
+	if err := env.Plugin.Wait(wctx); err != nil {
+		t.Fatalf("the plugin runs while another program holds its admin address: %v", err)
+	}
+	if log := env.Plugin.Tail(10); !strings.Contains(log, `admin.listen = "`+env.AdminAddr+`" cannot be served`) ||
+		!strings.Contains(log, fmt.Sprintf("held by process %d", os.Getpid())) {
+		t.Fatalf("run's refusal does not name the address and its holder (process %d):\n%s", os.Getpid(), log)
+	}
+	for _, cmd := range []string{"health", "status"} {
+		out, stderr, err := env.Command(ctx, cmd)
+		if cmd == "health" && (err == nil || !strings.Contains(stderr, "another program holds the plugin's address")) {
+			t.Errorf("health against another program: %v\n%s%s; want refused, saying so", err, out, stderr)
+		}
+		if cmd == "status" && !strings.Contains(stderr, "another program holds the plugin's address") {
+			t.Errorf("status against another program: %v\n%s; want its answer refused, saying so", err, stderr)
+		}
+	}
+	out, _, _ := env.Command(ctx, "doctor", "-o", "json")
+	var rep doctor.Report
+	if err := json.Unmarshal([]byte(out), &rep); err != nil {
+		t.Fatalf("doctor -o json: %v\n%s", err, out)
+	}
+	for _, r := range rep.Results {
+		if r.Check == "admin address" && (r.Status != doctor.Fail || !strings.Contains(r.Detail, "answered by another program")) {
+			t.Errorf("doctor's admin address: %s %q, want fail, answered by another program", r.Status, r.Detail)
+		}
+		if r.Check == "event subscription" && r.Status == doctor.Pass {
+			t.Errorf("doctor takes another program's answer for the plugin's: %s %q", r.Status, r.Detail)
+		}
+	}
+	if out, stderr, err := env.Command(ctx, "cleanup"); err != nil || !strings.Contains(stderr, "another program holds the plugin's address") {
+		t.Errorf("cleanup with another program on the plugin's address: %v\n%s%s; want it run, naming it", err, out, stderr)
+	}
 }

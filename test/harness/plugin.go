@@ -131,17 +131,21 @@ func (e *Env) PluginArgs(cmd string) []string {
 	if e.windows {
 		sock = ""
 	}
+	// where the running plugin answers, and the key its answers prove
+	// themselves with (this environment's own: plugins of several
+	// environments run at once)
+	at := []string{"--admin-listen", e.AdminAddr, "--admin-key-file", e.HostPath(filepath.Join(e.Dir, "admin", "admin.key"))}
 	switch cmd {
 	case "health": // it only finds the running plugin
-		return append(args, "--admin-listen", e.AdminAddr)
+		return append(args, at...)
 	case "reload":
 		return append(args, "--admin-socket", sock)
 	case "cleanup": // HNS, and where a running plugin would answer
-		return append(append(args, hns...), "--admin-listen", e.AdminAddr)
+		return append(append(args, hns...), at...)
 	case "status": // HNS, containerd, and the running plugin (what the CNI maps)
-		return append(append(args, hns...), "--containerd-address", ctr, "--admin-listen", e.AdminAddr)
+		return append(append(append(args, hns...), "--containerd-address", ctr), at...)
 	}
-	args = append(append(args, hns...), "--containerd-address", ctr, "--admin-listen", e.AdminAddr)
+	args = append(append(append(args, hns...), "--containerd-address", ctr), at...)
 	if cmd == "run" {
 		args = append(args, "--admin-socket", sock)
 	}

@@ -1,0 +1,138 @@
+package admin
+
+import (
+	"crypto/hmac"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"net/http"
+	"os"
+	"path/filepath"
+
+	"github.com/nri-hcn-portmap/nri-hcn-portmap/plugin/nodefs"
+)
+
+// How an answer on admin.listen proves it comes from the plugin. Anyone on
+// the node may bind a loopback port first (at boot, or while the plugin
+// restarts), so an answer there says nothing by itself. The plugin makes a
+// new random key at each start and writes it where only the node's
+// administrators may read or change it (admin.key_file, in a folder of
+// theirs alone); a client sends a fresh nonce and the plugin answers with
+// an HMAC of it under the key. A client that cannot read the key cannot
+// tell, and says so; one whose answer carries no proof, or a wrong one, is
+// told that something else answers. The metrics listener proves nothing:
+// Prometheus reads it, and it serves nothing a client acts on.
+const (
+	// NonceHeader carries the client's nonce (hex, at most 64 bytes).
+	NonceHeader = "X-Nri-Hcn-Portmap-Nonce"
+	// ProofHeader carries the plugin's answer: hex HMAC-SHA256.
+	ProofHeader = "X-Nri-Hcn-Portmap-Proof"
+	keyBytes    = 32
+	maxNonce    = 64
+)
+
+var (
+	// ErrNotThePlugin: something answers at the admin address, but not
+	// the plugin (no proof, or a wrong one).
+	ErrNotThePlugin = errors.New("the answer is not nri-hcn-portmap's")
+	// ErrCannotTell: the client cannot read the admin key, so cannot tell
+	// whether the plugin answers.
+	ErrCannotTell = errors.New("cannot tell whether nri-hcn-portmap answers")
+)
+
+// ServerTrusted is who may serve the private channel on Windows: a process
+// running as SYSTEM, or with the Administrators group enabled (an elevated
+// administrator).
+func ServerTrusted(sid string, adminEnabled bool) bool { return sid == "S-1-5-18" || adminEnabled }
+
+// NewKey makes the plugin's key for this start and writes it to path, in a
+// folder made for the node's administrators alone (checked): written to a
+// temporary file, then renamed over the last one.
+func NewKey(path string) ([]byte, error) {
+	dir := filepath.Dir(path)
+	if err := nodefs.MkdirPrivate(dir); err != nil {
+		return nil, fmt.Errorf("admin.key_file %s: %w", path, err)
+	}
+	if err := nodefs.CheckFolder(dir); err != nil {
+		return nil, fmt.Errorf("admin.key_file: %w", err)
+	}
+	key := make([]byte, keyBytes)
+	if _, err := rand.Read(key); err != nil {
+		return nil, err
+	}
+	tmp := path + ".new"
+	if err := os.WriteFile(tmp, []byte(hex.EncodeToString(key)), 0o600); err != nil {
+		return nil, fmt.Errorf("admin.key_file %s: %w", path, err)
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		return nil, fmt.Errorf("admin.key_file %s: %w", path, err)
+	}
+	return key, nil
+}
+
+// ReadKey reads the running plugin's key, refusing one that others than
+// the node's administrators may have written (ErrCannotTell when it
+// cannot be read).
+func ReadKey(path string) ([]byte, error) {
+	if path == "" {
+		return nil, fmt.Errorf("%w: admin.key_file is empty", ErrCannotTell)
+	}
+	data, err := os.ReadFile(path)
+	if err != nil {
+		why := ""
+		if errors.Is(err, os.ErrPermission) {
+			why = " (it is the node's administrators': run this as root, or from an elevated prompt)"
+		}
+		return nil, fmt.Errorf("%w: the admin key %s cannot be read%s: %w", ErrCannotTell, path, why, err)
+	}
+	if err := nodefs.Check(path); err != nil {
+		return nil, fmt.Errorf("%w: the admin key: %w", ErrCannotTell, err)
+	}
+	key, err := hex.DecodeString(string(data))
+	if err != nil || len(key) != keyBytes {
+		return nil, fmt.Errorf("%w: the admin key %s is not one the plugin writes", ErrCannotTell, path)
+	}
+	return key, nil
+}
+
+// Prove is the proof of nonce under key.
+func Prove(key []byte, nonce string) string {
+	m := hmac.New(sha256.New, key)
+	m.Write([]byte("nri-hcn-portmap admin v1\n" + nonce))
+	return hex.EncodeToString(m.Sum(nil))
+}
+
+// NewNonce is a fresh nonce.
+func NewNonce() string {
+	b := make([]byte, 16)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
+}
+
+// Verify checks res, the answer to a request that carried nonce, against
+// key: nil when it proves the plugin answered, else ErrNotThePlugin.
+func Verify(key []byte, nonce string, res *http.Response) error {
+	got := res.Header.Get(ProofHeader)
+	if got == "" {
+		return fmt.Errorf("%w: it carries no proof", ErrNotThePlugin)
+	}
+	if !hmac.Equal([]byte(got), []byte(Prove(key, nonce))) {
+		return fmt.Errorf("%w: its proof is not made with the admin key", ErrNotThePlugin)
+	}
+	return nil
+}
+
+// proving answers each request that carries a nonce with its proof.
+func proving(key []byte, next http.Handler) http.Handler {
+	if key == nil {
+		return next
+	}
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if n := r.Header.Get(NonceHeader); n != "" && len(n) <= maxNonce {
+			w.Header().Set(ProofHeader, Prove(key, n))
+		}
+		next.ServeHTTP(w, r)
+	})
+}

@@ -1,0 +1,91 @@
+package admin
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"os"
+	"path/filepath"
+	"runtime"
+	"testing"
+
+	"github.com/sirupsen/logrus"
+
+	"github.com/nri-hcn-portmap/nri-hcn-portmap/test/testfs"
+)
+
+// Issue 46: an answer on admin.listen proves it is the plugin's with the
+// key of its start, which only the node's administrators may read: the
+// plugin's answer verifies, another program's (no proof, or one made with
+// another key) does not, and a key others may have written is not trusted.
+func TestAnAnswerProvesItIsThePlugins(t *testing.T) {
+	dir := testfs.TempDir(t)
+	keyFile := filepath.Join(dir, "admin", "admin.key")
+	key, err := NewKey(keyFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, err := ReadKey(keyFile); err != nil || string(got) != string(key) {
+		t.Fatalf("ReadKey = %x, %v; want the key written", got, err)
+	}
+	if again, err := NewKey(keyFile); err != nil || string(again) == string(key) {
+		t.Fatalf("a new start's key: %v; want a new one", err)
+	}
+	key, _ = ReadKey(keyFile)
+	a := &Admin{Key: key, Log: logrus.NewEntry(logrus.New())}
+	l, err := Listen("127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go func() { _ = a.Serve(ctx, l) }()
+	ask := func(addr string) (*http.Response, string) {
+		nonce := NewNonce()
+		req, _ := http.NewRequest(http.MethodGet, "http://"+addr+"/livez", nil)
+		req.Header.Set(NonceHeader, nonce)
+		res, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		res.Body.Close()
+		return res, nonce
+	}
+	res, nonce := ask(l.Addr().String())
+	if err := Verify(key, nonce, res); err != nil {
+		t.Fatalf("the plugin's answer: %v", err)
+	}
+	other := make([]byte, keyBytes)
+	if err := Verify(other, nonce, res); !errors.Is(err, ErrNotThePlugin) {
+		t.Fatalf("verified with another key: %v, want ErrNotThePlugin", err)
+	}
+	res.Header.Del(ProofHeader)
+	if err := Verify(key, nonce, res); !errors.Is(err, ErrNotThePlugin) {
+		t.Fatalf("an answer without proof: %v, want ErrNotThePlugin", err)
+	}
+	if _, err := ReadKey(filepath.Join(dir, "nowhere.key")); !errors.Is(err, ErrCannotTell) {
+		t.Fatalf("a key that is not there: %v, want ErrCannotTell", err)
+	}
+	if runtime.GOOS != "windows" && os.Getuid() == 0 {
+		if err := os.Chmod(keyFile, 0o666); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := ReadKey(keyFile); !errors.Is(err, ErrCannotTell) {
+			t.Fatalf("a key every user may write: %v, want ErrCannotTell (not trusted)", err)
+		}
+	}
+}
+
+// On Windows the private channel is served by SYSTEM or an elevated
+// administrator; any other account is not the plugin.
+func TestWhoMayServeThePrivateChannel(t *testing.T) {
+	for _, tc := range []struct {
+		sid   string
+		admin bool
+		want  bool
+	}{{"S-1-5-18", false, true}, {"S-1-5-21-1-2-3-500", true, true}, {"S-1-5-21-1-2-3-1001", false, false}, {"S-1-5-19", false, false}} {
+		if got := ServerTrusted(tc.sid, tc.admin); got != tc.want {
+			t.Errorf("ServerTrusted(%s, admin %v) = %v, want %v", tc.sid, tc.admin, got, tc.want)
+		}
+	}
+}
