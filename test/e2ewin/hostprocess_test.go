@@ -82,15 +82,23 @@ func TestTheDaemonSetStartsOnKubeletsFolders(t *testing.T) {
 	r := newRig(t)
 	exe := modelExe(t, r.env.Dir)
 	root := filepath.Join(r.env.Dir, "node")
-	config := "[containerd]\naddress = \"" + r.env.CtrTCP + "\"\n\n[admin]\nlisten = \"" + r.env.AdminAddr + "\"\nsocket = \"\"\n\n" +
+	keyFile := strings.ReplaceAll(r.env.HostPath(filepath.Join(r.env.Dir, "admin", "admin.key")), `\`, `\\`) // where the commands look
+	config := "[containerd]\naddress = \"" + r.env.CtrTCP + "\"\n\n[admin]\nlisten = \"" + r.env.AdminAddr + "\"\nsocket = \"\"\nkey_file = \"" + keyFile + "\"\n\n" +
 		"[plugin]\nresync_interval = \"0s\"\n" + harness.NetworkConfig
 	kubeletLayout(t, root, config)
 	mountPoint := r.env.HostPath(filepath.Join(root, "hpc/c0ffee"))
 	args := []string{"run", "--config", strings.ReplaceAll(`%CONTAINER_SANDBOX_MOUNT_POINT%\etc\nri-hcn-portmap\config.toml`,
 		"%CONTAINER_SANDBOX_MOUNT_POINT%", mountPoint)}
+	// the node's folders (what the walk passes on the way to the
+	// ConfigMap, as C:\ and the folders kubelet made), modelled; the
+	// admin key's folder, beside them, is the plugin's own (wine's
+	// reading: its user's, as the service's folder is SYSTEM's)
 	model := func(overrides map[string]string) []string {
-		m := map[string]any{"paths": overrides, "under": []map[string]string{{"prefix": `Z:\`, "dir": sddlKubeletFolder, "file": sddlKubeletFile}}}
-		m["paths"].(map[string]string)[`Z:\`] = sddlDriveRoot
+		paths := map[string]string{`Z:\`: sddlDriveRoot, `Z:\run`: sddlKubeletFolder, r.env.HostPath(r.env.Dir): sddlKubeletFolder}
+		for p, sddl := range overrides {
+			paths[p] = sddl
+		}
+		m := map[string]any{"paths": paths, "under": []map[string]string{{"prefix": r.env.HostPath(root), "dir": sddlKubeletFolder, "file": sddlKubeletFile}}}
 		data, err := json.Marshal(m)
 		if err != nil {
 			t.Fatal(err)

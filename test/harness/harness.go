@@ -114,8 +114,17 @@ mapping_sources = ["annotations", "cri"]
 // Start brings up containerd, the simulator and the NRI runtime side. The
 // plugin is started with StartPlugin.
 func Start(ctx context.Context, o Options) (_ *Env, retErr error) {
-	// Keep socket paths short (sun_path is 108 bytes).
-	dir, err := os.MkdirTemp("", "hcnpm-e2e-")
+	// Keep socket paths short (sun_path is 108 bytes). The .exe under
+	// wine reads the security of every folder on its paths (the config,
+	// the admin key) from what wine makes of their Unix modes, which
+	// shows /tmp (1777: wine does not show the sticky bit) as a folder
+	// everyone may delete entries in, as a Windows folder of that DACL
+	// would be: its files go under /run (0755, root's) instead.
+	base := ""
+	if o.Windows {
+		base = "/run"
+	}
+	dir, err := os.MkdirTemp(base, "hcnpm-e2e-")
 	if err != nil {
 		return nil, err
 	}
