@@ -22,10 +22,11 @@ type Options struct {
 	// Limits bound one pod's request.
 	Limits    request.Limits
 	Admission *admission.Policy // nil: admit everything
-	// Namespaces tells the namespaces' Pod Security labels (package kube's
-	// watch); nil: they cannot be read (kubernetes.enabled = false), and
-	// where the policy checks Pod Security the annotation is refused.
-	Namespaces admission.Namespaces
+	// Namespaces hands out the namespaces' Pod Security labels as of a
+	// moment (package kube's watch): each sync decides with the view of
+	// its start; nil: they cannot be read (kubernetes.enabled = false),
+	// and where the policy checks Pod Security the annotation is refused.
+	Namespaces LabelViews
 	// Deadline bounds the HCN work a pod start may hold up the runtime for.
 	Deadline time.Duration
 	// FailOpen: when HCN misses the deadline the pod proceeds and the
@@ -52,6 +53,12 @@ type Options struct {
 	// limiter is the queue's rate limiter; nil: client-go's exponential
 	// one from RetryMin to RetryMax (tests record the delays it gives).
 	limiter workqueue.TypedRateLimiter[string]
+}
+
+// LabelViews hands out the namespaces' labels as the API server had last
+// said them, as of now: a value no later change alters.
+type LabelViews interface {
+	View() admission.Namespaces
 }
 
 // Core is the controller: every event source's triggers go into its one

@@ -3,6 +3,7 @@ package plugin
 import (
 	"context"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"sync"
@@ -436,10 +437,18 @@ type namespaces struct {
 	labels map[string]string
 }
 
-func (n *namespaces) EnforceLabel(ns string) (string, bool, string) {
+// View is the labels as of now: a copy later changes leave alone.
+func (n *namespaces) View() admission.Namespaces {
 	n.mu.Lock()
 	defer n.mu.Unlock()
-	v, ok := n.labels[ns]
+	return labelsAt(maps.Clone(n.labels))
+}
+
+// labelsAt is a view of namespaces' labels.
+type labelsAt map[string]string
+
+func (l labelsAt) EnforceLabel(ns string) (string, bool, string) {
+	v, ok := l[ns]
 	if !ok {
 		return "", false, "its labels have not been read from the API server yet"
 	}

@@ -5,39 +5,12 @@ import (
 	"errors"
 
 	"github.com/nri-hcn-portmap/nri-hcn-portmap/hcn"
+	"github.com/nri-hcn-portmap/nri-hcn-portmap/plugin/request"
 )
 
-// Pod is what an event source knows of a pod sandbox.
-type Pod struct {
-	ID          string // sandbox ID = containerd container ID
-	Name        string
-	Namespace   string // Kubernetes namespace
-	UID         string
-	Annotations map[string]string
-	Labels      map[string]string
-	// RuntimeHandler is the CRI runtime handler (e.g. runhcs-wcow-hypervisor).
-	RuntimeHandler string
-	// Partial: only the ID is known (a containerd event, a resync, an
-	// orphan); name, namespace and annotations are read from containerd's
-	// CRI sandbox metadata.
-	Partial bool
-}
-
-// holderName is how the pod is named to another pod that asks for its
-// host ports: namespace/name, "" when the name is not known.
-func (p Pod) holderName() string {
-	if p.Name == "" {
-		return ""
-	}
-	return p.Namespace + "/" + p.Name
-}
-
-func (p Pod) String() string {
-	if p.Name == "" {
-		return "sandbox " + p.ID
-	}
-	return p.Namespace + "/" + p.Name
-}
+// Pod is what an event source knows of a pod sandbox (what it asks for
+// is package request's to resolve).
+type Pod = request.Pod
 
 // ErrNotSandbox: a container event or listing named an application
 // container, not a CRI sandbox; there is nothing to do for it.
@@ -45,13 +18,10 @@ var ErrNotSandbox = errors.New("not a CRI sandbox container")
 
 // ErrInvalidPod wraps errors caused by the pod's own request (a bad
 // annotation, a hostPort HNS cannot honour): retrying will not help.
-var ErrInvalidPod = errors.New("invalid pod request")
+var ErrInvalidPod = request.ErrInvalid
 
 // Inputs says where port mappings come from.
-type Inputs struct {
-	Annotations bool // the hcn.nri.io/port-mappings annotation
-	CRI         bool // Kubernetes hostPort, from containerd's CRI sandbox metadata
-}
+type Inputs = request.Sources
 
 // ErrSandboxNotFound: containerd has no container with that ID.
 var ErrSandboxNotFound = errors.New("sandbox not found in containerd")

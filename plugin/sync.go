@@ -13,7 +13,6 @@ import (
 	"k8s.io/client-go/util/workqueue"
 
 	"github.com/nri-hcn-portmap/nri-hcn-portmap/hcn"
-	"github.com/nri-hcn-portmap/nri-hcn-portmap/plugin/admission"
 	"github.com/nri-hcn-portmap/nri-hcn-portmap/plugin/request"
 )
 
@@ -113,7 +112,7 @@ func (c *Core) process(id string) {
 	v := judge(out.pod, out.err, sn.attempt) // the pod named once, the row read once
 	out.err, out.known.err = v.err, v.err
 	if out.pod.Name != "" {
-		out.known.name, out.known.namespace = out.pod.holderName(), out.pod.Namespace
+		out.known.name, out.known.namespace = out.pod.HolderName(), out.pod.Namespace
 	}
 	mapped := out.err == nil && !sn.known.timed && !sn.startedAt.IsZero() && len(out.known.eps) > 0
 	out.known.timed = sn.known.timed || mapped
@@ -197,185 +196,95 @@ func (c *Core) pastDeadline(p Pod) error {
 	return fmt.Errorf("pod %s: %w (%s, failure_policy fail-closed); what was started is rolled back", p, ErrDeadline, c.opt.Deadline)
 }
 
-// sync is the controller's one decision: for every trigger alike (an NRI
-// request, a containerd event, Synchronize, a resync, a retry) it reads
-// what should be (the snapshot's triggers, containerd's record and task
-// state, the pod's request) and what is (the sandbox's endpoints, as known
-// or as HNS says), converges, and returns the outcome. Its I/O goes through
-// containerd's record (SandboxStore) and hcn.Manager; of the state it reads
-// the snapshot alone and writes one thing, its claim of host ports (the
-// commit is the worker's). The steps, in order:
-//
-//  0. a listing of HNS: what it showed is what a sandbox known to nobody
-//     holds; a disagreement with what is known means HNS is asked. A
-//     listing alone (start-up) asks for nothing more;
-//  1. a stopped or removed sandbox loses its endpoint and its host ports;
-//  2. a request the trigger gave whole, with the annotation as its only
-//     source, is decided without I/O: a bad one fails, none costs nothing;
-//  3. containerd's record: gone means nothing is left, an application
-//     container is not ours;
-//  4. live? a start seen says so; otherwise containerd's task and HCN's
-//     namespace tell; a sandbox that no longer runs is stopped (1);
-//  5. the request: the mappings from its sources, limits; every mapping
-//     the endpoint in place does not hold yet is admitted (the node's
-//     rules, the annotation's Pod Security) as a new pod's would be (a
-//     record that does not decode leaves its hostPorts unknown, reported);
-//  6. nothing asked for, no Windows namespace, Hyper-V isolation, or all
-//     of it mapped by the CNI already (asked only of a pod with hostPorts,
-//     the only mappings a CNI is given): no endpoint of ours;
-//  7. the claim: the host ports reserved in one step with the check that
-//     no other pod holds or claims them; a pod holding one makes this sync
-//     wait for that pod's own sync, once, which tells whether it still runs;
-//  8. the endpoint: kept, replaced, created and attached (hcn.Manager).
+// sync is the controller's one piece of work for a sandbox, for every
+// trigger alike (an NRI request, a containerd event, Synchronize, a
+// resync, a retry): decide (decide.go), a function of the snapshot, the
+// facts read for it and the inputs as the sync began, says which fact it
+// needs next (read here: containerd's record and task, HCN's namespace and
+// its other endpoints, their networks' types) and, once it has them, what
+// to do; apply does it. Its I/O goes through containerd's record
+// (SandboxStore) and hcn.Manager alone; of the state it reads the snapshot
+// and writes one thing, its claim of host ports (the commit is the
+// worker's).
 func (c *Core) sync(ctx context.Context, sn snap) outcome {
-	o, w := c.decide(ctx, sn)
-	if w == nil {
-		return o
+	in := c.inputs()
+	var f facts
+	for {
+		p := decide(sn, f, in)
+		if p.ask == decided {
+			return c.apply(ctx, sn, p)
+		}
+		c.read(ctx, sn, p, &f)
 	}
-	return c.converge(ctx, sn, o, *w, c.st.claim(sn.id, o.pod.holderName(), w.policies)) // 7, 8
 }
 
-// want is the endpoint a sync decided the sandbox should have.
-type want struct {
-	netns    hcn.GUID
-	policies []hcn.PortMappingPolicy
-	cni      []CNIMapping
-	dns      hcn.DNS
+// inputs are the values this sync decides with: the admission policy and
+// the namespaces' labels as of now, and the options.
+func (c *Core) inputs() inputs {
+	in := inputs{policy: c.policy.Load(), sources: c.opt.Inputs, limits: c.opt.Limits, policyOptions: c.opt.Policy,
+		hyperVHandlers: c.opt.HyperVHandlers}
+	if c.opt.Namespaces != nil {
+		in.labels = c.opt.Namespaces.View()
+	}
+	return in
 }
 
-// decide is steps 0 to 6: the outcome when the sandbox needs no endpoint
-// of ours (or cannot have one), else the endpoint it wants.
-func (c *Core) decide(ctx context.Context, sn snap) (outcome, *want) {
-	o := outcome{known: sn.known, pod: sn.pod}
-	if o.pod.ID == "" {
-		o.pod = Pod{ID: sn.id, Partial: true}
-	}
-	p := o.pod
-	if sn.listing { // 0
-		switch {
-		case !sn.known.committed: // nothing known of its own: the listing is what it holds
-			o.known.eps, o.known.epsKnown = sn.listed, true
-			for _, ep := range sn.listed {
-				o.known.ports = append(o.known.ports, ep.PortMappings...)
-				o.known.sandbox = true // an endpoint of ours: it was a sandbox
+// read reads the fact p asks for into f.
+func (c *Core) read(ctx context.Context, sn snap, p plan, f *facts) {
+	switch p.ask {
+	case askRecord:
+		f.record, f.recordErr = c.store.Sandbox(ctx, sn.id)
+		f.recordRead = true
+	case askTask:
+		f.task, f.taskErr = c.store.TaskState(ctx, sn.id)
+		f.taskRead = true
+	case askNamespace:
+		f.nsExists, f.nsErr = c.mgr.NamespaceExists(ctx, f.record.NetNS)
+		f.nsRead = true
+	case askNeighbours:
+		f.neighbours, f.neighboursErr = c.mgr.Neighbours(ctx, f.record.NetNS, sn.id)
+		f.neighboursRead = true
+	case askNetworkTypes:
+		if f.netTypes == nil {
+			f.netTypes = map[string]hcn.NetworkType{}
+		}
+		for _, id := range p.networks {
+			t, err := c.mgr.NetworkType(ctx, id)
+			if err != nil {
+				f.netTypesErr = err
+				break
 			}
-		case !sn.known.epsKnown || !sameEndpoints(sn.listed, sn.known.eps):
-			o.known.eps, o.known.epsKnown = nil, false // HNS says otherwise: ask it
+			f.netTypes[hcn.CanonicalGUID(id)] = t
 		}
+		f.netTypesRead = true
 	}
-	if !sn.act {
-		return o, nil
-	}
-	if sn.stopped || sn.removed { // 1
-		return c.syncStopped(ctx, sn, o), nil
-	}
-	var annotated []request.PortMapping // 2
-	decided := !p.Partial && !c.opt.Inputs.CRI
-	if decided {
-		ms, err := c.mappings(p)
-		if err != nil {
-			return o.fail(err), nil
-		}
-		if len(ms) == 0 && o.known.epsKnown && len(o.known.eps) == 0 {
-			return o, nil
-		}
-		annotated = ms
-	}
-	sb, err := c.store.Sandbox(ctx, sn.id) // 3
-	switch {
-	case errors.Is(err, ErrSandboxNotFound):
-		if terr := c.teardown(ctx, &o); terr != nil {
-			return o.fail(terr), nil
-		}
-		o.known.gone, o.known.cni = true, nil
-		return o.fail(err), nil
-	case err != nil:
-		return o.fail(fmt.Errorf("reading the sandbox from containerd: %w", err)), nil
-	case !sb.IsSandbox:
-		return o.fail(ErrNotSandbox), nil
-	}
-	o.known.sandbox = true
-	state, err := c.live(ctx, sb, sn.started) // 4
-	if err != nil {
-		return o.fail(fmt.Errorf("deciding whether the sandbox is live: %w", err)), nil
-	}
-	switch state {
-	case stoppedForGood: // containerd says so: CRI never starts a sandbox again
-		o.known.final, o.known.cni = true, nil
-		return o.fail(c.teardown(ctx, &o)), nil
-	case notRunning: // HCN says so (no namespace): judged again next time
-		o.known.cni = nil
-		return o.fail(c.teardown(ctx, &o)), nil
-	}
-	req, err := c.request(p, sb, annotated, decided, o.known.ports) // 5
-	o.pod, o.unreadable = req.pod, req.unreadable
-	p = req.pod
-	if err != nil {
-		return o.fail(err), nil
-	}
-	if req.unreadable != nil {
-		o.skipped = append(o.skipped, SkipCRIRecordUnreadable)
-	}
-	switch { // 6
-	case !req.known:
-		if req.unreadable != nil {
-			o.say(logrus.WarnLevel, "containerd's record of the sandbox does not decode: its request is not known",
-				logrus.Fields{"error": req.unreadable.Error()})
-		}
-		return o, nil // live, but its request is unknown here
-	case len(req.mappings) == 0:
-		return o.fail(c.teardown(ctx, &o)), nil
-	case sb.NetNS == "":
-		if sn.started {
-			o.say(logrus.InfoLevel, "sandbox has no Windows network namespace (Linux or HostProcess sandbox); skipped", nil)
-			o.skipped = append(o.skipped, SkipNoNetNS)
-		}
-		return o.fail(c.teardown(ctx, &o)), nil
-	}
-	if why := c.hyperV(p, sb); why != "" {
+}
+
+// apply takes p's steps, each only when the one before succeeded: the
+// removal of the sandbox's endpoints, then the claim of the host ports it
+// wants and its endpoint (7, 8). It returns the outcome: p's, with what
+// the steps did, failed with the first step's error, else with p's.
+func (c *Core) apply(ctx context.Context, sn snap, p plan) outcome {
+	o := p.out
+	if p.remove {
 		if err := c.teardown(ctx, &o); err != nil {
-			return o.fail(err), nil
+			return o.fail(err)
 		}
-		o.line.fields = logrus.Fields{"isolation": why}
-		return o.fail(fmt.Errorf("%w (%s): its utility VM takes the namespace's endpoints only when it starts, "+
-			"so an endpoint added now would never reach it; map host ports of Hyper-V pods with the CNI's portMappings", ErrHyperV, why)), nil
-	}
-	w := want{netns: sb.NetNS, policies: request.BuildPolicies(req.mappings, c.opt.Policy), dns: req.dns}
-	// The other endpoints of the pod's namespace (the CNI's), asked of HNS
-	// once, and only where they matter: for hostPorts, which the CNI may
-	// map itself, and for a pod whose record has no DNS, which gets the
-	// CNI endpoint's DNS on ours instead of HNS's fill-in of the node's.
-	var others []hcn.Endpoint
-	if req.hostPorts || req.noDNS {
-		if others, err = c.mgr.Neighbours(ctx, sb.NetNS, sn.id); err != nil {
-			return o.fail(err), nil
+		o.known.gone = o.known.gone || p.removed.gone
+		if p.removed.forgetCNI {
+			o.known.cni = nil
+		}
+		if p.notOurs && o.change == NoChange {
+			return o.fail(ErrNotSandbox) // nothing of ours, maybe an application container
 		}
 	}
-	if req.noDNS {
-		w.dns = hcn.NeighbourDNS(others)
+	if p.err != nil {
+		return o.fail(p.err)
 	}
-	if req.hostPorts {
-		// the CNI may map the pod's hostPorts itself (it is given them as
-		// portMappings; win-bridge honours them): HNS would refuse the same
-		// mapping twice. A pod without hostPorts gives the CNI nothing to
-		// map, and HNS is not asked.
-		if w.policies, w.cni, err = c.notProvided(ctx, others, w.policies); err != nil {
-			return o.fail(err), nil
-		}
-		if len(w.policies) == 0 { // the CNI maps them all
-			if err := c.teardown(ctx, &o); err != nil {
-				return o.fail(err), nil
-			}
-			if !slices.Equal(o.known.cni, w.cni) {
-				o.countCNI(w.cni)
-				o.say(logrus.InfoLevel, "host ports all mapped by the CNI's endpoint in the pod's namespace", logrus.Fields{"cni": fmt.Sprint(w.cni)})
-			}
-			o.known.cni = w.cni
-			o.mapped = &mapped{cni: w.cni}
-			return o, nil
-		}
+	if p.want != nil {
+		return c.converge(ctx, sn, o, *p.want, c.st.claim(sn.id, o.pod.HolderName(), p.want.policies))
 	}
-	return o, &w
+	return o
 }
 
 // holderDecided says whether a conflict is decided: the holder's own sync
@@ -454,33 +363,6 @@ func (c *Core) converge(ctx context.Context, sn snap, o outcome, w want, conflic
 	return o
 }
 
-// syncStopped removes what a stopped sandbox still has, and forgets the
-// sandbox once containerd no longer has it either.
-func (c *Core) syncStopped(ctx context.Context, sn snap, o outcome) outcome {
-	if err := c.teardown(ctx, &o); err != nil {
-		return o.fail(err)
-	}
-	o.known.cni = nil
-	removed, sandbox := sn.removed, sn.sandbox
-	// A listing of containerd lacked it, or a start came after the stop of
-	// a container never seen as a sandbox: containerd is asked (the one
-	// lookup of a stop, and only then).
-	if (sn.verify || (sn.started && !sandbox)) && !removed {
-		sb, err := c.store.Sandbox(ctx, sn.id)
-		switch {
-		case errors.Is(err, ErrSandboxNotFound):
-			removed = true
-		case err == nil && sb.IsSandbox:
-			o.known.sandbox, sandbox = true, true
-		}
-	}
-	o.known.gone = o.known.gone || removed
-	if o.change == NoChange && !sandbox {
-		return o.fail(ErrNotSandbox) // nothing of ours, maybe an application container
-	}
-	return o
-}
-
 // teardown removes the sandbox's endpoints and gives its host ports back.
 func (c *Core) teardown(ctx context.Context, o *outcome) error {
 	eps := o.known.eps
@@ -503,95 +385,6 @@ func (c *Core) teardown(ctx context.Context, o *outcome) error {
 	return nil
 }
 
-// liveness is what the sync concludes of a sandbox's life.
-type liveness int
-
-const (
-	running        liveness = iota
-	notRunning              // its namespace is gone: nothing to attach to (asked again next time)
-	stoppedForGood          // containerd says its task stopped
-)
-
-// live says whether a sandbox runs: a start seen since the last sync says
-// so; otherwise containerd's task (stopped: for good) and HCN's namespace
-// (it must still exist) tell. A sandbox without a Windows namespace runs
-// for containerd alone.
-func (c *Core) live(ctx context.Context, sb *SandboxInfo, started bool) (liveness, error) {
-	if started {
-		return running, nil
-	}
-	state, err := c.store.TaskState(ctx, sb.ID)
-	if err != nil {
-		return notRunning, err
-	}
-	switch {
-	case state == TaskStopped:
-		return stoppedForGood, nil
-	case sb.NetNS == "" && state == TaskRunning:
-		return running, nil
-	case sb.NetNS == "":
-		return notRunning, nil
-	}
-	exists, err := c.mgr.NamespaceExists(ctx, sb.NetNS)
-	if err != nil || !exists {
-		return notRunning, err
-	}
-	return running, nil
-}
-
-// notProvided splits the pod's policies into those no other endpoint of
-// its namespace maps (ours to make) and those another one, the CNI's,
-// maps already (HNS takes a host port once), each with whether it will
-// work on the CNI's network.
-func (c *Core) notProvided(ctx context.Context, others []hcn.Endpoint, policies []hcn.PortMappingPolicy) ([]hcn.PortMappingPolicy, []CNIMapping, error) {
-	if len(others) == 0 {
-		return policies, nil, nil
-	}
-	var ours []hcn.PortMappingPolicy
-	var cni []CNIMapping
-	for _, p := range policies {
-		pv := hcn.ProvidedBy(p, others)
-		if pv == nil {
-			ours = append(ours, p)
-			continue
-		}
-		netType, err := c.mgr.NetworkType(ctx, pv.Endpoint.NetworkID)
-		if err != nil {
-			return nil, nil, err
-		}
-		works, why, fix := pv.Effective(netType)
-		cni = append(cni, CNIMapping{Policy: p, Endpoint: pv.Endpoint.ID, Name: pv.Endpoint.Name, V1NAT: pv.V1NAT,
-			Works: works, Why: why, Fix: fix})
-	}
-	return ours, cni, nil
-}
-
-// countCNI counts the host ports the CNI maps (once per change).
-func (o *outcome) countCNI(cni []CNIMapping) {
-	for _, m := range cni {
-		if m.Works {
-			o.skipped = append(o.skipped, SkipMappedByCNI)
-		} else {
-			o.skipped = append(o.skipped, SkipCNIIneffective)
-		}
-	}
-}
-
-// ErrHyperV: the pod is Hyper-V isolated; host ports cannot be added to it.
-// It is an invalid request (final).
-var ErrHyperV = fmt.Errorf("%w: Hyper-V isolated pod", ErrInvalidPod)
-
-// hyperV says why the sandbox is Hyper-V isolated, "" when it is not.
-func (c *Core) hyperV(p Pod, sb *SandboxInfo) string {
-	if sb.HyperV != "" {
-		return sb.HyperV
-	}
-	if h := p.RuntimeHandler; h != "" && slices.Contains(c.opt.HyperVHandlers, h) {
-		return "runtime handler " + h
-	}
-	return ""
-}
-
 // describeHolder fills in the holder's pod name from containerd's record
 // when the state knew its sandbox ID alone (a holder adopted from a
 // listing of HNS, not synced since).
@@ -609,98 +402,3 @@ func (c *Core) describeHolder(ctx context.Context, ce *ConflictError) {
 }
 
 func policyList(ps []hcn.PortMappingPolicy) string { return fmt.Sprint(ps) }
-
-// mappings returns the port mappings the pod's annotation asks for; an
-// invalid request (or one over the limits) is an error naming the pod, the
-// annotation and the entry (or the count and the limit), wrapping
-// ErrInvalidPod.
-func (c *Core) mappings(p Pod) ([]request.PortMapping, error) {
-	v, ok := p.Annotations[request.AnnotationPortMappings]
-	if !ok {
-		return nil, nil
-	}
-	ms, err := request.ParsePortMappings(v, c.opt.Limits)
-	if err != nil {
-		return nil, fmt.Errorf("annotation %s: %w: %w", request.AnnotationPortMappings, ErrInvalidPod, err)
-	}
-	return ms, nil
-}
-
-// podRequest is what a sandbox asks for.
-type podRequest struct {
-	pod      Pod // completed from containerd's CRI record when partial
-	known    bool
-	mappings []request.PortMapping
-	// hostPorts: the pod's CRI record has Kubernetes hostPorts, the only
-	// mappings a CNI is given (portMappings) and so can map itself
-	hostPorts bool
-	// unreadable: the CRI record does not decode; its hostPorts (and, for
-	// a partial pod, everything) are unknown
-	unreadable error
-	// dns is the pod's own DNS, from its CRI record (zero: not known)
-	dns hcn.DNS
-	// noDNS: the pod's CRI record has no DNS (no resolvers): its
-	// interface's DNS is the CNI endpoint's
-	noDNS bool
-}
-
-// request works out what the sandbox asks for from the pod the trigger
-// gave and containerd's record: a partial pod is completed from the CRI
-// metadata, and the mappings come from the enabled sources (annotated:
-// the annotation's, parsed already when parsed is set), merged, and every
-// one the sandbox does not hold yet (held: its host ports in place) is
-// admitted by the node's policy, and the annotation's also by its
-// namespace's Pod Security level, as a new pod's would be: a policy or a
-// label that changed since never takes a mapping in place away, nor lets
-// a new one through unchecked. known is false for a partial pod whose
-// record has no CRI metadata, or none that decodes. The record is the
-// runtime's, not the pod author's: one that does not decode never fails
-// the pod (unreadable says so), the annotation is still mapped.
-func (c *Core) request(p Pod, sb *SandboxInfo, annotated []request.PortMapping, parsed bool, held []hcn.PortMappingPolicy) (podRequest, error) {
-	r := podRequest{pod: p, known: !p.Partial}
-	var meta *request.CRIMetadata
-	if len(sb.Metadata) > 0 {
-		var err error
-		switch meta, err = request.DecodeCRIMetadata(sb.Metadata); {
-		case err != nil && (p.Partial || c.opt.Inputs.CRI): // what the pod asks for is not (all) known
-			r.unreadable = fmt.Errorf("sandbox %s: %w", p.ID, err)
-		case err != nil: // the pod's DNS alone is not known
-		case p.Partial:
-			r.pod = Pod{ID: p.ID, Name: meta.PodName, Namespace: meta.PodNamespace, UID: meta.PodUID,
-				Annotations: meta.Annotations, Labels: meta.Labels, RuntimeHandler: meta.RuntimeHandler}
-			r.known = true
-		}
-		if meta != nil {
-			r.dns, r.noDNS = meta.DNS, len(meta.DNS.ServerList) == 0
-		}
-	}
-	if !r.known {
-		return r, nil
-	}
-	if c.opt.Inputs.Annotations && !parsed {
-		var err error
-		if annotated, err = c.mappings(r.pod); err != nil {
-			return r, err
-		}
-	}
-	r.mappings = annotated
-	if c.opt.Inputs.CRI && meta != nil {
-		cri, err := meta.HostPorts(c.opt.Limits)
-		if err == nil {
-			r.hostPorts = len(cri) > 0
-			r.mappings, err = request.MergeMappings(annotated, cri, c.opt.Limits)
-		}
-		if err != nil {
-			return r, fmt.Errorf("%w: %w", ErrInvalidPod, err)
-		}
-	}
-	if pol := c.policy.Load(); pol != nil {
-		newAll, newAnnotated := request.Unheld(r.mappings, annotated, c.opt.Policy, held)
-		// hostPorts passed Pod Security at the API server; the annotation
-		// is held to it here
-		if err := pol.AdmitRequest(admission.Pod{Namespace: r.pod.Namespace, Labels: r.pod.Labels}, newAll, newAnnotated, c.opt.Namespaces); err != nil {
-			return r, err
-		}
-	}
-	return r, nil
-}

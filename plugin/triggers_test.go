@@ -406,3 +406,23 @@ func TestAHeldBackPodIsMappedWhenItsNamespaceBecomesKnown(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// Issue 44: a pod its namespace's level refused is synced again at once
+// when the namespace is relabelled to allow it (NamespaceChanged), not
+// left refused until the next resync: a refusal by Pod Security is the
+// namespace's to lift, and its row says the labels decide it.
+func TestARelabelMapsThePodItsLevelRefused(t *testing.T) {
+	nss := &namespaces{labels: map[string]string{"team": "baseline"}}
+	f, _ := podSecurityFixture(t, nss)
+	p := f.podIn("web", "team", "8080:80")
+	if _, err := f.start(p); !errors.Is(err, admission.ErrPodSecurity) {
+		t.Fatalf("start in a baseline namespace: %v, want refused by Pod Security", err)
+	}
+	never(t, 100*time.Millisecond, "an endpoint for the refused pod", func() bool { return len(f.endpoints("web")) > 0 })
+	nss.set("team", "privileged")
+	f.core.NamespaceChanged("team")
+	eventually(t, "the refused pod mapped once its namespace allows it", func() bool { return len(f.endpoints("web")) == 1 })
+	if got := f.core.Failing(); len(got) != 0 {
+		t.Fatalf("failing %v once mapped, want none", got)
+	}
+}

@@ -271,8 +271,15 @@ func (d *Doctor) checkAdmin(ctx context.Context) Result {
 		return Result{name, Pass, "disabled (admin.listen is empty)", ""}
 	}
 	if d.Health != nil {
-		if _, err := d.health(ctx); !errors.Is(err, ErrNotRunning) {
-			return Result{name, Pass, addr + " served by the running plugin", ""}
+		_, err := d.health(ctx)
+		switch {
+		case err == nil:
+			return Result{name, Pass, addr + " served by the running plugin (its answer proved with the admin key)", ""}
+		case errors.Is(err, admin.ErrNotThePlugin):
+			return Result{name, Fail, addr + " is answered by another program: " + err.Error(),
+				"stop the program that holds it (the plugin does not run while it does), or set admin.listen to a free address"}
+		case errors.Is(err, admin.ErrCannotTell):
+			return Result{name, Warn, err.Error(), "run doctor as an administrator"}
 		}
 	}
 	if d.Listen == nil {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"net/http"
 	"slices"
 	"sync"
@@ -82,7 +83,9 @@ type Namespaces struct {
 	grace time.Duration
 	now   func() time.Time // the clock (tests set their own)
 
-	mu     sync.RWMutex
+	mu sync.RWMutex
+	// labels is never changed in place: a list or an event replaces it
+	// (View hands it out)
 	labels map[string]enforceLabel
 	// heard: when the API server last said something of the namespaces
 	// (a list, a watch event, a bookmark); zero before the first list
@@ -113,12 +116,30 @@ func (n *Namespaces) OnChange(fn func(namespace string)) { n.changed = fn }
 
 // EnforceLabel implements admission.Namespaces.
 func (n *Namespaces) EnforceLabel(namespace string) (string, bool, string) {
-	if why := n.Stale(); why != "" {
-		return "", false, why
-	}
+	return n.View().EnforceLabel(namespace)
+}
+
+// View is the labels as the API server last said them, as of now: a value
+// that no later list, event or clock tick changes (a sync decides with the
+// labels as of its start).
+func (n *Namespaces) View() admission.Namespaces {
 	n.mu.RLock()
 	defer n.mu.RUnlock()
-	l, ok := n.labels[namespace]
+	return labelView{labels: n.labels, stale: n.staleLocked()}
+}
+
+// labelView is a view of the labels: the cache's map, which is replaced,
+// never changed, and why it was too old to grant anything then.
+type labelView struct {
+	labels map[string]enforceLabel
+	stale  string
+}
+
+func (v labelView) EnforceLabel(namespace string) (string, bool, string) {
+	if v.stale != "" {
+		return "", false, v.stale
+	}
+	l, ok := v.labels[namespace]
 	if !ok {
 		return "", false, "its labels have not been read from the API server yet"
 	}
@@ -289,12 +310,20 @@ func (n *Namespaces) apply(ev WatchEvent) {
 	switch ev.Type {
 	case "ADDED", "MODIFIED":
 		l := labelOf(ev.Namespace)
-		if was, ok := n.labels[ev.Namespace.Name]; (!ok || was != l) && !slices.Contains(changed, ev.Namespace.Name) {
-			changed = append(changed, ev.Namespace.Name)
+		if was, ok := n.labels[ev.Namespace.Name]; !ok || was != l {
+			if !slices.Contains(changed, ev.Namespace.Name) {
+				changed = append(changed, ev.Namespace.Name)
+			}
+			next := maps.Clone(n.labels) // views handed out keep theirs
+			next[ev.Namespace.Name] = l
+			n.labels = next
 		}
-		n.labels[ev.Namespace.Name] = l
 	case "DELETED":
-		delete(n.labels, ev.Namespace.Name)
+		if _, ok := n.labels[ev.Namespace.Name]; ok {
+			next := maps.Clone(n.labels)
+			delete(next, ev.Namespace.Name)
+			n.labels = next
+		}
 	}
 	n.mu.Unlock()
 	n.tell(changed...)
