@@ -41,6 +41,77 @@ const (
 	StartRetryMin = time.Second
 	StartRetryMax = 30 * time.Second
 	// AdminClientTimeout bounds a command's request to the running
-	// plugin's admin endpoint (status, health, reload).
+	// plugin's admin endpoint (health, reload, status, cleanup, doctor).
 	AdminClientTimeout = 10 * time.Second
+	// AdminReadHeaderTimeout bounds how long the admin endpoints (and
+	// pprof, and the simulator) wait for a request's headers;
+	// AdminShutdownGrace how long they finish answering once stopping.
+	AdminReadHeaderTimeout = 5 * time.Second
+	AdminShutdownGrace     = 2 * time.Second
+
+	// UnclassifiedAttempts bounds the tries of a sync that fails with an
+	// error nobody has classified: it is reported failed after that (the
+	// resync tries again), instead of hammering HNS forever.
+	UnclassifiedAttempts = 5
+	// RetryJitter spreads each retry delay d over [d, d·(1+RetryJitter)),
+	// so that many retries started by one hiccup do not come back in one
+	// wave; RetriesPerSecond and RetryBurst bound the retries of a work
+	// queue across all its keys (client-go's controller default).
+	RetryJitter      = 0.4
+	RetriesPerSecond = 10
+	RetryBurst       = 100
+	// ReconnectStableFor is how many times nri.reconnect_max a
+	// connection must have lasted for its next reconnect to start its
+	// backoff over.
+	ReconnectStableFor = 10
+
+	// NRIRegistrationWait is how long plugin.source = "auto" waits for
+	// NRI to accept the plugin before it follows containerd's events:
+	// above NRI's 5 s registration timeout.
+	NRIRegistrationWait = 6 * time.Second
+	// ContainerdCallTimeout bounds dialling containerd and each call the
+	// event source makes to it (the subscription probe);
+	// SubscriptionProbeEvery is how often that probe is published until
+	// it comes back; ContainerdPingTimeout bounds a command's check that
+	// containerd answers (status).
+	ContainerdCallTimeout  = 5 * time.Second
+	SubscriptionProbeEvery = 250 * time.Millisecond
+	ContainerdPingTimeout  = 2 * time.Second
+
+	// EndpointPrefix starts the name of every endpoint the plugin owns;
+	// the rest is the sandbox ID, so removal works from the ID alone.
+	EndpointPrefix = "nri-hcn-portmap-"
+	// HNSListingAttempts bounds how often a listing of endpoints is taken
+	// again after it raced a deletion (hcsshim's listing fails whole).
+	HNSListingAttempts = 3
+	// CleanupBound bounds the whole of `cleanup`.
+	CleanupBound = 5 * time.Minute
+
+	// APIReportAttempts bounds the tries of a report to the API server
+	// that fails in a way that may pass; ReportsRemembered bounds the
+	// pods the reporter remembers having told (forgetting costs one
+	// repeated report); NamespaceListPage is how many namespaces one list
+	// request reads.
+	APIReportAttempts = 5
+	ReportsRemembered = 8192
+	NamespaceListPage = 500
+
+	// ServiceProgressEvery is how often a stopping service tells the SCM
+	// it is still making progress; ServiceRecovery are the delays of the
+	// SCM's restarts after failures (the last repeats), forgotten after
+	// ServiceRecoveryReset without one.
+	ServiceProgressEvery = 2 * time.Second
+	ServiceRecoveryReset = 24 * time.Hour
+	// UninstallStopWait bounds how long uninstall waits for the service
+	// to stop (it rolls back in-flight HNS work), UninstallGoneWait for the
+	// SCM to remove it, polling every UninstallPoll.
+	UninstallStopWait = 30 * time.Second
+	UninstallGoneWait = 10 * time.Second
+	UninstallPoll     = 500 * time.Millisecond
 )
+
+// ServiceRecovery are the delays of the SCM's restarts of the service
+// after its first, second and later failures.
+func ServiceRecovery() []time.Duration {
+	return []time.Duration{5 * time.Second, 10 * time.Second, 30 * time.Second}
+}

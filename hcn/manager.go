@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/nri-hcn-portmap/nri-hcn-portmap/config"
 	"net"
 	"net/netip"
 	"slices"
@@ -12,9 +13,10 @@ import (
 	"sync"
 )
 
-// DefaultEndpointPrefix starts the name of every endpoint the plugin owns;
-// the rest of the name is the sandbox ID, so removal works from the ID alone.
-const DefaultEndpointPrefix = "nri-hcn-portmap-"
+// DefaultEndpointPrefix starts the name of every endpoint the plugin owns
+// (config.EndpointPrefix); the rest of the name is the sandbox ID, so
+// removal works from the ID alone.
+const DefaultEndpointPrefix = config.EndpointPrefix
 
 // ManagerConfig says where and how endpoints are built.
 type ManagerConfig struct {
@@ -97,10 +99,6 @@ func (m *Manager) byName(ctx context.Context, name string) ([]Endpoint, error) {
 	return slices.DeleteFunc(eps, func(ep Endpoint) bool { return ep.Name != name }), err
 }
 
-// listingAttempts bounds how often a listing is taken again after it raced
-// a deletion.
-const listingAttempts = 3
-
 // listing takes a listing of HNS. hcsshim enumerates, then opens each
 // endpoint and returns on the first error: one deleted in between fails the
 // whole listing with not-found, which says nothing about what was asked
@@ -108,7 +106,7 @@ const listingAttempts = 3
 // ErrChanged (retried by the caller), not a final not-found.
 func listing(list func() ([]Endpoint, error)) ([]Endpoint, error) {
 	var err error
-	for range listingAttempts {
+	for range config.HNSListingAttempts {
 		var eps []Endpoint
 		if eps, err = list(); !errors.Is(err, ErrNotFound) {
 			return eps, err

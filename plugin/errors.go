@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/nri-hcn-portmap/nri-hcn-portmap/config"
 	"slices"
 
 	"github.com/sirupsen/logrus"
@@ -36,14 +37,9 @@ type retry int
 
 const (
 	retryNever   retry = iota // final: retrying cannot help
-	retryBounded              // unclassified: a few tries (UnclassifiedAttempts), then the next resync
+	retryBounded              // unclassified: a few tries (config.UnclassifiedAttempts), then the next resync
 	retryAlways               // passes by itself (HNS unreachable, a holder being checked): while the work matters
 )
-
-// UnclassifiedAttempts bounds the tries of work that fails with an error
-// nobody has classified: it is reported failed after that (the resync
-// tries again), instead of hammering HNS forever.
-const UnclassifiedAttempts = 5
 
 // errorKind is one row of the table: how the plugin treats an error
 // wherever it is asked.
@@ -163,7 +159,7 @@ func retries(err error, attempt int) bool {
 	case retryAlways:
 		return true
 	case retryBounded:
-		return attempt < UnclassifiedAttempts
+		return attempt < config.UnclassifiedAttempts
 	}
 	return false
 }

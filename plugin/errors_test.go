@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/nri-hcn-portmap/nri-hcn-portmap/config"
 	"strings"
 	"testing"
 	"time"
@@ -27,12 +28,12 @@ func TestUnclassifiedErrorsAreRetriedABoundedNumberOfTimes(t *testing.T) {
 	if err == nil || kindOf(err).retry != retryBounded || hcn.Retryable(err) {
 		t.Fatalf("EnsureRetrying = %v, want the unclassified error", err)
 	}
-	if n := f.sim.Calls()[hcnsim.OpCreateEndpoint]; n != UnclassifiedAttempts {
-		t.Fatalf("%d creates, want %d", n, UnclassifiedAttempts)
+	if n := f.sim.Calls()[hcnsim.OpCreateEndpoint]; n != config.UnclassifiedAttempts {
+		t.Fatalf("%d creates, want %d", n, config.UnclassifiedAttempts)
 	}
 	f.sim.ClearFaults()
 	q := f.sandbox("unreachable", "8081:80")
-	if err := f.sim.InjectFault(hcnsim.Fault{Op: hcnsim.OpCreateEndpoint, Kind: "unavailable", Count: UnclassifiedAttempts + 3}); err != nil {
+	if err := f.sim.InjectFault(hcnsim.Fault{Op: hcnsim.OpCreateEndpoint, Kind: "unavailable", Count: config.UnclassifiedAttempts + 3}); err != nil {
 		t.Fatal(err)
 	}
 	if err := f.startRetrying(q); err != nil {
@@ -74,8 +75,8 @@ func TestEveryErrorIsJudgedByItsRow(t *testing.T) {
 			t.Errorf("%v: retry %v, class %q, reason %q; want %v, %q, %q", tt.err, k.retry, k.class, k.reason, tt.retry, tt.class, tt.reason)
 		}
 	}
-	if !retries(errors.New("E_FAIL"), UnclassifiedAttempts-1) || retries(errors.New("E_FAIL"), UnclassifiedAttempts) {
-		t.Errorf("an unclassified error is not tried exactly %d times", UnclassifiedAttempts)
+	if !retries(errors.New("E_FAIL"), config.UnclassifiedAttempts-1) || retries(errors.New("E_FAIL"), config.UnclassifiedAttempts) {
+		t.Errorf("an unclassified error is not tried exactly %d times", config.UnclassifiedAttempts)
 	}
 }
 

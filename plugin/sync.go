@@ -13,6 +13,7 @@ import (
 	"k8s.io/client-go/util/workqueue"
 
 	"github.com/nri-hcn-portmap/nri-hcn-portmap/hcn"
+	"github.com/nri-hcn-portmap/nri-hcn-portmap/plugin/backoff"
 	"github.com/nri-hcn-portmap/nri-hcn-portmap/plugin/request"
 )
 
@@ -26,10 +27,11 @@ import (
 // at once, and a key added while its sync runs is synced again afterwards.
 
 // newQueue returns the queue: each sandbox's retries wait as lim says
-// (nil: RetryMin doubling up to RetryMax).
+// (nil: the one retry rule, backoff.QueueLimiter from RetryMin to
+// RetryMax).
 func newQueue(lim workqueue.TypedRateLimiter[string], retryMin, retryMax time.Duration, metrics workqueue.MetricsProvider) workqueue.TypedRateLimitingInterface[string] {
 	if lim == nil {
-		lim = workqueue.NewTypedItemExponentialFailureRateLimiter[string](retryMin, retryMax)
+		lim = backoff.QueueLimiter(retryMin, retryMax)
 	}
 	cfg := workqueue.TypedRateLimitingQueueConfig[string]{Name: "nri-hcn-portmap", MetricsProvider: metrics}
 	if metrics == nil { // client-go's global provider (a no-op unless someone sets it) is not used

@@ -5,8 +5,8 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"github.com/nri-hcn-portmap/nri-hcn-portmap/config"
 	"io"
-	"time"
 
 	"github.com/nri-hcn-portmap/nri-hcn-portmap/plugin/admin"
 )
@@ -45,7 +45,7 @@ func cleanupCmd(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), config.CleanupBound)
 	defer cancel()
 	eps, err := mgr.OwnedEverywhere(ctx)
 	if err != nil {

@@ -1,9 +1,9 @@
 package main
 
 import (
+	"github.com/nri-hcn-portmap/nri-hcn-portmap/config"
 	"net/http"
 	"net/http/pprof"
-	"time"
 
 	"github.com/sirupsen/logrus"
 )
@@ -14,7 +14,7 @@ func servePprof(addr string, log *logrus.Entry) {
 	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
 	mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
 	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
-	srv := &http.Server{Addr: addr, Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+	srv := &http.Server{Addr: addr, Handler: mux, ReadHeaderTimeout: config.AdminReadHeaderTimeout}
 	log.WithField("address", addr).Info("serving Go profiles")
 	if err := srv.ListenAndServe(); err != nil {
 		log.WithError(err).Error("pprof server stopped")

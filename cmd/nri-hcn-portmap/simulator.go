@@ -6,12 +6,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/nri-hcn-portmap/nri-hcn-portmap/config"
 	"io"
 	"net/http"
 	"os"
 	"os/signal"
 	"syscall"
-	"time"
 
 	"github.com/nri-hcn-portmap/nri-hcn-portmap/hcn/hcnsim"
 )
@@ -36,12 +36,12 @@ func simulatorCmd(args []string, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	srv := &http.Server{Handler: hcnsim.Handler(hcnsim.New()), ReadHeaderTimeout: 5 * time.Second}
+	srv := &http.Server{Handler: hcnsim.Handler(hcnsim.New()), ReadHeaderTimeout: config.AdminReadHeaderTimeout}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	go func() {
 		<-ctx.Done()
-		shutdown, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		shutdown, cancel := context.WithTimeout(context.Background(), config.AdminShutdownGrace)
 		defer cancel()
 		_ = srv.Shutdown(shutdown)
 	}()

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"time"
 
 	"github.com/nri-hcn-portmap/nri-hcn-portmap/config"
 	"github.com/nri-hcn-portmap/nri-hcn-portmap/plugin"
@@ -36,7 +35,7 @@ func statusCmd(args []string, stdout, stderr io.Writer) error {
 	store := containerd.NewStore(cfg.Containerd.Address, cfg.Containerd.Namespace)
 	defer store.Close()
 	var sbs plugin.SandboxStore = store
-	pctx, pcancel := context.WithTimeout(ctx, 2*time.Second)
+	pctx, pcancel := context.WithTimeout(ctx, config.ContainerdPingTimeout)
 	if err := store.Ping(pctx); err != nil {
 		fmt.Fprintf(stderr, "nri-hcn-portmap: warning: containerd does not answer at %s; pod names and orphans are not shown\n", cfg.Containerd.Address)
 		sbs = nil

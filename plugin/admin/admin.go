@@ -209,10 +209,10 @@ func (a *Admin) ServeMetrics(ctx context.Context, l net.Listener) error {
 }
 
 func (a *Admin) serve(ctx context.Context, l net.Listener, h http.Handler, what string) error {
-	srv := &http.Server{Handler: h, ReadHeaderTimeout: 5 * time.Second}
+	srv := &http.Server{Handler: h, ReadHeaderTimeout: config.AdminReadHeaderTimeout}
 	go func() {
 		<-ctx.Done()
-		sctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		sctx, cancel := context.WithTimeout(context.Background(), config.AdminShutdownGrace)
 		defer cancel()
 		_ = srv.Shutdown(sctx)
 	}()

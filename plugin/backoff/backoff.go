@@ -7,15 +7,19 @@ package backoff
 
 import (
 	"context"
+	"github.com/nri-hcn-portmap/nri-hcn-portmap/config"
 	"math"
+	"sync"
 	"time"
 
+	"golang.org/x/time/rate"
 	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/util/workqueue"
 )
 
 // Jitter spreads each delay d over [d, d·(1+Jitter)), so that many retries
 // started by one hiccup do not come back in one wave.
-const Jitter = 0.4
+const Jitter = config.RetryJitter
 
 // Backoff is a capped exponential delay: min, 2·min, 4·min … up to max.
 type Backoff struct {
@@ -45,4 +49,52 @@ func (b *Backoff) Wait(ctx context.Context) bool {
 	case <-t.C:
 		return true
 	}
+}
+
+// QueueLimiter is the same rule for a work queue's retries (client-go's
+// rate limiter): each key waits the capped, jittered exponential delay of
+// its failures since it last succeeded (Forget), and all keys together are
+// held to config.RetriesPerSecond (burst config.RetryBurst), as client-go's
+// own controllers hold theirs, so that one hiccup failing every pod does
+// not come back as a storm of retries.
+func QueueLimiter(min, max time.Duration) workqueue.TypedRateLimiter[string] {
+	return workqueue.NewTypedMaxOfRateLimiter[string](
+		&itemLimiter{min: min, max: max, failures: map[string]int{}},
+		&workqueue.TypedBucketRateLimiter[string]{Limiter: rate.NewLimiter(rate.Limit(config.RetriesPerSecond), config.RetryBurst)},
+	)
+}
+
+// itemLimiter is a key's backoff: min doubling to max, jittered as Wait
+// jitters.
+type itemLimiter struct {
+	min, max time.Duration
+	mu       sync.Mutex
+	failures map[string]int
+}
+
+func (l *itemLimiter) When(key string) time.Duration {
+	l.mu.Lock()
+	n := l.failures[key]
+	l.failures[key] = n + 1
+	l.mu.Unlock()
+	d := l.min
+	for range n {
+		if d >= l.max {
+			break
+		}
+		d *= 2
+	}
+	return wait.Jitter(min(d, l.max), Jitter)
+}
+
+func (l *itemLimiter) Forget(key string) {
+	l.mu.Lock()
+	delete(l.failures, key)
+	l.mu.Unlock()
+}
+
+func (l *itemLimiter) NumRequeues(key string) int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.failures[key]
 }

@@ -1,7 +1,10 @@
 package backoff
 
 import (
+	"fmt"
+
 	"context"
+	"github.com/nri-hcn-portmap/nri-hcn-portmap/config"
 	"testing"
 	"time"
 )
@@ -44,5 +47,38 @@ func TestWaitTakesTheJitteredDelay(t *testing.T) {
 	}
 	if b.initial.Jitter != Jitter || Jitter <= 0 {
 		t.Fatalf("jitter %v", b.initial.Jitter)
+	}
+}
+
+// The work queues' retry rule is the same curve: a key's delays double
+// from min to max, each jittered within [d, d·1.4), and start over once
+// the key is forgotten; and the queue as a whole is held to
+// config.RetriesPerSecond after a burst of config.RetryBurst, whatever
+// each key's own delay.
+func TestAQueueRetriesOnTheSameCurveAndAtABoundedRate(t *testing.T) {
+	lim := QueueLimiter(10*time.Millisecond, 40*time.Millisecond)
+	for i, base := range []time.Duration{10, 20, 40, 40} {
+		d := lim.When("a")
+		lo, hi := base*time.Millisecond, time.Duration(float64(base*time.Millisecond)*(1+Jitter))
+		if d < lo || d >= hi {
+			t.Fatalf("retry %d of a: %v, want within [%v, %v)", i+1, d, lo, hi)
+		}
+	}
+	if n := lim.NumRequeues("a"); n != 4 {
+		t.Fatalf("NumRequeues = %d, want 4", n)
+	}
+	lim.Forget("a")
+	if d := lim.When("a"); d >= time.Duration(float64(10*time.Millisecond)*(1+Jitter)) {
+		t.Fatalf("after Forget: %v, want the first delay again", d)
+	}
+	// the whole queue: past the burst, each new key's first retry waits
+	// for the bucket, however short its own delay
+	lim = QueueLimiter(time.Millisecond, time.Millisecond)
+	var last time.Duration
+	for i := range config.RetryBurst + 5 {
+		last = lim.When(fmt.Sprint("key-", i))
+	}
+	if want := 4 * time.Second / config.RetriesPerSecond; last < want {
+		t.Fatalf("the %dth key's first retry waits %v, want at least %v: the queue's retries are not bounded", config.RetryBurst+5, last, want)
 	}
 }

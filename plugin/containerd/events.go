@@ -82,11 +82,11 @@ func (s *EventSource) subscribe(ctx context.Context, healthy func()) error {
 	ch, errs := c.Subscribe(sctx, Filters(ns)...)
 	// Publish a probe until it comes back: then the subscription is live and
 	// a resync covers everything that happened before it.
-	probe := time.NewTicker(250 * time.Millisecond)
+	probe := time.NewTicker(config.SubscriptionProbeEvery)
 	defer probe.Stop()
 	live := false
 	publish := func() {
-		pctx, pcancel := context.WithTimeout(namespaces.WithNamespace(sctx, ns), 5*time.Second)
+		pctx, pcancel := context.WithTimeout(namespaces.WithNamespace(sctx, ns), config.ContainerdCallTimeout)
 		defer pcancel()
 		if err := c.EventService().Publish(pctx, TopicProbe, &emptypb.Empty{}); err != nil {
 			s.log.WithError(err).Debug("publishing subscription probe")

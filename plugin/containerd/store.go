@@ -9,9 +9,9 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"github.com/nri-hcn-portmap/nri-hcn-portmap/config"
 	"strings"
 	"sync"
-	"time"
 
 	"github.com/Microsoft/hcsshim/cmd/containerd-shim-runhcs-v1/options"
 	"google.golang.org/grpc"
@@ -139,7 +139,7 @@ func (s *Store) Client() (*client.Client, error) {
 func dial(address, namespace string) (*client.Client, error) {
 	hostport, ok := strings.CutPrefix(address, "tcp://")
 	if !ok {
-		return client.New(address, client.WithDefaultNamespace(namespace), client.WithTimeout(5*time.Second))
+		return client.New(address, client.WithDefaultNamespace(namespace), client.WithTimeout(config.ContainerdCallTimeout))
 	}
 	conn, err := grpc.NewClient("passthrough:///"+hostport, grpc.WithTransportCredentials(insecure.NewCredentials()),
 		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(16<<20), grpc.MaxCallSendMsgSize(16<<20)))

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/nri-hcn-portmap/nri-hcn-portmap/config"
 	"io"
 	"net/http"
 	"net/url"
@@ -197,16 +198,13 @@ const (
 	metadataAccept     = "application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1,application/json"
 )
 
-// listPage is how many namespaces one list request reads.
-const listPage = 500
-
-// ListNamespaces implements NamespaceAPI: pages of listPage, one
+// ListNamespaces implements NamespaceAPI: pages of config.NamespaceListPage, one
 // consistent list.
 func (a *RESTAPI) ListNamespaces(ctx context.Context) ([]Namespace, string, error) {
 	var out []Namespace
 	cont := ""
 	for {
-		q := url.Values{"limit": {fmt.Sprint(listPage)}}
+		q := url.Values{"limit": {fmt.Sprint(config.NamespaceListPage)}}
 		if cont != "" {
 			q.Set("continue", cont)
 		}

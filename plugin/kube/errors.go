@@ -2,6 +2,7 @@ package kube
 
 import (
 	"errors"
+	"github.com/nri-hcn-portmap/nri-hcn-portmap/config"
 	"net/http"
 
 	"github.com/sirupsen/logrus"
@@ -50,14 +51,9 @@ func kindOfStatus(code int) error {
 	return ErrRefused
 }
 
-// Attempts bounds the tries of a report that fails in a way that may pass
-// (denied, unavailable, unclassified): it is dropped after that, and the
-// core's next outcome for the pod (every resync) is reported again.
-const Attempts = 5
-
 // errorKind is one row of the table: how a failed request is treated.
 type errorKind struct {
-	retry bool // tried again, up to Attempts
+	retry bool // tried again, up to config.APIReportAttempts (then dropped: the next outcome is reported again)
 	level logrus.Level
 	says  string
 }
@@ -88,4 +84,6 @@ func kindOf(err error) errorKind {
 
 // retries reports whether a report that failed with err on its attempt-th
 // try (1 for the first) is tried again.
-func retries(err error, attempt int) bool { return kindOf(err).retry && attempt < Attempts }
+func retries(err error, attempt int) bool {
+	return kindOf(err).retry && attempt < config.APIReportAttempts
+}

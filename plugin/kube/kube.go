@@ -11,6 +11,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"github.com/nri-hcn-portmap/nri-hcn-portmap/plugin/backoff"
 	"strings"
 	"sync"
 	"time"
@@ -83,7 +84,7 @@ var _ plugin.Reporter = (*Reporter)(nil)
 
 // New returns a Reporter; Run makes it work.
 func New(o Options) *Reporter {
-	lim := workqueue.NewTypedItemExponentialFailureRateLimiter[string](o.RetryMin, max(o.RetryMax, o.RetryMin))
+	lim := backoff.QueueLimiter(o.RetryMin, max(o.RetryMax, o.RetryMin))
 	q := workqueue.NewTypedRateLimitingQueueWithConfig(lim, workqueue.TypedRateLimitingQueueConfig[string]{Name: "nri-hcn-portmap-kubernetes"})
 	return &Reporter{opt: o, q: q, pending: map[string]*item{}, last: map[string]string{}, since: map[string]transition{}}
 }
@@ -121,10 +122,6 @@ func (r *Reporter) Report(rep plugin.PodReport) {
 }
 
 func reportKey(rep plugin.PodReport) string { return rep.Pod.Namespace + "/" + rep.Pod.Name }
-
-// maxRemembered bounds what the reporter remembers of pods it reported on
-// (pods come and go; forgetting costs at most one repeated report).
-const maxRemembered = 8192
 
 // Run sends reports until ctx ends.
 func (r *Reporter) Run(ctx context.Context) {
@@ -233,7 +230,7 @@ func (r *Reporter) send(ctx context.Context, it *item) error {
 	}
 	r.count("condition", "sent")
 	r.mu.Lock()
-	if len(r.last) >= maxRemembered {
+	if len(r.last) >= config.ReportsRemembered {
 		clear(r.last)
 		clear(r.since)
 	}

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/nri-hcn-portmap/nri-hcn-portmap/config"
 	"maps"
 	"net/http"
 	"net/http/httptest"
@@ -245,10 +246,10 @@ func TestAPIErrorsAreJudgedByTheTable(t *testing.T) {
 		tries  int
 	}{
 		{http.StatusNotFound, ErrGone, 1},
-		{http.StatusForbidden, ErrDenied, Attempts},
+		{http.StatusForbidden, ErrDenied, config.APIReportAttempts},
 		{http.StatusUnprocessableEntity, ErrRefused, 1},
 		{http.StatusConflict, ErrRefused, 1}, // a failed precondition: another pod of that name
-		{http.StatusServiceUnavailable, ErrUnavailable, Attempts},
+		{http.StatusServiceUnavailable, ErrUnavailable, config.APIReportAttempts},
 	} {
 		t.Run(fmt.Sprint(tc.status), func(t *testing.T) {
 			var mu sync.Mutex

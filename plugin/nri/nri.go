@@ -196,7 +196,7 @@ func (s *Source) Run(ctx context.Context) error {
 		if c := s.core.Load(); c != nil {
 			c.Observer().Reconnected("nri")
 		}
-		if time.Since(started) > 10*s.cfg.ReconnectMax {
+		if time.Since(started) > config.ReconnectStableFor*s.cfg.ReconnectMax {
 			retry.Reset() // it was up for a good while: start over
 		}
 		s.log.WithFields(logrus.Fields{"socket": s.cfg.Socket, "retry_in": retry.Next().String(), "error": closedOr(err)}).

@@ -53,17 +53,12 @@ func (s *Sources) Running(context.Context) error {
 	return nil
 }
 
-// RegistrationWait is how long auto mode waits, by default, for NRI to
-// accept the plugin before it falls back to containerd events: above NRI's
-// 5 s registration timeout.
-const RegistrationWait = 6 * time.Second
-
 // New returns the sources for mode with this OS's defaults: auto mode tries
 // NRI only when nriSocket exists, and on Windows not at all.
 func New(mode string, n *nri.Source, events *containerd.EventSource, resync *plugin.Resyncer, nriSocket string, log *logrus.Entry) *Sources {
 	return &Sources{Mode: mode, NRI: n, Events: events, Resync: resync, Log: log,
 		NRISocketExists:  func() bool { _, err := os.Stat(nriSocket); return err == nil },
-		RegistrationWait: RegistrationWait,
+		RegistrationWait: config.NRIRegistrationWait,
 		EventsOnly:       eventsOnly}
 }
 

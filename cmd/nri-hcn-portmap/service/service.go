@@ -6,6 +6,7 @@ package service
 import (
 	"context"
 	"fmt"
+	"github.com/nri-hcn-portmap/nri-hcn-portmap/config"
 	"os"
 	"path/filepath"
 	"strings"
@@ -64,10 +65,10 @@ func InstallPlan(exe, configPath string, dependsOn []string, exists func(service
 		Exe:          exe,
 		Args:         args,
 		Dependencies: dependsOn,
-		// Restart after 5 s, then 10 s, then every 30 s; forget failures
-		// after a day without one.
-		Recovery:    []RecoveryAction{{true, 5 * time.Second}, {true, 10 * time.Second}, {true, 30 * time.Second}},
-		ResetPeriod: 24 * time.Hour,
+		// Restart after each of config.ServiceRecovery's delays (the
+		// last repeats); forget failures after a day without one.
+		Recovery:    recovery(),
+		ResetPeriod: config.ServiceRecoveryReset,
 	}, nil
 }
 
@@ -104,7 +105,16 @@ type RunFunc func(ctx context.Context) error
 // ProgressEvery is how often a stopping service tells the SCM it is still
 // making progress (each StopPending report is the next checkpoint): the SCM
 // gives up on a service whose checkpoint does not move within its wait hint.
-const ProgressEvery = 2 * time.Second
+const ProgressEvery = config.ServiceProgressEvery
+
+// recovery is the SCM's restarts after failures, config.ServiceRecovery's.
+func recovery() []RecoveryAction {
+	var out []RecoveryAction
+	for _, d := range config.ServiceRecovery() {
+		out = append(out, RecoveryAction{Restart: true, Delay: d})
+	}
+	return out
+}
 
 // Handle drives run from SCM requests: it reports StartPending, Running;
 // on Stop or Shutdown (and pre-shutdown) StopPending, repeated every

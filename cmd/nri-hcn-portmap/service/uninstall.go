@@ -3,6 +3,7 @@ package service
 import (
 	"errors"
 	"fmt"
+	"github.com/nri-hcn-portmap/nri-hcn-portmap/config"
 	"time"
 )
 
@@ -106,10 +107,12 @@ type UninstallWaits struct {
 	Sleep                func(time.Duration)
 }
 
-// DefaultUninstallWaits: 30 s for the plugin to stop (it rolls back
-// in-flight HNS work), 10 s for the SCM to drop the service.
+// DefaultUninstallWaits: config.UninstallStopWait for the plugin to stop
+// (it rolls back in-flight HNS work), config.UninstallGoneWait for the SCM
+// to drop the service.
 func DefaultUninstallWaits() UninstallWaits {
-	return UninstallWaits{StopPolls: 60, GonePolls: 20, Every: 500 * time.Millisecond, Sleep: time.Sleep}
+	every := config.UninstallPoll
+	return UninstallWaits{StopPolls: int(config.UninstallStopWait / every), GonePolls: int(config.UninstallGoneWait / every), Every: every, Sleep: time.Sleep}
 }
 
 // UninstallFrom stops the named service, deletes it, closes its own handle
