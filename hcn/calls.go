@@ -62,7 +62,7 @@ func Instrumented(svc Service, observe ObserveFunc) Service {
 		start := time.Now()
 		err := do(ctx)
 		failed := err
-		if errors.Is(err, ErrNotFound) {
+		if !Failed(err) { // the table's word: an answer, not a failure
 			failed = nil
 		}
 		observe(call, time.Since(start), failed)

@@ -89,10 +89,13 @@ type Answer struct {
 
 // Kind is one row of the table: an HNS failure's meaning.
 type Kind struct {
-	Err     error
-	Name    string // on the simulator's wire and in its faults
-	Retry   Retry
-	Answers []Answer // what HNS answers for it (none: the plugin's own, or hcsshim's)
+	Err   error
+	Name  string // on the simulator's wire and in its faults
+	Retry Retry
+	// Answered: HNS answered the question (what was asked for is not
+	// there), it did not fail: a call, not a failed call, in the metrics
+	Answered bool
+	Answers  []Answer // what HNS answers for it (none: the plugin's own, or hcsshim's)
 }
 
 // kinds is the table of HNS errors, the one place an HNS error is given a
@@ -105,32 +108,32 @@ type Kind struct {
 var kinds = []Kind{
 	// the plugin's own verdicts first: they wrap what HNS answered (a
 	// listing that raced a delete wraps its not-found)
-	{ErrChanged, "changed", RetryAlways, nil},
-	{ErrTimeout, "timeout", RetryAlways, nil},
-	{ErrNotFound, "not-found", RetryNever, []Answer{
+	{ErrChanged, "changed", RetryAlways, false, nil},
+	{ErrTimeout, "timeout", RetryAlways, false, nil},
+	{ErrNotFound, "not-found", RetryNever, true, []Answer{
 		{0x490, "ERROR_NOT_FOUND", AnyCall, "hcsshim hcn/hcnerrors.go IsElementNotFoundError: open, modify, delete of a missing object"},
 		{0x803B0001, "HCN_E_NETWORK_NOT_FOUND", AnyCall, "x/sys/windows zerrors"},
 		{0x803B0002, "HCN_E_ENDPOINT_NOT_FOUND", AnyCall, "x/sys/windows zerrors"},
 		{0x803B0034, "HCN_E_ENDPOINT_NOT_ATTACHED", AnyCall, "detaching an endpoint that is not attached: nothing to do (Azure CNI PR 1272)"},
 	}},
-	{ErrPortInUse, "port-in-use", RetryNever, []Answer{
+	{ErrPortInUse, "port-in-use", RetryNever, false, []Answer{
 		{0x803B0013, "HCN_E_PORT_ALREADY_EXISTS", AnyCall, "hcsshim IsPortAlreadyExistsError; service-fabric-issues#1647 (a NAT port mapped twice), kubernetes#137530 (a port HNS kept after a delete)"},
 		{0x20, "ERROR_SHARING_VIOLATION", ClaimingPorts, "moby 36983: a host process holds the port"},
 		{0xB7, "ERROR_ALREADY_EXISTS", ClaimingPorts, "moby 23086"},
 		{0x1392, "ERROR_OBJECT_ALREADY_EXISTS", ClaimingPorts, "moby 23086, kubernetes 74766: \"The object already exists\""},
 		{0x803B0012, "HCN_E_POLICY_ALREADY_EXISTS", ClaimingPorts, "x/sys/windows zerrors"},
 	}},
-	{ErrAlreadyAttached, "already-attached", RetryNever, []Answer{
+	{ErrAlreadyAttached, "already-attached", RetryNever, false, []Answer{
 		{0x803B0014, "HCN_E_ENDPOINT_ALREADY_ATTACHED", AnyCall, "x/sys/windows zerrors"},
 		{0x803B002B, "HCN_E_ENDPOINT_NAMESPACE_ALREADY_EXISTS", AnyCall, "x/sys/windows zerrors"},
 	}},
-	{ErrInUse, "in-use", RetryNever, []Answer{
+	{ErrInUse, "in-use", RetryNever, false, []Answer{
 		{0x803B002C, "HCN_E_ENTITY_HAS_REFERENCES", AnyCall, "x/sys/windows zerrors; delete while attached: unverified"},
 	}},
-	{ErrMappingNotSupported, "mapping-not-supported", RetryNever, []Answer{
+	{ErrMappingNotSupported, "mapping-not-supported", RetryNever, false, []Answer{
 		{0x803B0016, "HCN_E_MAPPING_NOT_SUPPORTED", AnyCall, "\"port mapping is not supported on the given network\" (x/sys/windows zerrors)"},
 	}},
-	{ErrInvalid, "invalid", RetryNever, []Answer{
+	{ErrInvalid, "invalid", RetryNever, false, []Answer{
 		{0x803B001B, "HCN_E_INVALID_JSON", AnyCall, ""},
 		{0x803B000D, "HCN_E_INVALID_POLICY", AnyCall, ""},
 		{0x803B000E, "HCN_E_INVALID_POLICY_TYPE", AnyCall, ""},
@@ -142,22 +145,22 @@ var kinds = []Kind{
 		{0x803B0015, "HCN_E_REQUEST_UNSUPPORTED", AnyCall, "the request cannot work on this host"},
 		{0x803B002F, "HCN_E_ADDR_INVALID_OR_RESERVED", AnyCall, "the request cannot work for this address"},
 	}},
-	{ErrExists, "exists", RetryNever, []Answer{
+	{ErrExists, "exists", RetryNever, false, []Answer{
 		{0x1392, "ERROR_OBJECT_ALREADY_EXISTS", CreatingNetwork, "docker/for-win 1384: a second NAT network"},
 		{0x803B0010, "HCN_E_NETWORK_ALREADY_EXISTS", AnyCall, ""},
 		{0xB7, "ERROR_ALREADY_EXISTS", CreatingNetwork, ""},
 	}},
-	{ErrAttachFailed, "attach-failed", RetryFew, []Answer{
+	{ErrAttachFailed, "attach-failed", RetryFew, false, []Answer{
 		{0x803B0027, "GCN_E_NETCOMPARTMENT_NOT_FOUND", AnyCall, "x/sys/windows zerrors; Windows-Containers#401 (a compartment exists once a container runs)"},
 		{0x803B002E, "HCN_E_NAMESPACE_ATTACH_FAILED", AnyCall, "x/sys/windows zerrors"},
 	}},
-	{ErrUnavailable, "unavailable", RetryAlways, []Answer{
+	{ErrUnavailable, "unavailable", RetryAlways, false, []Answer{
 		{0x803B0020, "HCN_E_MANAGER_STOPPED", AnyCall, "HNS is restarting"},
 		{0x6BA, "RPC_S_SERVER_UNAVAILABLE", AnyCall, "HNS's RPC endpoint gone while it restarts"},
 		{0x6BE, "RPC_S_CALL_FAILED", AnyCall, "HNS's RPC endpoint gone while it restarts"},
 		{0x6D9, "EPT_S_NOT_REGISTERED", AnyCall, "HNS's RPC endpoint not registered yet (boot, restart)"},
 	}},
-	{ErrNotInstalled, "not-installed", RetryNever, nil},
+	{ErrNotInstalled, "not-installed", RetryNever, false, nil},
 }
 
 // Kinds returns the table (for tests and the docs).
@@ -264,6 +267,14 @@ func Names() []string {
 // invalid, the endpoint is attached or still referenced, HNS is not
 // installed.
 func Permanent(err error) bool { return RetryOf(err) == RetryNever }
+
+// Failed reports whether err is HNS failing a call, as the table says: a
+// not-found answer is HNS answering (the plugin asks for a namespace or an
+// endpoint that may be gone on purpose), not HNS failing.
+func Failed(err error) bool {
+	k := KindOf(err)
+	return err != nil && (k == nil || !k.Answered)
+}
 
 // Retryable reports whether err says HNS could not be asked or did not
 // answer in time (unreachable, restarting, a call given up on, a listing

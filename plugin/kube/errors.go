@@ -53,9 +53,15 @@ func kindOfStatus(code int) error {
 
 // errorKind is one row of the table: how a failed request is treated.
 type errorKind struct {
-	retry bool // tried again, up to config.APIReportAttempts (then dropped: the next outcome is reported again)
-	level logrus.Level
-	says  string
+	retry bool // a report is tried again, up to config.APIReportAttempts (then dropped: the next outcome is reported again)
+	// relist: a watch that ends with it is followed by a list at once,
+	// and it is not a failure (the labels held stay current)
+	relist bool
+	level  logrus.Level // how a report given up on is logged
+	says   string
+	// check is what an operator checks, said with a failing list or
+	// watch of namespaces (logged as an error then, not a warning)
+	check string
 }
 
 // errorTable is every API server error the package tells apart, first
@@ -64,13 +70,15 @@ var errorTable = []struct {
 	err  error
 	kind errorKind
 }{
-	{ErrGone, errorKind{false, logrus.DebugLevel, "not reported: the pod is gone"}},
-	{ErrRefused, errorKind{false, logrus.ErrorLevel, "not reported: the API server refused it"}},
-	{ErrDenied, errorKind{true, logrus.ErrorLevel, "not reported: the API server denied it (check the plugin's RBAC and token)"}},
-	{ErrUnavailable, errorKind{true, logrus.ErrorLevel, "not reported: the API server did not take it"}},
+	{ErrExpired, errorKind{relist: true, level: logrus.DebugLevel, says: "the watch's resource version is too old: listing again"}},
+	{ErrGone, errorKind{level: logrus.DebugLevel, says: "not reported: the pod is gone"}},
+	{ErrRefused, errorKind{level: logrus.ErrorLevel, says: "not reported: the API server refused it"}},
+	{ErrDenied, errorKind{retry: true, level: logrus.ErrorLevel, says: "not reported: the API server denied it (check the plugin's RBAC and token)",
+		check: "the plugin's ClusterRole needs get, list and watch on namespaces"}},
+	{ErrUnavailable, errorKind{retry: true, level: logrus.ErrorLevel, says: "not reported: the API server did not take it"}},
 }
 
-var unclassified = errorKind{true, logrus.ErrorLevel, "not reported: failing in a way the plugin does not know"}
+var unclassified = errorKind{retry: true, level: logrus.ErrorLevel, says: "not reported: failing in a way the plugin does not know"}
 
 // kindOf is err's row of the table.
 func kindOf(err error) errorKind {

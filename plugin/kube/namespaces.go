@@ -236,7 +236,7 @@ func (n *Namespaces) Run(ctx context.Context) {
 				retry.Reset()
 				continue // the API server ended it: take it up again
 			}
-			if errors.Is(err, ErrExpired) || ctx.Err() != nil {
+			if kindOf(err).relist || ctx.Err() != nil {
 				break // list again
 			}
 			failed++
@@ -259,8 +259,8 @@ func (n *Namespaces) failure(ctx context.Context, err error, failed int, msg str
 	level := logrus.DebugLevel
 	if failed == 1 || failed%10 == 0 {
 		level = logrus.WarnLevel
-		if errors.Is(err, ErrDenied) {
-			level, msg = logrus.ErrorLevel, msg+" (the plugin's ClusterRole needs get, list and watch on namespaces)"
+		if check := kindOf(err).check; check != "" { // the table's word: the operator's to fix
+			level, msg = logrus.ErrorLevel, msg+" ("+check+")"
 		}
 	}
 	n.log.WithError(err).WithField("attempt", failed).Log(level, msg)
