@@ -47,12 +47,3 @@ func TestDefaultPathIsReadWhenThere(t *testing.T) {
 		})
 	}
 }
-
-// A file that starts with a UTF-8 byte order mark (Notepad, PowerShell's
-// Out-File -Encoding utf8) decodes as the same file without it.
-func TestDecodeTakesAByteOrderMark(t *testing.T) {
-	cfg := Default()
-	if err := Decode("bom.toml", []byte("\xef\xbb\xbf[hcn]\nnetwork = \"pods\"\n"), &cfg); err != nil || cfg.HCN.Network != "pods" {
-		t.Fatalf("Decode: %v, network %q", err, cfg.HCN.Network)
-	}
-}
