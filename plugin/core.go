@@ -22,11 +22,6 @@ type Options struct {
 	// Limits bound one pod's request.
 	Limits    request.Limits
 	Admission *admission.Policy // nil: admit everything
-	// Namespaces hands out the namespaces' Pod Security labels as of a
-	// moment (package kube's watch): each sync decides with the view of
-	// its start; nil: they cannot be read (kubernetes.enabled = false),
-	// and where the policy checks Pod Security the annotation is refused.
-	Namespaces LabelViews
 	// Deadline bounds the HCN work a pod start may hold up the runtime for.
 	Deadline time.Duration
 	// FailOpen: when HCN misses the deadline the pod proceeds and the
@@ -55,12 +50,6 @@ type Options struct {
 	limiter workqueue.TypedRateLimiter[string]
 }
 
-// LabelViews hands out the namespaces' labels as the API server had last
-// said them, as of now: a value no later change alters.
-type LabelViews interface {
-	View() admission.Namespaces
-}
-
 // Core is the controller: every event source's triggers go into its one
 // queue, keyed by sandbox ID, and one sync per sandbox (sync.go) reads what
 // should be and what is and converges. It owns the one state of every
@@ -77,6 +66,11 @@ type Core struct {
 	closing atomic.Bool
 	closed  chan struct{}                    // closed when the queue shuts down: waiters are told ErrClosed
 	policy  atomic.Pointer[admission.Policy] // replaced by a config reload
+	// labels is the namespaces' Pod Security labels as package kube's
+	// watch last published them (SetLabels); nil: they cannot be read
+	// (kubernetes.enabled = false), and where the policy checks Pod
+	// Security the annotation is refused
+	labels atomic.Pointer[admission.Labels]
 
 	bg        context.Context // lifetime of background work
 	stop      context.CancelFunc
@@ -104,6 +98,11 @@ func NewCore(mgr *hcn.Manager, store SandboxStore, opt Options, log *logrus.Entr
 // SetAdmission replaces the admission policy; pods admitted before keep
 // their endpoints (the policy applies to new pods).
 func (c *Core) SetAdmission(p *admission.Policy) { c.policy.Store(p) }
+
+// SetLabels replaces the namespaces' labels each sync decides with, as the
+// API server last said them (package kube publishes them after every list
+// and event); a sync ages them as of its start.
+func (c *Core) SetLabels(l admission.Labels) { c.labels.Store(&l) }
 
 // Observer returns the core's observer.
 func (c *Core) Observer() Observer { return c.opt.Observer }

@@ -3,7 +3,6 @@ package plugin
 import (
 	"context"
 	"fmt"
-	"maps"
 	"slices"
 	"strings"
 	"sync"
@@ -56,7 +55,11 @@ func (f *fixture) restartWith(t *testing.T, cfg hcn.ManagerConfig, opt func(*Opt
 	if opt != nil {
 		opt(&o)
 	}
+	old := f.core
 	f.core = NewCore(hcn.NewManager(f.sim, cfg), f.store, o, f.core.log)
+	if l := old.labels.Load(); l != nil { // the watch publishes to the new process at once
+		f.core.SetLabels(*l)
+	}
 	t.Cleanup(f.core.Close)
 }
 
@@ -431,34 +434,27 @@ func (c *Core) waiting(id string) bool {
 }
 
 // namespaces is what the API server said of the namespaces' enforce
-// labels, changed by the test ("-": no label; absent: never read).
+// labels, changed by the test ("-": no label; absent: never read), and
+// published to the core as package kube publishes them.
 type namespaces struct {
 	mu     sync.Mutex
 	labels map[string]string
+	f      *fixture // its core, as of now (a restart replaces it)
 }
 
-// View is the labels as of now: a copy later changes leave alone.
-func (n *namespaces) View() admission.Namespaces {
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	return labelsAt(maps.Clone(n.labels))
-}
-
-// labelsAt is a view of namespaces' labels.
-type labelsAt map[string]string
-
-func (l labelsAt) EnforceLabel(ns string) (string, bool, string) {
-	v, ok := l[ns]
-	if !ok {
-		return "", false, "its labels have not been read from the API server yet"
+func (n *namespaces) publish() {
+	l := admission.Labels{Enforce: map[string]admission.Label{}, Heard: time.Now(), MaxAge: time.Hour}
+	for ns, v := range n.labels {
+		l.Enforce[ns] = admission.Label{Value: v, Labelled: v != "-"}
 	}
-	return v, v != "-", ""
+	n.f.core.SetLabels(l)
 }
 
 func (n *namespaces) set(ns, label string) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	n.labels[ns] = label
+	n.publish()
 }
 
 // podSecurityFixture is a core with the default admission policy (Pod
@@ -471,8 +467,12 @@ func podSecurityFixture(t *testing.T, nss *namespaces, opts ...func(*Options)) (
 	}
 	rep := &reports{}
 	f := newFixture(t, append([]func(*Options){func(o *Options) {
-		o.Admission, o.Namespaces, o.Reporter = pol, nss, rep
+		o.Admission, o.Reporter = pol, rep
 	}}, opts...)...)
+	nss.mu.Lock()
+	nss.f = f
+	nss.publish()
+	nss.mu.Unlock()
 	return f, rep
 }
 

@@ -7,200 +7,16 @@ import (
 	"slices"
 	"time"
 
-	"github.com/nri-hcn-portmap/nri-hcn-portmap/config"
-
 	"github.com/sirupsen/logrus"
-	"k8s.io/client-go/util/workqueue"
 
 	"github.com/nri-hcn-portmap/nri-hcn-portmap/hcn"
-	"github.com/nri-hcn-portmap/nri-hcn-portmap/plugin/backoff"
+	"github.com/nri-hcn-portmap/nri-hcn-portmap/plugin/admission"
 	"github.com/nri-hcn-portmap/nri-hcn-portmap/plugin/request"
 )
 
-// The controller's queue is client-go's rate-limited workqueue keyed by
-// sandbox ID, as in client-go's controller example: entry points only record
-// what they saw and add the key; a worker takes a key, reads the sandbox's
-// record once (a snapshot), runs the one sync for it, commits the outcome
-// once, says it once (report, metrics, one log line), and puts the key back
-// rate-limited when the table of errors says a retry can help. The retry
-// count is the queue's. The workqueue never gives one key to two workers
-// at once, and a key added while its sync runs is synced again afterwards.
-
-// newQueue returns the queue: each sandbox's retries wait as lim says
-// (nil: the one retry rule, backoff.QueueLimiter from RetryMin to
-// RetryMax).
-func newQueue(lim workqueue.TypedRateLimiter[string], retryMin, retryMax time.Duration, metrics workqueue.MetricsProvider) workqueue.TypedRateLimitingInterface[string] {
-	if lim == nil {
-		lim = backoff.QueueLimiter(retryMin, retryMax)
-	}
-	cfg := workqueue.TypedRateLimitingQueueConfig[string]{Name: "nri-hcn-portmap", MetricsProvider: metrics}
-	if metrics == nil { // client-go's global provider (a no-op unless someone sets it) is not used
-		cfg.MetricsProvider = noQueueMetrics{}
-	}
-	return workqueue.NewTypedRateLimitingQueueWithConfig(lim, cfg)
-}
-
-func (c *Core) startWorkers(n int) {
-	for range n {
-		c.workers.Go(func() {
-			for {
-				id, shutdown := c.q.Get()
-				if shutdown {
-					return
-				}
-				c.process(id)
-				c.q.Done(id)
-			}
-		})
-	}
-}
-
-// outcome is what one sync returns: what is known of the sandbox now (the
-// worker commits it whole), what it did, and the error it failed with (not
-// yet naming the pod: process names it once). What the pod's owners are
-// told, the gauge, the log line and the retry all follow from the error's
-// row in the table (errors.go) or, on success, from mapped.
-type outcome struct {
-	known  known
-	change Change
-	err    error
-	pod    Pod     // the pod as the sync resolved it
-	mapped *mapped // a pod whose host ports are in place: who maps them
-	// unreadable: containerd's CRI record of the sandbox does not decode;
-	// its hostPorts are not known (reported, never a failure of the pod)
-	unreadable error
-	skipped    []string // Observer.Skipped reasons
-	line       line     // the sync's one log line when it succeeds
-	also       []string // other sandboxes to sync: a host port's holder
-}
-
-// mapped is who maps a pod's host ports: the plugin's endpoint (with
-// policies) and the CNI's.
-type mapped struct {
-	endpoint *hcn.Endpoint
-	policies []hcn.PortMappingPolicy
-	cni      []CNIMapping
-}
-
-// line is a log line: level, message, fields.
-type line struct {
-	level  logrus.Level
-	msg    string
-	fields logrus.Fields
-}
-
-func (o *outcome) fail(err error) outcome {
-	o.err = err
-	return *o
-}
-
-func (o *outcome) say(level logrus.Level, msg string, fields logrus.Fields) {
-	o.line = line{level: level, msg: msg, fields: fields}
-}
-
-// process runs one sync of a sandbox: the snapshot, the sync, the commit,
-// then the outcome said once, and the retry as the table of errors says.
-func (c *Core) process(id string) {
-	sn, ok := c.st.snapshot(id, c.q.NumRequeues(id)+1)
-	if !ok {
-		c.q.Forget(id) // a delayed retry of work already done
-		return
-	}
-	// A sync is never cut short (an HNS call given up on would leave what
-	// it creates late behind); each HNS call is bounded anyway.
-	ctx, cancel := context.WithTimeout(context.Background(), config.SyncBound)
-	out := c.sync(ctx, sn)
-	cancel()
-	v := judge(out.pod, out.err, sn.attempt) // the pod named once, the row read once
-	out.err, out.known.err = v.err, v.err
-	if out.pod.Name != "" {
-		out.known.name, out.known.namespace = out.pod.HolderName(), out.pod.Namespace
-	}
-	mapped := out.err == nil && !sn.known.timed && !sn.startedAt.IsZero() && len(out.known.eps) > 0
-	out.known.timed = sn.known.timed || mapped
-	v.again = v.again && !c.closing.Load()
-	if !v.again {
-		out.known.waitFor = nil // a conflict's wait ends with its work
-	}
-	tell := c.st.commit(id, sn, out.known, v.again)
-	if mapped { // its host ports first in place
-		c.opt.Observer.Mapped(sn.startPath, time.Since(sn.startedAt))
-	}
-	c.tell(sn, out, v, tell)
-	for _, h := range out.also {
-		c.enqueue(h, sighting{}) // a conflict asks: does the holder still run?
-	}
-	if v.again {
-		c.q.AddRateLimited(id)
-	} else {
-		c.q.Forget(id)
-	}
-}
-
-// tell says a sync's outcome once: the owners' report, the metrics, the
-// waiters it answers and one log line, each as the error's row says.
-func (c *Core) tell(sn snap, out outcome, v verdict, waiters []waiter) {
-	if rep := ownersReport(sn, out, v.kind.reason); rep != nil {
-		c.opt.Reporter.Report(*rep)
-	}
-	for _, r := range out.skipped {
-		c.opt.Observer.Skipped(r)
-	}
-	k, again := v.kind, v.again
-	for _, w := range waiters {
-		if w.kind != "" && k.counted {
-			c.opt.Observer.Operation(w.kind, k.class)
-		}
-		if w.ch != nil {
-			w.ch <- result{out.change, out.err}
-		}
-	}
-	log := c.PodLog(out.pod)
-	switch {
-	case out.err == nil && out.line.msg != "":
-		log.WithFields(out.line.fields).Log(out.line.level, out.line.msg)
-	case out.err == nil:
-	case again:
-		level := logrus.WarnLevel
-		if k.quietRetry {
-			level = logrus.DebugLevel
-		}
-		log.WithField("attempt", sn.attempt).WithError(out.err).Log(level, "sync failed; retrying")
-	case k.retry == retryBounded:
-		log.WithField("attempts", sn.attempt).WithError(out.err).Log(k.level, k.says)
-	default:
-		log.WithFields(out.line.fields).WithError(out.err).Log(k.level, k.says)
-	}
-}
-
-// pastDeadline is the answer to a runtime whose RunPodSandbox waited the
-// whole deadline (HCN slower than that): fail-open lets the pod proceed,
-// its endpoint completed in the background (retrying what passes, until
-// it exists or the pod is gone); fail-closed fails the pod with
-// ErrDeadline, naming what held it up, and records a stop, whose sync
-// removes whatever the start made.
-func (c *Core) pastDeadline(p Pod) error {
-	log := c.PodLog(p).WithField("deadline", c.opt.Deadline.String())
-	last := c.st.lastErr(p.ID) // what held it up, when a sync has said
-	if last != nil {
-		log = log.WithError(last)
-	}
-	if c.opt.FailOpen {
-		log.Warn("host ports not in place within the deadline: the pod proceeds, its endpoint is completed in the background (fail-open)")
-		return nil
-	}
-	c.enqueue(p.ID, sighting{stop: true}) // the runtime is told the pod failed: leave nothing behind
-	log.Warn("host ports not in place within the deadline: the pod fails, its endpoint is rolled back (fail-closed)")
-	if last != nil {
-		return fmt.Errorf("pod %s: %w (%s, failure_policy fail-closed); what was started is rolled back; the last attempt: %w",
-			p, ErrDeadline, c.opt.Deadline, last)
-	}
-	return fmt.Errorf("pod %s: %w (%s, failure_policy fail-closed); what was started is rolled back", p, ErrDeadline, c.opt.Deadline)
-}
-
 // sync is the controller's one piece of work for a sandbox, for every
 // trigger alike (an NRI request, a containerd event, Synchronize, a
-// resync, a retry): decide (decide.go), a function of the snapshot, the
+// resync, a retry): decide, a function of the snapshot, the
 // facts read for it and the inputs as the sync began, says which fact it
 // needs next (read here: containerd's record and task, HCN's namespace and
 // its other endpoints, their networks' types) and, once it has them, what
@@ -225,8 +41,10 @@ func (c *Core) sync(ctx context.Context, sn snap) outcome {
 func (c *Core) inputs() inputs {
 	in := inputs{policy: c.policy.Load(), sources: c.opt.Inputs, limits: c.opt.Limits, policyOptions: c.opt.Policy,
 		hyperVHandlers: c.opt.HyperVHandlers}
-	if c.opt.Namespaces != nil {
-		in.labels = c.opt.Namespaces.View()
+	if l := c.labels.Load(); l != nil {
+		v := *l
+		v.At = time.Now()
+		in.labels = v
 	}
 	return in
 }
@@ -404,3 +222,370 @@ func (c *Core) describeHolder(ctx context.Context, ce *ConflictError) {
 }
 
 func policyList(ps []hcn.PortMappingPolicy) string { return fmt.Sprint(ps) }
+
+// decide is the controller's one decision, a function of values: the
+// sandbox's snapshot, the facts the sync has read for it, and the inputs
+// as the sync began. It reads nothing else and changes nothing. Its plan
+// either asks for one more fact (the sync reads it and decides again) or
+// says what to do: remove the sandbox's endpoints, or claim its host ports
+// and make HNS hold the endpoint it wants; and what the outcome is once
+// those steps are done. The steps, in order:
+//
+//  0. a listing of HNS: what it showed is what a sandbox known to nobody
+//     holds; a disagreement with what is known means HNS is asked. A
+//     listing alone (start-up) asks for nothing more;
+//  1. a stopped or removed sandbox loses its endpoint and its host ports;
+//  2. a request the trigger gave whole, with the annotation as its only
+//     source, is decided without a read: a bad one fails, none costs
+//     nothing;
+//  3. containerd's record: gone means nothing is left, an application
+//     container is not ours;
+//  4. live? a start seen says so; otherwise containerd's task and HCN's
+//     namespace tell; a sandbox that no longer runs loses its endpoint;
+//  5. the request (request.Resolve): the mappings from its sources,
+//     limits; every mapping the endpoint in place does not hold yet is
+//     admitted (the node's rules, the annotation's Pod Security) as a new
+//     pod's would be;
+//  6. nothing asked for, no Windows namespace, Hyper-V isolation, or all
+//     of it mapped by the CNI already (asked only of a pod with hostPorts,
+//     the only mappings a CNI is given): no endpoint of ours;
+//  7. the endpoint it wants, with the pod's DNS (the CNI's endpoint's
+//     where the pod's record has none).
+func decide(sn snap, f facts, in inputs) plan {
+	o := outcome{known: sn.known, pod: sn.pod}
+	if o.pod.ID == "" {
+		o.pod = Pod{ID: sn.id, Partial: true}
+	}
+	p := o.pod
+	if sn.listing { // 0
+		switch {
+		case !sn.known.committed: // nothing known of its own: the listing is what it holds
+			o.known.eps, o.known.epsKnown = sn.listed, true
+			for _, ep := range sn.listed {
+				o.known.ports = append(o.known.ports, ep.PortMappings...)
+				o.known.sandbox = true // an endpoint of ours: it was a sandbox
+			}
+		case !sn.known.epsKnown || !sameEndpoints(sn.listed, sn.known.eps):
+			o.known.eps, o.known.epsKnown = nil, false // HNS says otherwise: ask it
+		}
+	}
+	if !sn.act {
+		return plan{out: o}
+	}
+	if sn.stopped || sn.removed { // 1
+		return decideStopped(sn, f, o)
+	}
+	if !p.Partial && !in.sources.CRI && !f.recordRead { // 2
+		r, err := request.Resolve(request.Ask{Pod: p, Sources: in.sources, Limits: in.limits})
+		if err != nil {
+			return o.refuse(err)
+		}
+		if len(r.Mappings) == 0 && o.known.epsKnown && len(o.known.eps) == 0 {
+			return plan{out: o}
+		}
+	}
+	if !f.recordRead { // 3
+		return plan{ask: askRecord}
+	}
+	sb := f.record
+	switch {
+	case errors.Is(f.recordErr, ErrSandboxNotFound):
+		return plan{out: o, remove: true, removed: afterRemoval{gone: true, forgetCNI: true}, err: f.recordErr}
+	case f.recordErr != nil:
+		return o.refuse(fmt.Errorf("reading the sandbox from containerd: %w", f.recordErr))
+	case !sb.IsSandbox:
+		return o.refuse(ErrNotSandbox)
+	}
+	o.known.sandbox = true
+	switch state, ask, err := live(sb, sn.started, f); { // 4
+	case ask != decided:
+		return plan{ask: ask}
+	case err != nil:
+		return o.refuse(fmt.Errorf("deciding whether the sandbox is live: %w", err))
+	case state == stoppedForGood: // containerd says so: CRI never starts a sandbox again
+		o.known.final, o.known.cni = true, nil
+		return plan{out: o, remove: true}
+	case state == notRunning: // HCN says so (no namespace): judged again next time
+		o.known.cni = nil
+		return plan{out: o, remove: true}
+	}
+	r, err := request.Resolve(request.Ask{Pod: p, Metadata: sb.Metadata, Sources: in.sources, Limits: in.limits, Policy: in.policyOptions, // 5
+		Held: o.known.ports, Admit: in.admit()})
+	o.pod, o.unreadable = r.Pod, r.Unreadable
+	p = r.Pod
+	if err != nil {
+		return o.refuse(err)
+	}
+	if r.Unreadable != nil {
+		o.skipped = append(o.skipped, SkipCRIRecordUnreadable)
+	}
+	switch { // 6
+	case !r.Known:
+		if r.Unreadable != nil {
+			o.say(logrus.WarnLevel, "containerd's record of the sandbox does not decode: its request is not known",
+				logrus.Fields{"error": r.Unreadable.Error()})
+		}
+		return plan{out: o} // live, but its request is unknown here
+	case len(r.Mappings) == 0:
+		return plan{out: o, remove: true}
+	case sb.NetNS == "":
+		if sn.started {
+			o.say(logrus.InfoLevel, "sandbox has no Windows network namespace (Linux or HostProcess sandbox); skipped", nil)
+			o.skipped = append(o.skipped, SkipNoNetNS)
+		}
+		return plan{out: o, remove: true}
+	}
+	if why := in.hyperV(p, sb); why != "" {
+		o.line.fields = logrus.Fields{"isolation": why}
+		return plan{out: o, remove: true, err: fmt.Errorf("%w (%s): its utility VM takes the namespace's endpoints only when it starts, "+
+			"so an endpoint added now would never reach it; map host ports of Hyper-V pods with the CNI's portMappings", ErrHyperV, why)}
+	}
+	w := want{netns: sb.NetNS, policies: r.Policies, dns: r.DNS} // 7
+	// The other endpoints of the pod's namespace (the CNI's), asked of
+	// HNS once, and only where they matter: for hostPorts, which the CNI
+	// may map itself, and for a pod whose record has no DNS, which gets
+	// the CNI endpoint's DNS on ours instead of HNS's fill-in of the
+	// node's. The pod's own DNS, where its record has it, is never
+	// replaced by the CNI's.
+	if !r.HostPorts && !r.NoDNS {
+		return plan{out: o, want: &w}
+	}
+	if !f.neighboursRead {
+		return plan{ask: askNeighbours}
+	}
+	if f.neighboursErr != nil {
+		return o.refuse(f.neighboursErr)
+	}
+	if r.NoDNS {
+		w.dns = hcn.NeighbourDNS(f.neighbours)
+	}
+	if !r.HostPorts {
+		return plan{out: o, want: &w}
+	}
+	// the CNI may map the pod's hostPorts itself (it is given them as
+	// portMappings; win-bridge honours them): HNS would refuse the same
+	// mapping twice. A pod without hostPorts gives the CNI nothing to map.
+	if f.netTypesErr != nil {
+		return o.refuse(f.netTypesErr)
+	}
+	ours, cni, unknown := notProvided(f.neighbours, w.policies, f.netTypes, f.netTypesRead)
+	if len(unknown) > 0 {
+		return plan{ask: askNetworkTypes, networks: unknown}
+	}
+	w.policies, w.cni = ours, cni
+	if len(w.policies) > 0 {
+		return plan{out: o, want: &w}
+	}
+	// the CNI maps them all: an endpoint of ours would hold host ports
+	// nobody asks for
+	if !slices.Equal(o.known.cni, w.cni) {
+		o.countCNI(w.cni)
+		o.say(logrus.InfoLevel, "host ports all mapped by the CNI's endpoint in the pod's namespace", logrus.Fields{"cni": fmt.Sprint(w.cni)})
+	}
+	o.known.cni = w.cni
+	o.mapped = &mapped{cni: w.cni}
+	return plan{out: o, remove: true}
+}
+
+// decideStopped plans the removal of what a stopped sandbox still has;
+// the sandbox is forgotten once containerd no longer has it either. A
+// listing of containerd that lacked it, or a start after the stop of a
+// container never seen as a sandbox, asks containerd (the one read of a
+// stop, and only then).
+func decideStopped(sn snap, f facts, o outcome) plan {
+	removed, sandbox := sn.removed, sn.sandbox
+	if (sn.verify || (sn.started && !sandbox)) && !removed {
+		if !f.recordRead {
+			return plan{ask: askRecord}
+		}
+		switch {
+		case errors.Is(f.recordErr, ErrSandboxNotFound):
+			removed = true
+		case f.recordErr == nil && f.record.IsSandbox:
+			o.known.sandbox, sandbox = true, true
+		}
+	}
+	return plan{out: o, remove: true, removed: afterRemoval{gone: removed, forgetCNI: true}, notOurs: !sandbox}
+}
+
+// liveness is what a sync concludes of a sandbox's life.
+type liveness int
+
+const (
+	running        liveness = iota
+	notRunning              // its namespace is gone: nothing to attach to (asked again next time)
+	stoppedForGood          // containerd says its task stopped
+)
+
+// live says whether a sandbox runs: a start seen since the last sync says
+// so; otherwise containerd's task (stopped: for good) and HCN's namespace
+// (it must still exist) tell, each asked for when needed. A sandbox
+// without a Windows namespace runs for containerd alone.
+func live(sb *SandboxInfo, started bool, f facts) (liveness, ask, error) {
+	if started {
+		return running, decided, nil
+	}
+	if !f.taskRead {
+		return 0, askTask, nil
+	}
+	switch {
+	case f.taskErr != nil:
+		return notRunning, decided, f.taskErr
+	case f.task == TaskStopped:
+		return stoppedForGood, decided, nil
+	case sb.NetNS == "" && f.task == TaskRunning:
+		return running, decided, nil
+	case sb.NetNS == "":
+		return notRunning, decided, nil
+	case !f.nsRead:
+		return 0, askNamespace, nil
+	case f.nsErr != nil:
+		return notRunning, decided, f.nsErr
+	case !f.nsExists:
+		return notRunning, decided, nil
+	}
+	return running, decided, nil
+}
+
+// notProvided splits the pod's policies into those no other endpoint of
+// its namespace maps (ours to make) and those another one, the CNI's,
+// maps already (HNS takes a host port once), each with whether it will
+// work on the CNI's network (its type, from types); unknown lists the
+// networks whose type is needed and not in types, until they were read
+// (read: a network HNS did not know has no type).
+func notProvided(others []hcn.Endpoint, policies []hcn.PortMappingPolicy, types map[string]hcn.NetworkType, read bool) (ours []hcn.PortMappingPolicy, cni []CNIMapping, unknown []string) {
+	for _, p := range policies {
+		pv := hcn.ProvidedBy(p, others)
+		if pv == nil {
+			ours = append(ours, p)
+			continue
+		}
+		netType, ok := types[hcn.CanonicalGUID(pv.Endpoint.NetworkID)]
+		if !ok && !read {
+			if !slices.Contains(unknown, pv.Endpoint.NetworkID) {
+				unknown = append(unknown, pv.Endpoint.NetworkID)
+			}
+			continue
+		}
+		works, why, fix := pv.Effective(netType)
+		cni = append(cni, CNIMapping{Policy: p, Endpoint: pv.Endpoint.ID, Name: pv.Endpoint.Name, V1NAT: pv.V1NAT,
+			Works: works, Why: why, Fix: fix})
+	}
+	return ours, cni, unknown
+}
+
+// countCNI counts the host ports the CNI maps (once per change).
+func (o *outcome) countCNI(cni []CNIMapping) {
+	for _, m := range cni {
+		if m.Works {
+			o.skipped = append(o.skipped, SkipMappedByCNI)
+		} else {
+			o.skipped = append(o.skipped, SkipCNIIneffective)
+		}
+	}
+}
+
+// ErrHyperV: the pod is Hyper-V isolated; host ports cannot be added to it.
+// It is an invalid request (final).
+var ErrHyperV = fmt.Errorf("%w: Hyper-V isolated pod", ErrInvalidPod)
+
+// inputs are the values a sync decides with, taken once as it began: the
+// admission policy (a reload replaces it), the namespaces' labels as the
+// API server had last said them, and the configuration's options.
+type inputs struct {
+	policy         *admission.Policy    // nil: admit everything
+	labels         admission.Namespaces // a view as of the sync; nil: they cannot be read
+	sources        request.Sources
+	limits         request.Limits
+	policyOptions  request.PolicyOptions
+	hyperVHandlers []string
+}
+
+// admit is how Resolve admits what a pod asks for and does not hold yet:
+// every mapping by the node's rules, the annotation's also by its
+// namespace's Pod Security level (hostPorts passed it at the API server).
+func (in inputs) admit() func(p Pod, all, annotated []request.PortMapping) error {
+	if in.policy == nil {
+		return nil
+	}
+	return func(p Pod, all, annotated []request.PortMapping) error {
+		return in.policy.AdmitRequest(admission.Pod{Namespace: p.Namespace, Labels: p.Labels}, all, annotated, in.labels)
+	}
+}
+
+// hyperV says why the sandbox is Hyper-V isolated, "" when it is not.
+func (in inputs) hyperV(p Pod, sb *SandboxInfo) string {
+	if sb.HyperV != "" {
+		return sb.HyperV
+	}
+	if h := p.RuntimeHandler; h != "" && slices.Contains(in.hyperVHandlers, h) {
+		return "runtime handler " + h
+	}
+	return ""
+}
+
+// facts are what the sync read for decide, each only once decide asked
+// for it: containerd's record and task, HCN's namespace, the other
+// endpoints of the pod's namespace and their networks' types.
+type facts struct {
+	record         *SandboxInfo
+	recordErr      error
+	recordRead     bool
+	task           TaskState
+	taskErr        error
+	taskRead       bool
+	nsExists       bool
+	nsErr          error
+	nsRead         bool
+	neighbours     []hcn.Endpoint
+	neighboursErr  error
+	neighboursRead bool
+	netTypes       map[string]hcn.NetworkType // canonical network ID -> type
+	netTypesErr    error
+	netTypesRead   bool
+}
+
+// ask is a fact decide needs before it can decide.
+type ask int
+
+const (
+	decided         ask = iota // nothing more: the plan's steps are the decision
+	askRecord                  // containerd's record of the sandbox
+	askTask                    // containerd's state of the sandbox's task
+	askNamespace               // whether HCN still has the pod's namespace
+	askNeighbours              // the other endpoints of the pod's namespace
+	askNetworkTypes            // the types of the networks in plan.networks
+)
+
+// plan is a decision: a fact to read first (ask), or the steps to take and
+// the outcome once they are done. The steps, each taken only when the one
+// before succeeds: remove the sandbox's endpoints and give back its host
+// ports (then what removed says is known); claim the host ports of want
+// and make HNS hold its endpoint. Then err, if any, is what the sync
+// failed with; notOurs fails a stop that removed nothing of a container
+// never known as a sandbox (an application container's).
+type plan struct {
+	ask      ask
+	networks []string // askNetworkTypes: the network IDs
+	out      outcome
+	remove   bool
+	removed  afterRemoval
+	want     *want
+	err      error
+	notOurs  bool
+}
+
+// afterRemoval is what is known once a removal is done: containerd no
+// longer has the sandbox, and the CNI's mappings are forgotten.
+type afterRemoval struct{ gone, forgetCNI bool }
+
+// refuse is a plan that takes no step and fails with err.
+func (o outcome) refuse(err error) plan { return plan{out: o, err: err} }
+
+// want is the endpoint a sync decided the sandbox should have.
+type want struct {
+	netns    hcn.GUID
+	policies []hcn.PortMappingPolicy
+	cni      []CNIMapping
+	dns      hcn.DNS
+}

@@ -201,7 +201,6 @@ func build(ctx context.Context, cfg config.Config, flags *config.Flags, log *log
 		if err == nil {
 			a.nss = kube.NewNamespaces(api, cfg.Kubernetes.LabelsMaxAge.Duration, a.metrics, log.WithField("component", "namespaces"))
 			a.metrics.WatchNamespaces(func() bool { return a.nss.Stale() != "" })
-			opt.Namespaces = a.nss
 			a.kube, err = newKubeReporter(cfg.Kubernetes, api, a.metrics, log)
 		}
 		if err != nil {
@@ -217,6 +216,7 @@ func build(ctx context.Context, cfg config.Config, flags *config.Flags, log *log
 	opt.Observer, opt.Reporter = a.metrics, reporter
 	a.core = plugin.NewCore(mgr, a.store, opt, log)
 	if a.nss != nil {
+		a.nss.OnPublish(a.core.SetLabels)       // each sync decides with the labels as last published
 		a.nss.OnChange(a.core.NamespaceChanged) // a level known or changed syncs the pods held back for it
 	}
 	a.metrics.CountEndpoints(a.core.Endpoints)

@@ -19,6 +19,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	"k8s.io/apimachinery/pkg/labels"
 
@@ -270,6 +271,53 @@ type Namespaces interface {
 	// known ("" when it is): the namespace has not been read, or what was
 	// read is too old to grant anything (the API server unreachable).
 	EnforceLabel(namespace string) (value string, labelled bool, unknown string)
+}
+
+// Label is a namespace's pod-security.kubernetes.io/enforce label:
+// Labelled false when it has none.
+type Label struct {
+	Value    string
+	Labelled bool
+}
+
+// Labels is what the API server last said of the namespaces' enforce
+// labels, as a value: its map is never changed once handed out (the cache
+// that keeps them makes a new one), and At is the moment the view is of
+// (a sync's start). The labels are as old as the API server's last word
+// (Heard: a list, a watch event or a bookmark); older than MaxAge they
+// grant nothing.
+type Labels struct {
+	Enforce map[string]Label
+	Heard   time.Time // zero: never read
+	MaxAge  time.Duration
+	At      time.Time
+}
+
+var _ Namespaces = Labels{}
+
+// Stale says why the labels were too old to grant anything at l.At, ""
+// when they were not.
+func (l Labels) Stale() string {
+	if l.Heard.IsZero() {
+		return ""
+	}
+	if age := l.At.Sub(l.Heard); age > l.MaxAge {
+		return fmt.Sprintf("nothing has been heard from the API server for %s, no list, event or bookmark (kubernetes.labels_max_age = %s): "+
+			"the labels read before are too old to grant host ports", age.Round(time.Second), l.MaxAge)
+	}
+	return ""
+}
+
+// EnforceLabel implements Namespaces.
+func (l Labels) EnforceLabel(namespace string) (string, bool, string) {
+	if why := l.Stale(); why != "" {
+		return "", false, why
+	}
+	v, ok := l.Enforce[namespace]
+	if !ok {
+		return "", false, "its labels have not been read from the API server yet"
+	}
+	return v.Value, v.Labelled, ""
 }
 
 // PodSecurityError is the annotation refused by the namespace's level.

@@ -85,19 +85,17 @@ type Namespaces struct {
 
 	mu sync.RWMutex
 	// labels is never changed in place: a list or an event replaces it
-	// (View hands it out)
-	labels map[string]enforceLabel
+	// (a published view holds it)
+	labels map[string]admission.Label
 	// heard: when the API server last said something of the namespaces
 	// (a list, a watch event, a bookmark); zero before the first list
 	heard time.Time
 	// changed is told each namespace whose enforce label became known or
 	// changed (nil: nobody); set before Run
 	changed func(namespace string)
-}
-
-type enforceLabel struct {
-	value    string
-	labelled bool
+	// publish is given the labels after every list and event (nil:
+	// nobody); set before Run
+	publish func(admission.Labels)
 }
 
 var _ admission.Namespaces = (*Namespaces)(nil)
@@ -106,7 +104,7 @@ var _ admission.Namespaces = (*Namespaces)(nil)
 // nil.
 func NewNamespaces(api NamespaceAPI, maxAge time.Duration, metrics NamespaceMetrics, log *logrus.Entry) *Namespaces {
 	return &Namespaces{api: api, log: log, metrics: metrics, retryMin: config.APIRetryMin, retryMax: config.APIRetryMax,
-		maxAge: maxAge, grace: config.NamespaceWatchGrace, now: time.Now, labels: map[string]enforceLabel{}}
+		maxAge: maxAge, grace: config.NamespaceWatchGrace, now: time.Now, labels: map[string]admission.Label{}}
 }
 
 // OnChange makes fn hear each namespace whose enforce label becomes known
@@ -114,36 +112,27 @@ func NewNamespaces(api NamespaceAPI, maxAge time.Duration, metrics NamespaceMetr
 // held back for it at once. Call it before Run.
 func (n *Namespaces) OnChange(fn func(namespace string)) { n.changed = fn }
 
-// EnforceLabel implements admission.Namespaces.
-func (n *Namespaces) EnforceLabel(namespace string) (string, bool, string) {
-	return n.View().EnforceLabel(namespace)
+// OnPublish makes fn be given the labels as a value, at once and after
+// every list and event: the core decides each sync with the labels as the
+// API server last said them, aged as of the sync (admission.Labels), and
+// never reads this cache. Call it before Run.
+func (n *Namespaces) OnPublish(fn func(admission.Labels)) {
+	n.publish = fn
+	fn(n.view())
 }
 
-// View is the labels as the API server last said them, as of now: a value
-// that no later list, event or clock tick changes (a sync decides with the
-// labels as of its start).
-func (n *Namespaces) View() admission.Namespaces {
+// view is the labels held, as a value.
+func (n *Namespaces) view() admission.Labels {
 	n.mu.RLock()
 	defer n.mu.RUnlock()
-	return labelView{labels: n.labels, stale: n.staleLocked()}
+	return admission.Labels{Enforce: n.labels, Heard: n.heard, MaxAge: n.maxAge}
 }
 
-// labelView is a view of the labels: the cache's map, which is replaced,
-// never changed, and why it was too old to grant anything then.
-type labelView struct {
-	labels map[string]enforceLabel
-	stale  string
-}
-
-func (v labelView) EnforceLabel(namespace string) (string, bool, string) {
-	if v.stale != "" {
-		return "", false, v.stale
-	}
-	l, ok := v.labels[namespace]
-	if !ok {
-		return "", false, "its labels have not been read from the API server yet"
-	}
-	return l.value, l.labelled, ""
+// EnforceLabel implements admission.Namespaces: the labels as of now.
+func (n *Namespaces) EnforceLabel(namespace string) (string, bool, string) {
+	v := n.view()
+	v.At = n.now()
+	return v.EnforceLabel(namespace)
 }
 
 // Stale says why the labels held are too old to grant anything (nothing
@@ -151,20 +140,9 @@ func (v labelView) EnforceLabel(namespace string) (string, bool, string) {
 // kubernetes.labels_max_age), "" when they are not: /healthz's check, and
 // the reason an annotation is held back.
 func (n *Namespaces) Stale() string {
-	n.mu.RLock()
-	defer n.mu.RUnlock()
-	return n.staleLocked()
-}
-
-func (n *Namespaces) staleLocked() string {
-	if n.heard.IsZero() {
-		return ""
-	}
-	if age := n.now().Sub(n.heard); age > n.maxAge {
-		return fmt.Sprintf("nothing has been heard from the API server for %s, no list, event or bookmark (kubernetes.labels_max_age = %s): "+
-			"the labels read before are too old to grant host ports", age.Round(time.Second), n.maxAge)
-	}
-	return ""
+	v := n.view()
+	v.At = n.now()
+	return v.Stale()
 }
 
 // watchTimeout is how long one watch is asked to stay open: client-go's
@@ -183,9 +161,9 @@ func (n *Namespaces) Health(context.Context) error {
 	return nil
 }
 
-func labelOf(ns Namespace) enforceLabel {
+func labelOf(ns Namespace) admission.Label {
 	v, ok := ns.Labels[admission.LabelEnforce]
-	return enforceLabel{value: v, labelled: ok}
+	return admission.Label{Value: v, Labelled: ok}
 }
 
 // Run lists the namespaces, then watches them, until ctx ends: a watch the
@@ -278,13 +256,13 @@ func (n *Namespaces) notCurrent() { n.synced(false) }
 
 // replace makes a list the whole view.
 func (n *Namespaces) replace(items []Namespace) {
-	next := make(map[string]enforceLabel, len(items))
+	next := make(map[string]admission.Label, len(items))
 	for _, ns := range items {
 		next[ns.Name] = labelOf(ns)
 	}
 	var changed []string
 	n.mu.Lock()
-	wasStale := n.staleLocked() != ""
+	wasStale := n.staleLocked()
 	for name, l := range next {
 		if was, ok := n.labels[name]; !ok || was != l || wasStale { // known again after being too old
 			changed = append(changed, name)
@@ -300,7 +278,7 @@ func (n *Namespaces) replace(items []Namespace) {
 func (n *Namespaces) apply(ev WatchEvent) {
 	n.mu.Lock()
 	var changed []string
-	wasStale := n.staleLocked() != ""
+	wasStale := n.staleLocked()
 	n.heard = n.now()
 	if wasStale { // known again: every namespace held
 		for name := range n.labels {
@@ -329,15 +307,25 @@ func (n *Namespaces) apply(ev WatchEvent) {
 	n.tell(changed...)
 }
 
-// tell says which namespaces' levels became known or changed (outside the
-// lock: the listener reads levels).
+// tell publishes the labels, then says which namespaces' levels became
+// known or changed (outside the lock: the listener decides with what was
+// published).
 func (n *Namespaces) tell(names ...string) {
+	if n.publish != nil {
+		n.publish(n.view())
+	}
 	if n.changed == nil {
 		return
 	}
 	for _, name := range names {
 		n.changed(name)
 	}
+}
+
+// staleLocked says whether the labels were too old to grant anything
+// (n.mu held).
+func (n *Namespaces) staleLocked() bool {
+	return admission.Labels{Heard: n.heard, MaxAge: n.maxAge, At: n.now()}.Stale() != ""
 }
 
 // errWatch is a watch's ERROR event as an error: 410 is ErrExpired, the

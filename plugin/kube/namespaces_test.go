@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"github.com/sirupsen/logrus"
+
+	"github.com/nri-hcn-portmap/nri-hcn-portmap/plugin/admission"
 )
 
 // fakeNamespaces is an API server's namespaces: the test changes them, and
@@ -386,6 +388,45 @@ func TestASilentWatchAgesTheLabels(t *testing.T) {
 	if lists < 2 {
 		t.Fatalf("%d lists: the silent watch was not ended and the namespaces listed again", lists)
 	}
+	cancel()
+	<-done
+}
+
+// The core decides with the labels the cache publishes (issue 44): at
+// once when it listens, and after every list and event, a bookmark
+// included (the labels' age is the API server's last word); a value
+// published is never changed by what comes after.
+func TestTheLabelsArePublishedAsValues(t *testing.T) {
+	api := newFakeNamespaces()
+	api.set(nil, map[string]map[string]string{"open": {enforce: "privileged"}})
+	n := NewNamespaces(api, 5*time.Minute, nil, logrus.NewEntry(logrus.New()))
+	var mu sync.Mutex
+	var got []admission.Labels
+	n.OnPublish(func(l admission.Labels) { mu.Lock(); got = append(got, l); mu.Unlock() })
+	published := func() []admission.Labels { mu.Lock(); defer mu.Unlock(); return slices.Clone(got) }
+	if p := published(); len(p) != 1 || !p[0].Heard.IsZero() {
+		t.Fatalf("published at once: %+v, want the labels never read", p)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	done := make(chan struct{})
+	go func() { n.Run(ctx); close(done) }()
+	w := api.next(t)
+	first := published()[len(published())-1]
+	if v, _, why := first.EnforceLabel("open"); why != "" && first.Heard.IsZero() || v != "privileged" {
+		t.Fatalf("after the list: %+v", first)
+	}
+	w <- WatchEvent{Type: "MODIFIED", Namespace: Namespace{Name: "open", Labels: map[string]string{enforce: "baseline"}}, ResourceVersion: "5"}
+	eventually(t, "the event published", func() bool { return len(published()) >= 3 })
+	if v, _, _ := first.EnforceLabel("open"); v != "privileged" {
+		t.Fatalf("the value published before the event changed: %q", v)
+	}
+	if v, _, _ := published()[2].EnforceLabel("open"); v != "baseline" {
+		t.Fatalf("after the event: %q, want baseline", v)
+	}
+	before := len(published())
+	w <- WatchEvent{Type: "BOOKMARK", ResourceVersion: "6"}
+	eventually(t, "the bookmark published", func() bool { return len(published()) > before })
 	cancel()
 	<-done
 }

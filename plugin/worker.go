@@ -1,0 +1,196 @@
+package plugin
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/nri-hcn-portmap/nri-hcn-portmap/config"
+
+	"github.com/sirupsen/logrus"
+	"k8s.io/client-go/util/workqueue"
+
+	"github.com/nri-hcn-portmap/nri-hcn-portmap/hcn"
+	"github.com/nri-hcn-portmap/nri-hcn-portmap/plugin/backoff"
+)
+
+// The controller's queue is client-go's rate-limited workqueue keyed by
+// sandbox ID, as in client-go's controller example: entry points only record
+// what they saw and add the key; a worker takes a key, reads the sandbox's
+// record once (a snapshot), runs the one sync for it, commits the outcome
+// once, says it once (report, metrics, one log line), and puts the key back
+// rate-limited when the table of errors says a retry can help. The retry
+// count is the queue's. The workqueue never gives one key to two workers
+// at once, and a key added while its sync runs is synced again afterwards.
+
+// newQueue returns the queue: each sandbox's retries wait as lim says
+// (nil: the one retry rule, backoff.QueueLimiter from RetryMin to
+// RetryMax).
+func newQueue(lim workqueue.TypedRateLimiter[string], retryMin, retryMax time.Duration, metrics workqueue.MetricsProvider) workqueue.TypedRateLimitingInterface[string] {
+	if lim == nil {
+		lim = backoff.QueueLimiter(retryMin, retryMax)
+	}
+	cfg := workqueue.TypedRateLimitingQueueConfig[string]{Name: "nri-hcn-portmap", MetricsProvider: metrics}
+	if metrics == nil { // client-go's global provider (a no-op unless someone sets it) is not used
+		cfg.MetricsProvider = noQueueMetrics{}
+	}
+	return workqueue.NewTypedRateLimitingQueueWithConfig(lim, cfg)
+}
+
+func (c *Core) startWorkers(n int) {
+	for range n {
+		c.workers.Go(func() {
+			for {
+				id, shutdown := c.q.Get()
+				if shutdown {
+					return
+				}
+				c.process(id)
+				c.q.Done(id)
+			}
+		})
+	}
+}
+
+// outcome is what one sync returns: what is known of the sandbox now (the
+// worker commits it whole), what it did, and the error it failed with (not
+// yet naming the pod: process names it once). What the pod's owners are
+// told, the gauge, the log line and the retry all follow from the error's
+// row in the table (errors.go) or, on success, from mapped.
+type outcome struct {
+	known  known
+	change Change
+	err    error
+	pod    Pod     // the pod as the sync resolved it
+	mapped *mapped // a pod whose host ports are in place: who maps them
+	// unreadable: containerd's CRI record of the sandbox does not decode;
+	// its hostPorts are not known (reported, never a failure of the pod)
+	unreadable error
+	skipped    []string // Observer.Skipped reasons
+	line       line     // the sync's one log line when it succeeds
+	also       []string // other sandboxes to sync: a host port's holder
+}
+
+// mapped is who maps a pod's host ports: the plugin's endpoint (with
+// policies) and the CNI's.
+type mapped struct {
+	endpoint *hcn.Endpoint
+	policies []hcn.PortMappingPolicy
+	cni      []CNIMapping
+}
+
+// line is a log line: level, message, fields.
+type line struct {
+	level  logrus.Level
+	msg    string
+	fields logrus.Fields
+}
+
+func (o *outcome) fail(err error) outcome {
+	o.err = err
+	return *o
+}
+
+func (o *outcome) say(level logrus.Level, msg string, fields logrus.Fields) {
+	o.line = line{level: level, msg: msg, fields: fields}
+}
+
+// process runs one sync of a sandbox: the snapshot, the sync, the commit,
+// then the outcome said once, and the retry as the table of errors says.
+func (c *Core) process(id string) {
+	sn, ok := c.st.snapshot(id, c.q.NumRequeues(id)+1)
+	if !ok {
+		c.q.Forget(id) // a delayed retry of work already done
+		return
+	}
+	// A sync is never cut short (an HNS call given up on would leave what
+	// it creates late behind); each HNS call is bounded anyway.
+	ctx, cancel := context.WithTimeout(context.Background(), config.SyncBound)
+	out := c.sync(ctx, sn)
+	cancel()
+	v := judge(out.pod, out.err, sn.attempt) // the pod named once, the row read once
+	out.err, out.known.err = v.err, v.err
+	if out.pod.Name != "" {
+		out.known.name, out.known.namespace = out.pod.HolderName(), out.pod.Namespace
+	}
+	mapped := out.err == nil && !sn.known.timed && !sn.startedAt.IsZero() && len(out.known.eps) > 0
+	out.known.timed = sn.known.timed || mapped
+	v.again = v.again && !c.closing.Load()
+	if !v.again {
+		out.known.waitFor = nil // a conflict's wait ends with its work
+	}
+	tell := c.st.commit(id, sn, out.known, v.again)
+	if mapped { // its host ports first in place
+		c.opt.Observer.Mapped(sn.startPath, time.Since(sn.startedAt))
+	}
+	c.tell(sn, out, v, tell)
+	for _, h := range out.also {
+		c.enqueue(h, sighting{}) // a conflict asks: does the holder still run?
+	}
+	if v.again {
+		c.q.AddRateLimited(id)
+	} else {
+		c.q.Forget(id)
+	}
+}
+
+// tell says a sync's outcome once: the owners' report, the metrics, the
+// waiters it answers and one log line, each as the error's row says.
+func (c *Core) tell(sn snap, out outcome, v verdict, waiters []waiter) {
+	if rep := ownersReport(sn, out, v.kind.reason); rep != nil {
+		c.opt.Reporter.Report(*rep)
+	}
+	for _, r := range out.skipped {
+		c.opt.Observer.Skipped(r)
+	}
+	k, again := v.kind, v.again
+	for _, w := range waiters {
+		if w.kind != "" && k.counted {
+			c.opt.Observer.Operation(w.kind, k.class)
+		}
+		if w.ch != nil {
+			w.ch <- result{out.change, out.err}
+		}
+	}
+	log := c.PodLog(out.pod)
+	switch {
+	case out.err == nil && out.line.msg != "":
+		log.WithFields(out.line.fields).Log(out.line.level, out.line.msg)
+	case out.err == nil:
+	case again:
+		level := logrus.WarnLevel
+		if k.quietRetry {
+			level = logrus.DebugLevel
+		}
+		log.WithField("attempt", sn.attempt).WithError(out.err).Log(level, "sync failed; retrying")
+	case k.retry == retryBounded:
+		log.WithField("attempts", sn.attempt).WithError(out.err).Log(k.level, k.says)
+	default:
+		log.WithFields(out.line.fields).WithError(out.err).Log(k.level, k.says)
+	}
+}
+
+// pastDeadline is the answer to a runtime whose RunPodSandbox waited the
+// whole deadline (HCN slower than that): fail-open lets the pod proceed,
+// its endpoint completed in the background (retrying what passes, until
+// it exists or the pod is gone); fail-closed fails the pod with
+// ErrDeadline, naming what held it up, and records a stop, whose sync
+// removes whatever the start made.
+func (c *Core) pastDeadline(p Pod) error {
+	log := c.PodLog(p).WithField("deadline", c.opt.Deadline.String())
+	last := c.st.lastErr(p.ID) // what held it up, when a sync has said
+	if last != nil {
+		log = log.WithError(last)
+	}
+	if c.opt.FailOpen {
+		log.Warn("host ports not in place within the deadline: the pod proceeds, its endpoint is completed in the background (fail-open)")
+		return nil
+	}
+	c.enqueue(p.ID, sighting{stop: true}) // the runtime is told the pod failed: leave nothing behind
+	log.Warn("host ports not in place within the deadline: the pod fails, its endpoint is rolled back (fail-closed)")
+	if last != nil {
+		return fmt.Errorf("pod %s: %w (%s, failure_policy fail-closed); what was started is rolled back; the last attempt: %w",
+			p, ErrDeadline, c.opt.Deadline, last)
+	}
+	return fmt.Errorf("pod %s: %w (%s, failure_policy fail-closed); what was started is rolled back", p, ErrDeadline, c.opt.Deadline)
+}
