@@ -8,12 +8,14 @@
 //
 //	1 event     /tasks/start, /tasks/exit, /tasks/delete, /containers/delete   plugin/containerd/events.go
 //	2 trigger   Started, Exited, Deleted: write what was seen, add the ID      triggers.go, state.go (trigger)
-//	3 worker    client-go workqueue keyed by sandbox ID; one snapshot, one      sync.go (process), state.go
+//	3 worker    client-go workqueue keyed by sandbox ID; one snapshot, one      worker.go (process), state.go
 //	            sync, one commit, said once; retries are the queue's           (snapshot, commit)
-//	4 sync      one decision for every trigger: read, decide, converge         sync.go
+//	4 sync      decide, a function of values (the snapshot, the facts read     sync.go
+//	            for it, the policy and labels as of its start), asks for a
+//	            fact or plans the steps; apply takes them
 //	5 sandbox   containerd's record: namespace GUID, CRI metadata, task state  plugin/containerd/store.go
-//	6 request   annotation and hostPort, merged, limited; what the endpoint    sync.go (request), plugin/request/, plugin/admission/
-//	            in place does not hold is admitted
+//	6 request   request.Resolve: annotation and hostPort, merged, limited,      plugin/request/ (resolve.go), plugin/admission/
+//	            what the endpoint in place does not hold admitted; DNS
 //	7 claim     the host ports checked and reserved in one step; one another   state.go (claim: the port index)
 //	            pod holds makes this one wait for that pod's own sync
 //	8 endpoint  keep, replace, create and attach; detach and delete            hcn/manager.go

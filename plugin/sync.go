@@ -508,9 +508,7 @@ func (in inputs) admit() func(p Pod, all, annotated []request.PortMapping) error
 	if in.policy == nil {
 		return nil
 	}
-	return func(p Pod, all, annotated []request.PortMapping) error {
-		return in.policy.AdmitRequest(admission.Pod{Namespace: p.Namespace, Labels: p.Labels}, all, annotated, in.labels)
-	}
+	return admission.Admitter{Policy: in.policy, Labels: in.labels}.Admit
 }
 
 // hyperV says why the sandbox is Hyper-V isolated, "" when it is not.

@@ -112,6 +112,18 @@ type Pod struct {
 	Labels    map[string]string
 }
 
+// Admitter admits a pod's request with the policy and the namespaces'
+// labels of one moment: its Admit is request.Resolve's Ask.Admit.
+type Admitter struct {
+	Policy *Policy
+	Labels Namespaces // nil: they cannot be read
+}
+
+// Admit is AdmitRequest for the pod as package request resolved it.
+func (a Admitter) Admit(p request.Pod, all, annotated []request.PortMapping) error {
+	return a.Policy.AdmitRequest(Pod{Namespace: p.Namespace, Labels: p.Labels}, all, annotated, a.Labels)
+}
+
 // AdmitRequest admits what a pod asks for that it does not hold yet:
 // every mapping by the node's rules (Admit), and those of its annotation
 // also by its namespace's Pod Security level (AdmitAnnotation).
