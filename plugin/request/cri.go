@@ -32,6 +32,9 @@ type CRIMetadata struct {
 	// DNS is the pod's DNS configuration (kubelet's: the cluster's
 	// resolvers and search list), zero when the record has none.
 	DNS hcn.DNS
+	// CNIDNS is the DNS the CNI reported for the pod's interface (the
+	// record's CNIResult), zero when it reported none.
+	CNIDNS hcn.DNS
 }
 
 // criMetadataJSON is containerd's versioned sandbox metadata (the envelope
@@ -47,6 +50,18 @@ type criMetadataJSON struct {
 		NetNSPath      string
 		RuntimeHandler string
 		Config         *runtimeapi.PodSandboxConfig
+		// CNIResult is go-cni's Result as encoding/json writes it (the
+		// same in containerd 1.7, go-cni v1.1.9, and 2.x, v1.1.14): its
+		// DNS is one entry per network the CNI set up (an empty one where
+		// it reported none), in the CNI spec's types.DNS
+		CNIResult *struct {
+			DNS []struct {
+				Nameservers []string `json:"nameservers"`
+				Domain      string   `json:"domain"`
+				Search      []string `json:"search"`
+				Options     []string `json:"options"`
+			}
+		}
 	}
 }
 
@@ -78,6 +93,21 @@ func DecodeCRIMetadata(raw []byte) (*CRIMetadata, error) {
 		out.DNS = hcn.DNS{ServerList: slices.Clone(d.GetServers()), Search: slices.Clone(d.GetSearches()), Options: slices.Clone(d.GetOptions())}
 		if len(out.DNS.Search) > 0 {
 			out.DNS.Domain = out.DNS.Search[0]
+		}
+	}
+	if r := md.CNIResult; r != nil {
+		// the first network whose result has resolvers: what the pod's
+		// interface was given; its suffix is the first search domain, as
+		// for the pod's own, else the domain the CNI named
+		for _, d := range r.DNS {
+			if len(d.Nameservers) == 0 {
+				continue
+			}
+			out.CNIDNS = hcn.DNS{ServerList: slices.Clone(d.Nameservers), Search: slices.Clone(d.Search), Options: slices.Clone(d.Options), Domain: d.Domain}
+			if len(d.Search) > 0 {
+				out.CNIDNS.Domain = d.Search[0]
+			}
+			break
 		}
 	}
 	return out, nil

@@ -81,8 +81,10 @@ type Request struct {
 	// HostPorts: Kubernetes hostPorts are among the mappings, the only
 	// mappings a CNI is given (portMappings) and so can map itself.
 	HostPorts bool
-	// DNS is the pod's own, from its record (zero: not known); NoDNS says
-	// the record has no resolvers: its interface's DNS is the CNI's.
+	// DNS is the pod's own, from its record, or where the pod's config
+	// has none the DNS the CNI reported in the record (zero: not known);
+	// NoDNS says the record has neither: its interface's DNS is the CNI
+	// endpoint's, which only HNS can tell.
 	DNS   hcn.DNS
 	NoDNS bool
 	// Unreadable: the record does not decode, so its hostPorts (and, for
@@ -114,8 +116,14 @@ func Resolve(a Ask) (Request, error) {
 				Annotations: meta.Annotations, Labels: meta.Labels, RuntimeHandler: meta.RuntimeHandler}
 			r.Known = true
 		}
-		if meta != nil {
-			r.DNS, r.NoDNS = meta.DNS, len(meta.DNS.ServerList) == 0
+		switch {
+		case meta == nil:
+		case len(meta.DNS.ServerList) > 0:
+			r.DNS = meta.DNS
+		case len(meta.CNIDNS.ServerList) > 0: // no DNS config (dnsPolicy None, or a runtime that keeps none): the CNI's
+			r.DNS = meta.CNIDNS
+		default:
+			r.DNS, r.NoDNS = meta.DNS, true
 		}
 	}
 	if !r.Known {

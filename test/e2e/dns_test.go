@@ -8,8 +8,11 @@ import (
 	"testing"
 	"time"
 
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+
 	"github.com/nri-hcn-portmap/nri-hcn-portmap/config"
 	"github.com/nri-hcn-portmap/nri-hcn-portmap/hcn"
+	"github.com/nri-hcn-portmap/nri-hcn-portmap/hcn/hcnsim"
 	"github.com/nri-hcn-portmap/nri-hcn-portmap/plugin"
 	"github.com/nri-hcn-portmap/nri-hcn-portmap/plugin/request"
 	"github.com/nri-hcn-portmap/nri-hcn-portmap/test/harness"
@@ -124,4 +127,53 @@ func TestAPodsDNSIsItsOwnOrItsCNIsAndAnUpgradeRebuildsNone(t *testing.T) {
 		return nil
 	})
 	must(t, err)
+}
+
+// Issue 45: a pod without a DNS config of its own gets, on its endpoint,
+// the DNS the CNI reported for its interface, read from the record the
+// plugin reads anyway, with no HNS lookup of its namespace. The record is
+// a real one: containerd's own CRI runs the pod on a pod network (the
+// fake CNI plugin reports an address and DNS), and writes its CNI result
+// into the sandbox's metadata as this containerd line writes it (make test
+// runs 2.4, make compat 1.7); the plugin is then given a Windows sandbox
+// with that record.
+func TestTheCNIsDNSComesFromTheRecordWithoutAskingHNS(t *testing.T) {
+	env, ctx := newEnvWith(t, harness.Options{Config: eventsConfig, ContainerdNRI: true, CNI: true})
+	must(t, env.ImportPauseImage(ctx))
+	cri, closeCRI, err := env.CRI()
+	must(t, err)
+	t.Cleanup(closeCRI)
+	run, err := cri.RunPodSandbox(ctx, &runtimeapi.RunPodSandboxRequest{Config: env.PodNetworkPod("cni-dns", map[string]string{request.AnnotationPortMappings: "9340:80"})})
+	if err != nil {
+		t.Fatalf("CRI RunPodSandbox on the fake CNI's network: %v\n%s", err, env.Containerd.Tail(30))
+	}
+	record, err := env.SandboxMetadata(ctx, run.PodSandboxId)
+	must(t, err)
+	_, _ = cri.StopPodSandbox(ctx, &runtimeapi.StopPodSandboxRequest{PodSandboxId: run.PodSandboxId})
+	_, _ = cri.RemovePodSandbox(ctx, &runtimeapi.RemovePodSandboxRequest{PodSandboxId: run.PodSandboxId})
+	servers, search := harness.FakeCNIDNS()
+	if meta, err := request.DecodeCRIMetadata(record); err != nil || !reflect.DeepEqual(meta.CNIDNS.ServerList, servers) || len(meta.DNS.ServerList) != 0 {
+		t.Fatalf("containerd %s's record: %v, %+v; want the CNI's DNS and none of the pod's\n%s", env.ContainerdVersion(), err, meta, record)
+	}
+
+	must(t, env.StartPluginEvents(ctx))
+	p := pod("cni-dns", "9340:80")
+	p.RawMetadata = record // containerd's record, with a Windows namespace of its own
+	guid, err := env.CreateSandbox(ctx, p)
+	must(t, err)
+	_, before, err := env.SimClient.State(ctx)
+	must(t, err)
+	must(t, env.PublishStart(ctx, p.ID))
+	ep := wantEndpoint(t, ctx, env, p.ID, guid, []hcn.PortMappingPolicy{tcp(9340, 80, "", 1)})
+	st, after, err := env.SimClient.State(ctx)
+	must(t, err)
+	want := hcn.DNS{ServerList: servers, Search: search, Domain: search[0]}
+	for _, e := range st.Endpoints {
+		if e.ID == ep.Endpoint && !reflect.DeepEqual(e.DNS, want) {
+			t.Errorf("the endpoint carries DNS %+v, want the CNI's %+v", e.DNS, want)
+		}
+	}
+	if n := after[hcnsim.OpGetNamespace] - before[hcnsim.OpGetNamespace]; n != 0 {
+		t.Errorf("HNS was asked for the namespace %d times for a pod whose record holds its DNS", n)
+	}
 }

@@ -121,16 +121,26 @@ func containerdConfig(version, dir, address string, withNRI bool, nriSocket, plu
   stream_server_address = '127.0.0.1'
   stream_server_port = '0'
 `, nriSocket, pluginDir, confDir)
+		// CNI from dir/cni (Options.CNI puts a network there): bin_dir is
+		// 1.7's and 2.0's key, bin_dirs 2.1's and later (each ignores
+		// the other's in a config of its own version)
 		if v1 {
-			nri += fmt.Sprintf(`  sandbox_image = '%s'
+			nri += fmt.Sprintf(`  sandbox_image = '%[1]s'
   restrict_oom_score_adj = true
-`, PauseImage)
+[plugins.'io.containerd.grpc.v1.cri'.cni]
+  bin_dir = '%[2]s/cni/bin'
+  conf_dir = '%[2]s/cni/conf'
+`, PauseImage, dir)
 		} else {
 			nri += fmt.Sprintf(`[plugins.'io.containerd.cri.v1.images'.pinned_images]
-  sandbox = '%s'
+  sandbox = '%[1]s'
 [plugins.'io.containerd.cri.v1.runtime']
   restrict_oom_score_adj = true
-`, PauseImage)
+[plugins.'io.containerd.cri.v1.runtime'.cni]
+  bin_dir = '%[2]s/cni/bin'
+  bin_dirs = ['%[2]s/cni/bin']
+  conf_dir = '%[2]s/cni/conf'
+`, PauseImage, dir)
 		}
 	}
 	configVersion := 3

@@ -21,6 +21,8 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+
+	"github.com/nri-hcn-portmap/nri-hcn-portmap/plugin/request"
 )
 
 // PauseImage is the sandbox image containerd's CRI is pinned to in an Env
@@ -152,4 +154,75 @@ func (e *Env) HostNetworkPod(name string, annotations map[string]string) *runtim
 		Linux: &runtimeapi.LinuxPodSandboxConfig{SecurityContext: &runtimeapi.LinuxSandboxSecurityContext{
 			NamespaceOptions: &runtimeapi.NamespaceOption{Network: runtimeapi.NamespaceMode_NODE}}},
 	}
+}
+
+// FakeCNIDNS is the DNS the fake CNI network reports for a pod's
+// interface: its resolver and search list.
+func FakeCNIDNS() (servers, search []string) {
+	return []string{"10.22.0.2"}, []string{"cni.example", "svc.cni.example"}
+}
+
+// installFakeCNI builds the fake CNI plugin into dir/cni/bin (as itself
+// and as loopback, which containerd's CRI runs for every pod on Linux) and
+// puts a network of it in dir/cni/conf.
+func installFakeCNI(dir string) error {
+	root, err := ModuleRoot()
+	if err != nil {
+		return err
+	}
+	bin, conf := filepath.Join(dir, "cni", "bin"), filepath.Join(dir, "cni", "conf")
+	for _, d := range []string{bin, conf} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			return err
+		}
+	}
+	cmd := exec.Command("go", "build", "-o", filepath.Join(bin, "fakecni"), "./test/fakecni")
+	cmd.Dir = root
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return fmt.Errorf("building the fake CNI plugin: %w\n%s", err, out)
+	}
+	if err := os.Link(filepath.Join(bin, "fakecni"), filepath.Join(bin, "loopback")); err != nil {
+		return err
+	}
+	servers, search := FakeCNIDNS()
+	network, err := json.Marshal(map[string]any{"cniVersion": "1.0.0", "name": "fake",
+		"plugins": []any{map[string]any{"type": "fakecni", "dns": map[string]any{"nameservers": servers, "search": search}}}})
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(filepath.Join(conf, "10-fake.conflist"), network, 0o644)
+}
+
+// PodNetworkPod is a CRI sandbox config of a pod on the pod network (the
+// CNI's), without a DNS config of its own (dnsPolicy None with none set,
+// or a runtime that keeps none): what it gets is the CNI's.
+func (e *Env) PodNetworkPod(name string, annotations map[string]string) *runtimeapi.PodSandboxConfig {
+	logs := filepath.Join(e.Dir, "pod-logs", name)
+	_ = os.MkdirAll(logs, 0o755)
+	return &runtimeapi.PodSandboxConfig{
+		Metadata:     &runtimeapi.PodSandboxMetadata{Name: name, Uid: "uid-" + name, Namespace: "default"},
+		Hostname:     name,
+		LogDirectory: logs,
+		Annotations:  annotations,
+		Linux: &runtimeapi.LinuxPodSandboxConfig{SecurityContext: &runtimeapi.LinuxSandboxSecurityContext{
+			NamespaceOptions: &runtimeapi.NamespaceOption{Network: runtimeapi.NamespaceMode_POD}}},
+	}
+}
+
+// SandboxMetadata is the io.cri-containerd.sandbox.metadata extension of
+// the sandbox container id, as containerd's CRI wrote it.
+func (e *Env) SandboxMetadata(ctx context.Context, id string) ([]byte, error) {
+	c, err := e.Ctr.LoadContainer(namespaces.WithNamespace(ctx, K8s), id)
+	if err != nil {
+		return nil, err
+	}
+	ext, err := c.Extensions(namespaces.WithNamespace(ctx, K8s))
+	if err != nil {
+		return nil, err
+	}
+	x, ok := ext[request.ExtensionMetadata]
+	if !ok {
+		return nil, fmt.Errorf("sandbox %s has no %s", id, request.ExtensionMetadata)
+	}
+	return x.GetValue(), nil
 }

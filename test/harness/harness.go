@@ -74,6 +74,11 @@ type Options struct {
 	Windows bool
 	// ContainerdNRI runs containerd with its own NRI (and so CRI) on.
 	ContainerdNRI bool
+	// CNI gives containerd's CRI a pod network (with ContainerdNRI): the
+	// fake CNI plugin (test/fakecni), which reports an address and
+	// FakeCNIDNS, so that CRI records a CNI result in the sandbox's
+	// metadata as it does on a node.
+	CNI bool
 	// ContainerdTCP also relays a loopback TCP port to containerd.
 	ContainerdTCP bool
 	// Simulator is the address of an HNS model already serving (the wine
@@ -145,6 +150,11 @@ func Start(ctx context.Context, o Options) (_ *Env, retErr error) {
 	}
 	if e.ctrBin, err = FindContainerd(); err != nil {
 		return nil, err
+	}
+	if o.CNI {
+		if err := installFakeCNI(dir); err != nil {
+			return nil, err
+		}
 	}
 	if o.ContainerdNRI {
 		e.ctrNRI = true

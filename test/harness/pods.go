@@ -40,6 +40,9 @@ type Pod struct {
 	RuntimeHandler string
 	// DNS is the pod's DNS configuration as kubelet gives it (nil: none).
 	DNS *runtimeapi.DNSConfig
+	// RawMetadata, when set, is the sandbox's CRI metadata extension as
+	// is (one a real containerd's CRI wrote), instead of CRIMetadata's.
+	RawMetadata []byte
 }
 
 // ClusterDNS is the DNS configuration kubelet gives a pod of namespace ns
@@ -121,6 +124,9 @@ func (e *Env) CreateSandbox(ctx context.Context, p Pod) (hcn.GUID, error) {
 	meta, err := p.CRIMetadata(guid.String())
 	if err != nil {
 		return "", err
+	}
+	if p.RawMetadata != nil {
+		meta = p.RawMetadata
 	}
 	opts = append(opts, WithCRIMetadata(meta))
 	if _, err := e.Ctr.NewContainer(namespaces.WithNamespace(ctx, K8s), p.ID, opts...); err != nil {
