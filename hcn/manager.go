@@ -770,8 +770,9 @@ func (m *Manager) NetworkType(ctx context.Context, networkID string) (NetworkTyp
 // GetNamespaceEndpointIds) and only those are opened, so a start costs the
 // same on a node with many pods. An endpoint that goes meanwhile is not a
 // neighbour; a namespace that is gone has none (the attach that follows
-// finds it gone).
-func (m *Manager) Neighbours(ctx context.Context, ns GUID, sandboxID string) ([]Endpoint, error) {
+// finds it gone). The sandbox's own endpoints the caller knows (ours, by
+// ID) are not opened: they are not neighbours.
+func (m *Manager) Neighbours(ctx context.Context, ns GUID, sandboxID string, ours ...string) ([]Endpoint, error) {
 	n, err := m.svc.GetNamespace(ctx, ns)
 	if errors.Is(err, ErrNotFound) {
 		return nil, nil
@@ -782,6 +783,9 @@ func (m *Manager) Neighbours(ctx context.Context, ns GUID, sandboxID string) ([]
 	own := m.EndpointName(sandboxID)
 	var out []Endpoint
 	for _, id := range n.Endpoints {
+		if slices.ContainsFunc(ours, func(o string) bool { return strings.EqualFold(o, id) }) {
+			continue
+		}
 		ep, err := m.svc.GetEndpoint(ctx, id)
 		switch {
 		case errors.Is(err, ErrNotFound):

@@ -3,6 +3,7 @@ package plugin
 import (
 	"context"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"sync"
@@ -172,6 +173,23 @@ type memStore struct {
 	// failSandbox, when set, is every Sandbox lookup's error (containerd
 	// unreachable).
 	failSandbox error
+	// reads counts the calls made, by method
+	reads map[string]int
+}
+
+// read counts a call (s.mu held).
+func (s *memStore) read(method string) {
+	if s.reads == nil {
+		s.reads = map[string]int{}
+	}
+	s.reads[method]++
+}
+
+// calls is what was read of containerd so far, by method.
+func (s *memStore) calls() map[string]int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return maps.Clone(s.reads)
 }
 
 // hookSandbox sets onSandbox while the core may be reading it.
@@ -190,6 +208,7 @@ func (s *memStore) Sandbox(_ context.Context, id string) (*SandboxInfo, error) {
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	s.read("containerd.Sandbox")
 	if s.failSandbox != nil {
 		return nil, s.failSandbox
 	}
@@ -210,6 +229,7 @@ func (s *memStore) ListSandboxes(context.Context) ([]string, error) {
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	s.read("containerd.ListSandboxes")
 	var ids []string
 	for id, sb := range s.sbs {
 		if sb.IsSandbox {
@@ -222,6 +242,7 @@ func (s *memStore) ListSandboxes(context.Context) ([]string, error) {
 func (s *memStore) TaskState(_ context.Context, id string) (TaskState, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	s.read("containerd.TaskState")
 	return s.tasks[id], nil
 }
 

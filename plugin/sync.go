@@ -62,7 +62,11 @@ func (c *Core) read(ctx context.Context, sn snap, p plan, f *facts) {
 		f.nsExists, f.nsErr = c.mgr.NamespaceExists(ctx, f.record.NetNS)
 		f.nsRead = true
 	case askNeighbours:
-		f.neighbours, f.neighboursErr = c.mgr.Neighbours(ctx, f.record.NetNS, sn.id)
+		var ours []string // known ours: not opened
+		for _, ep := range sn.known.eps {
+			ours = append(ours, ep.ID)
+		}
+		f.neighbours, f.neighboursErr = c.mgr.Neighbours(ctx, f.record.NetNS, sn.id, ours...)
 		f.neighboursRead = true
 	case askNetworkTypes:
 		if f.netTypes == nil {
@@ -240,12 +244,12 @@ func policyList(ps []hcn.PortMappingPolicy) string { return fmt.Sprint(ps) }
 //     nothing;
 //  3. containerd's record: gone means nothing is left, an application
 //     container is not ours;
-//  4. live? a start seen says so; otherwise containerd's task and HCN's
-//     namespace tell; a sandbox that no longer runs loses its endpoint;
-//  5. the request (request.Resolve): the mappings from its sources,
+//  4. the request (request.Resolve): the mappings from its sources,
 //     limits; every mapping the endpoint in place does not hold yet is
 //     admitted (the node's rules, the annotation's Pod Security) as a new
-//     pod's would be;
+//     pod's would be; a pod that asks nothing needs no more reads;
+//  5. live? a start seen says so; otherwise containerd's task and HCN's
+//     namespace tell; a sandbox that no longer runs loses its endpoint;
 //  6. nothing asked for, no Windows namespace, Hyper-V isolation, or all
 //     of it mapped by the CNI already (asked only of a pod with hostPorts,
 //     the only mappings a CNI is given): no endpoint of ours;
@@ -297,11 +301,19 @@ func decide(sn snap, f facts, in inputs) plan {
 		return o.refuse(ErrNotSandbox)
 	}
 	o.known.sandbox = true
-	switch state, ask, err := live(sb, sn.started, f); { // 4
+	// the request first (a function of values): a pod that asks nothing
+	// needs no more reads, whether it runs or not
+	r, err := request.Resolve(request.Ask{Pod: p, Metadata: sb.Metadata, Sources: in.sources, Limits: in.limits, Policy: in.policyOptions,
+		Held: o.known.ports, Admit: in.admit()})
+	if err == nil && r.Known && r.Unreadable == nil && len(r.Mappings) == 0 {
+		o.pod = r.Pod
+		return plan{out: o, remove: true}
+	}
+	switch state, ask, lerr := live(sb, sn.started, f); { // 5
 	case ask != decided:
 		return plan{ask: ask}
-	case err != nil:
-		return o.refuse(fmt.Errorf("deciding whether the sandbox is live: %w", err))
+	case lerr != nil:
+		return o.refuse(fmt.Errorf("deciding whether the sandbox is live: %w", lerr))
 	case state == stoppedForGood: // containerd says so: CRI never starts a sandbox again
 		o.known.final, o.known.cni = true, nil
 		return plan{out: o, remove: true}
@@ -309,8 +321,7 @@ func decide(sn snap, f facts, in inputs) plan {
 		o.known.cni = nil
 		return plan{out: o, remove: true}
 	}
-	r, err := request.Resolve(request.Ask{Pod: p, Metadata: sb.Metadata, Sources: in.sources, Limits: in.limits, Policy: in.policyOptions, // 5
-		Held: o.known.ports, Admit: in.admit()})
+	// the request, resolved above
 	o.pod, o.unreadable = r.Pod, r.Unreadable
 	p = r.Pod
 	if err != nil {

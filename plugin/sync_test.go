@@ -7,6 +7,7 @@ import (
 	"maps"
 	"os"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -330,65 +331,6 @@ func TestMappingsTheCNIProvidesAreSkipped(t *testing.T) {
 	}
 }
 
-// Issue 26, cost: with hostPort on (the default), a pod whose CRI record
-// has no hostPorts gives its CNI nothing to map, so its start asks HNS
-// nothing about the namespace: the create and the attach, as with the
-// annotation alone. A pod with hostPorts asks the namespace (and opens its
-// other endpoints), and so does one whose record has no DNS (issue 38:
-// its DNS is the CNI endpoint's), once for both.
-func TestOnlyAPodWithHostPortsOrNoDNSAsksTheNamespace(t *testing.T) {
-	asks := map[string]int{hcnsim.OpGetNamespace: 1, hcnsim.OpGetEndpoint: 1, hcnsim.OpenedEndpoint: 1, hcnsim.OpCreateEndpoint: 1, hcnsim.OpAddNamespaceEndpoint: 1}
-	for _, tt := range []struct {
-		name, annotation, ports, dns string
-		want                         map[string]int
-	}{
-		{"annotation only", "9010:80", `{"container_port":81}`, "10.96.0.10", // a containerPort without hostPort
-			map[string]int{hcnsim.OpCreateEndpoint: 1, hcnsim.OpAddNamespaceEndpoint: 1}},
-		{"hostPort", "", `{"container_port":80,"host_port":9011}`, "10.96.0.10", asks},
-		{"annotation only, no DNS in the record", "9010:80", `{"container_port":81}`, "", asks},
-		{"hostPort, no DNS in the record", "", `{"container_port":80,"host_port":9011}`, "", asks},
-	} {
-		t.Run(tt.name, func(t *testing.T) {
-			f := newFixture(t)
-			f.core.opt.Inputs = Inputs{Annotations: true, CRI: true}
-			if err := f.core.LoadPorts(ctx); err != nil {
-				t.Fatal(err)
-			}
-			warm := f.sandbox("warm", "")
-			f.store.sbs["warm"].Metadata = criMeta("9001:80", "")
-			if err := f.core.StartPod(ctx, warm); err != nil { // the network
-				t.Fatal(err)
-			}
-			p := f.sandbox("p", tt.annotation)
-			f.store.sbs["p"].Metadata = criMetaWith(tt.annotation, tt.ports, tt.dns)
-			// the CNI's endpoint in the pod's namespace, mapping nothing
-			cni, err := f.sim.CreateNetwork(ctx, hcn.NetworkSpec{Name: "cbr0", Type: hcn.NetworkL2Bridge, Subnet: "10.244.0.0/16"})
-			if err != nil {
-				t.Fatal(err)
-			}
-			ep, err := f.sim.CreateEndpoint(ctx, hcn.EndpointSpec{Name: "cni-p", NetworkID: cni.ID})
-			if err == nil {
-				err = f.sim.AddNamespaceEndpoint(ctx, f.store.sbs["p"].NetNS, ep.ID)
-			}
-			if err != nil {
-				t.Fatal(err)
-			}
-			before := f.sim.Calls()
-			if err := f.core.StartPod(ctx, p); err != nil || len(f.endpoints("p")) != 1 {
-				t.Fatalf("StartPod: %v, %+v", err, f.endpoints("p"))
-			}
-			got := map[string]int{}
-			for op, n := range f.sim.Calls() {
-				if d := n - before[op]; d > 0 {
-					got[op] = d
-				}
-			}
-			if !maps.Equal(got, tt.want) {
-				t.Fatalf("HNS calls for the start: %v, want %v", got, tt.want)
-			}
-		})
-	}
-}
 
 func TestEachPodGetsWhatItAsksFor(t *testing.T) {
 	f := newFixture(t)
@@ -1397,6 +1339,12 @@ func TestDecideFromValues(t *testing.T) {
 			planned{err: admission.ErrLevelUnknown}},
 		{"hostPorts: the namespace's other endpoints are asked", start, record(criMetaWith("", hostPort, "10.96.0.10")), base, planned{ask: askNeighbours}},
 		{"no DNS in the record: the namespace's other endpoints are asked", start, record(criMeta("9001:80", "")), base, planned{ask: askNeighbours}},
+		{"no DNS config, the CNI's in the record: no other read", start,
+			record([]byte(`{"Version":"v1","Metadata":{"ID":"x","Config":{"metadata":{"name":"p","namespace":"ns"},"annotations":{"`+
+				request.AnnotationPortMappings+`":"9001:80"}},"CNIResult":{"DNS":[{"nameservers":["10.244.0.2"],"domain":"cni.example"}]}}}`)), base,
+			planned{want: &want{netns: ns, policies: []hcn.PortMappingPolicy{ours.PortMappings[0]}, dns: cniDNS}}},
+		{"a pod that asks nothing, not started: no task read", snap{id: "s", act: true, pod: Pod{ID: "s", Partial: true}},
+			record(criMeta("", "")), base, planned{remove: true}},
 		{"no DNS in the record: the CNI endpoint's", start,
 			withFacts(record(criMeta("9001:80", "")), func(f *facts) { f.neighboursRead, f.neighbours = true, cni(cniDNS) }), base,
 			planned{want: &want{netns: ns, policies: []hcn.PortMappingPolicy{ours.PortMappings[0]}, dns: cniDNS}}},
@@ -1451,4 +1399,184 @@ func TestDecideFromValues(t *testing.T) {
 			}
 		})
 	}
+}
+
+// cost is what one operation asked: HNS's calls (the simulator's names)
+// and containerd's reads ("containerd.Sandbox", ...), each counted.
+type cost map[string]int
+
+// since is what was asked after before.
+func (c cost) since(before cost) cost {
+	out := cost{}
+	for k, n := range c {
+		if d := n - before[k]; d > 0 {
+			out[k] = d
+		}
+	}
+	return out
+}
+
+// costs is everything asked so far of HNS and containerd.
+func (f *fixture) costs() cost {
+	out := cost(f.sim.Calls())
+	for k, n := range f.store.calls() {
+		out[k] = n
+	}
+	return out
+}
+
+// diff says, call by call, what got asks beyond want or lacks of it.
+func (c cost) diff(want cost) string {
+	keys := map[string]bool{}
+	for k := range c {
+		keys[k] = true
+	}
+	for k := range want {
+		keys[k] = true
+	}
+	var out []string
+	for _, k := range slices.Sorted(maps.Keys(keys)) {
+		switch got, w := c[k], want[k]; {
+		case got > w:
+			out = append(out, fmt.Sprintf("%d extra %s (%d, want %d)", got-w, k, got, w))
+		case got < w:
+			out = append(out, fmt.Sprintf("%d fewer %s (%d, want %d)", w-got, k, got, w))
+		}
+	}
+	return strings.Join(out, "; ")
+}
+
+// Issue 45: a start, a stop and a resync cost only the calls they need,
+// counted, not timed: per pod shape and per path (the runtime's NRI
+// requests, and containerd's events with the periodic resync), every call
+// to HNS and every read of containerd against the table of what the shape
+// needs; a call more names itself. What each needs:
+//   - a start reads the record once (the request, the namespace, the DNS);
+//     an endpoint is created and attached; HNS is asked for the pod's
+//     namespace only for hostPorts (the CNI may map them) or a record
+//     with no DNS at all (the CNI endpoint's is what the pod has);
+//   - a stop removes what it knows is there: detach, delete; nothing read;
+//   - a resync lists (containerd's sandboxes on the events path, HNS's
+//     endpoints of ours) and, for a pod with host ports, reads its record
+//     and task and asks whether its namespace still exists; a pod that
+//     asks nothing needs neither.
+func TestEachStartStopAndResyncCostsOnlyWhatItNeeds(t *testing.T) {
+	const (
+		sb, task, list     = "containerd.Sandbox", "containerd.TaskState", "containerd.ListSandboxes"
+		create, attach, ns = hcnsim.OpCreateEndpoint, hcnsim.OpAddNamespaceEndpoint, hcnsim.OpGetNamespace
+		detach, del, get   = hcnsim.OpRemoveNamespaceEndpoint, hcnsim.OpDeleteEndpoint, hcnsim.OpGetEndpoint
+		opened, byNet      = hcnsim.OpenedEndpoint, hcnsim.OpListEndpointsOfNetwork
+	)
+	cniResult := `,"CNIResult":{"Interfaces":null,"DNS":[{},{"nameservers":["10.22.0.2"],"search":["cni.example"]}],"Routes":null}`
+	record := func(annotation, ports, server, outside string) []byte {
+		ann, dns := "", ""
+		if annotation != "" {
+			ann = `,"annotations":{"` + request.AnnotationPortMappings + `":"` + annotation + `"}`
+		}
+		if server != "" {
+			dns = `,"dns_config":{"servers":["` + server + `"],"searches":["ns.svc.cluster.local"]}`
+		}
+		return []byte(`{"Version":"v1","Metadata":{"ID":"p","Name":"p_ns_uid_0","Config":{"metadata":{"name":"p","uid":"uid","namespace":"ns"},` +
+			`"port_mappings":[` + ports + `]` + dns + ann + `}` + outside + `}}`)
+	}
+	hostPort := `{"container_port":80,"host_port":9011}`
+	mapped := cost{create: 1, attach: 1}
+	asksNS := cost{create: 1, attach: 1, ns: 1, get: 1, opened: 1} // the CNI's endpoint opened
+	stop := cost{detach: 1, del: 1}
+	// a resync of a mapped pod: its record, its task, its namespace, and
+	// its endpoint opened by the listing of ours
+	live := cost{sb: 1, task: 1, ns: 1, opened: 1}
+	for _, tc := range []struct {
+		name          string
+		annotation    string
+		meta          []byte
+		start, resync cost // beyond the listings
+		stop          cost
+	}{
+		{"annotation, its DNS", "9010:80", record("9010:80", "", "10.96.0.10", ""), mapped, live, stop},
+		{"hostPort", "", record("", hostPort, "10.96.0.10", ""), asksNS, live.plus(cost{ns: 1, get: 1, opened: 1}), stop},
+		{"annotation, no DNS config, the CNI's in the record", "9010:80", record("9010:80", "", "", cniResult), mapped, live, stop},
+		{"annotation, no DNS anywhere in the record", "9010:80", record("9010:80", "", "", ""), asksNS, live.plus(cost{ns: 1, get: 1, opened: 1}), stop},
+		{"a pod that asks nothing", "", record("", "", "10.96.0.10", ""), cost{}, cost{sb: 1}, cost{}},
+	} {
+		for _, path := range []string{"nri", "events"} {
+			t.Run(tc.name+"/"+path, func(t *testing.T) {
+				f := newFixture(t)
+				f.core.opt.Inputs = Inputs{Annotations: true, CRI: true}
+				if _, err := f.core.mgr.EnsureNetwork(ctx); err != nil {
+					t.Fatal(err)
+				}
+				if err := f.core.LoadPorts(ctx); err != nil {
+					t.Fatal(err)
+				}
+				p := f.sandbox("p", tc.annotation)
+				f.store.sbs["p"].Metadata = tc.meta
+				// the CNI's endpoint in the pod's namespace, mapping nothing
+				cni, err := f.sim.CreateNetwork(ctx, hcn.NetworkSpec{Name: "cbr0", Type: hcn.NetworkL2Bridge, Subnet: "10.244.0.0/16"})
+				if err != nil {
+					t.Fatal(err)
+				}
+				ep, err := f.sim.CreateEndpoint(ctx, hcn.EndpointSpec{Name: "cni-p", NetworkID: cni.ID})
+				if err == nil {
+					err = f.sim.AddNamespaceEndpoint(ctx, f.store.sbs["p"].NetNS, ep.ID)
+				}
+				if err != nil {
+					t.Fatal(err)
+				}
+				check := func(what string, want cost, do func() error) {
+					t.Helper()
+					before := f.costs()
+					if err := do(); err != nil {
+						t.Fatalf("%s: %v", what, err)
+					}
+					if d := f.costs().since(before).diff(want); d != "" {
+						t.Errorf("%s asks more or less than it needs: %s", what, d)
+					}
+				}
+				check("the start", cost(maps.Clone(map[string]int(tc.start))).plus(cost{sb: 1}), func() error {
+					if path == "nri" {
+						return f.core.StartPod(ctx, p)
+					}
+					return waitResult(t, f.started("p"))
+				})
+				if want := len(tc.start) > 0; (len(f.endpoints("p")) == 1) != want {
+					t.Fatalf("endpoints %+v after the start, want mapped %v", f.endpoints("p"), want)
+				}
+				resync := tc.resync.plus(cost{byNet: 1}) // the listing of our endpoints
+				check("a resync", resync.plus(map[bool]cost{true: {list: 1}, false: {}}[path == "events"]), func() error {
+					var err error
+					if path == "nri" {
+						_, err = f.core.Reconcile(ctx, []Pod{p})
+					} else {
+						_, err = f.core.ReconcileAll(ctx)
+					}
+					return err
+				})
+				check("the stop", tc.stop, func() error {
+					if path == "nri" {
+						f.core.StopPod(ctx, p)
+						return nil
+					}
+					// a container that holds nothing is forgotten: its exit is
+					// an application container's to the plugin (quiet)
+					if err := waitResult(t, f.exited("p")); err != nil && !(len(tc.start) == 0 && errors.Is(err, ErrNotSandbox)) {
+						return err
+					}
+					return nil
+				})
+			})
+		}
+	}
+}
+
+// plus is c with more calls.
+func (c cost) plus(more cost) cost {
+	out := maps.Clone(c)
+	if out == nil {
+		out = cost{}
+	}
+	for k, n := range more {
+		out[k] += n
+	}
+	return out
 }
