@@ -14,6 +14,8 @@ import (
 	"sync"
 	"syscall"
 
+	"github.com/sirupsen/logrus"
+
 	"github.com/nri-hcn-portmap/nri-hcn-portmap/cmd/nri-hcn-portmap/service"
 	"github.com/nri-hcn-portmap/nri-hcn-portmap/config"
 	"github.com/nri-hcn-portmap/nri-hcn-portmap/hcn"
@@ -26,7 +28,6 @@ import (
 	"github.com/nri-hcn-portmap/nri-hcn-portmap/plugin/nri"
 	"github.com/nri-hcn-portmap/nri-hcn-portmap/plugin/sources"
 	"github.com/nri-hcn-portmap/nri-hcn-portmap/plugin/telemetry"
-	"github.com/sirupsen/logrus"
 )
 
 func runCmd(args []string, stderr io.Writer) error {
@@ -42,6 +43,9 @@ func runCmd(args []string, stderr io.Writer) error {
 	}
 	if pprofAddr != "" && !config.IsLoopback(pprofAddr) {
 		return fmt.Errorf("flag --pprof = %q: must be a loopback address (127.0.0.1, ::1, localhost): profiles are for the node's operator alone", pprofAddr)
+	}
+	if _, set := os.LookupEnv("GOGC"); !set { // the environment's wins, as Go's runtime read it
+		debug.SetGCPercent(config.GCPercent)
 	}
 	isService, err := service.IsService()
 	if err != nil {
