@@ -30,20 +30,23 @@ func newEnv(b *testing.B, config ...string) (*harness.Env, context.Context) {
 
 // BenchmarkRunPodSandbox: one RunPodSandbox round trip through the NRI
 // runtime side, the plugin against the do-nothing baseline and against the
-// floor (a plugin making only the calls a start needs).
+// floor (a plugin making only the calls a start needs), for each DNS shape
+// of a pod.
 func BenchmarkRunPodSandbox(b *testing.B) {
-	for _, which := range []string{"nop", "floor", "plugin"} {
-		b.Run(which, func(b *testing.B) {
-			env, ctx := newEnv(b)
-			if which == "plugin" {
-				if err := env.StartPlugin(ctx); err != nil {
+	for _, dns := range []DNS{KubeletDNS, CNIDNS, NoDNS} {
+		for _, which := range []string{"nop", "floor", "plugin"} {
+			b.Run(fmt.Sprintf("dns=%s/%s", dns.Short(), which), func(b *testing.B) {
+				env, ctx := newEnv(b)
+				if which == "plugin" {
+					if err := env.StartPlugin(ctx); err != nil {
+						b.Fatal(err)
+					}
+				} else if err := StartBaseline(ctx, env, b.TempDir(), which == "floor"); err != nil {
 					b.Fatal(err)
 				}
-			} else if err := StartBaseline(ctx, env, b.TempDir(), which == "floor"); err != nil {
-				b.Fatal(err)
-			}
-			runPods(b, ctx, env, "rp", 20000)
-		})
+				runPods(b, ctx, env, Starts{DNS: dns, Prefix: "rp", FirstPort: 20000})
+			})
+		}
 	}
 }
 
@@ -64,29 +67,40 @@ func BenchmarkRunPodSandboxOnAFullNode(b *testing.B) {
 			if err != nil {
 				b.Fatal(err)
 			}
-			runPods(b, ctx, env, "full", 35000)
+			runPods(b, ctx, env, Starts{Prefix: "full", FirstPort: 35000})
 		})
 	}
 }
 
-// runPods times one RunPodSandbox round trip per iteration (pods prefix,
-// host ports from firstPort) and reports the percentiles.
-func runPods(b *testing.B, ctx context.Context, env *harness.Env, prefix string, firstPort int) {
+// runPods times one RunPodSandbox round trip per iteration (pods of s's
+// shape, names from s.Prefix, host ports from s.FirstPort) and reports the
+// percentiles and the HNS calls per start.
+func runPods(b *testing.B, ctx context.Context, env *harness.Env, s Starts) {
 	var total []time.Duration
+	calls := 0
+	prefix, first := s.Prefix, s.FirstPort
 	b.ResetTimer()
 	for b.Loop() {
 		b.StopTimer()
-		d, err := RunPodLatency(ctx, env, fmt.Sprintf("%s%d", prefix, len(total)), 1, firstPort+len(total))
+		s.N, s.Prefix, s.FirstPort = 1, fmt.Sprintf("%s%d", prefix, len(total)), first+len(total)
+		d, n, err := RunPodLatency(ctx, env, s)
 		b.StartTimer()
 		if err != nil {
 			b.Fatal(err)
 		}
-		total = append(total, d...)
+		total, calls = append(total, d...), calls+n
 	}
-	p := Summarize(total)
+	report(b, total, calls)
+}
+
+// report gives the percentiles of d and the HNS calls per start as the
+// benchmark's figures.
+func report(b *testing.B, d []time.Duration, calls int) {
+	p := Summarize(d)
 	b.ReportMetric(0, "ns/op") // the loop time includes untimed setup; the percentiles are the figures
 	b.ReportMetric(float64(p.P50.Microseconds()), "p50-µs")
 	b.ReportMetric(float64(p.P99.Microseconds()), "p99-µs")
+	b.ReportMetric(float64(calls)/float64(max(len(d), 1)), "hns-calls/start")
 }
 
 // BenchmarkSynchronize: the plugin's answer to Synchronize at several pod
@@ -136,23 +150,18 @@ func BenchmarkEventPath(b *testing.B) {
 			if err := env.StartPluginEvents(ctx); err != nil {
 				b.Fatal(err)
 			}
-			if err := env.SimClient.SetLatency(ctx, latency); err != nil {
-				b.Fatal(err)
-			}
 			var total []time.Duration
+			calls := 0
 			for b.Loop() {
 				b.StopTimer()
-				d, err := EventLatency(ctx, env, fmt.Sprintf("ev%d", len(total)), 1, 21000+len(total))
+				d, n, err := EventLatency(ctx, env, Starts{Prefix: fmt.Sprintf("ev%d", len(total)), N: 1, FirstPort: 21000 + len(total), HNS: latency})
 				b.StartTimer()
 				if err != nil {
 					b.Fatal(err)
 				}
-				total = append(total, d...)
+				total, calls = append(total, d...), calls+n
 			}
-			p := Summarize(total)
-			b.ReportMetric(0, "ns/op")
-			b.ReportMetric(float64(p.P50.Microseconds()), "p50-µs")
-			b.ReportMetric(float64(p.P99.Microseconds()), "p99-µs")
+			report(b, total, calls)
 		})
 	}
 }

@@ -106,36 +106,58 @@ func (w *watcher) run(ctx context.Context, every time.Duration) {
 	}
 }
 
-// EventLatency times n pods, one at a time, from /tasks/start published to
-// the endpoint attached in HCN; each pod is then stopped, untimed.
-func EventLatency(ctx context.Context, env *harness.Env, prefix string, n, firstPort int) ([]time.Duration, error) {
+// EventLatency times s.N pods, one at a time, from /tasks/start published
+// to the endpoint attached in HCN (the sandboxes, and what the CNI made,
+// are made beforehand and not timed), and counts the HNS calls made until
+// the last was attached. The pods are then stopped, untimed, with HNS
+// answering at once, until their endpoints are gone.
+func EventLatency(ctx context.Context, env *harness.Env, s Starts) ([]time.Duration, int, error) {
 	wctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	w := newWatcher(env)
 	go w.run(wctx, 200*time.Microsecond)
-	out := make([]time.Duration, 0, n)
-	for i := range n {
-		p := Pod(prefix, i, firstPort+i%20000)
-		guid, err := env.CreateSandbox(ctx, p)
-		if err != nil {
-			return nil, err
-		}
+	t, err := prepare(ctx, env, s)
+	if err != nil {
+		return nil, 0, err
+	}
+	before, err := HNSCalls(ctx, env)
+	if err != nil {
+		return nil, 0, err
+	}
+	out := make([]time.Duration, 0, s.N)
+	for _, p := range t.pods {
 		up := w.expect(p.ID, true)
 		start := time.Now()
 		if err := env.PublishStart(ctx, p.ID); err != nil {
-			return nil, err
+			return nil, 0, err
 		}
 		select {
 		case at := <-up:
 			out = append(out, at.Sub(start))
 		case <-time.After(30 * time.Second):
-			return nil, fmt.Errorf("pod %s: endpoint not attached within 30s", p.Name)
-		}
-		if err := stopViaEvents(ctx, env, p.ID, guid); err != nil {
-			return nil, err
+			return nil, 0, fmt.Errorf("pod %s: endpoint not attached within 30s", p.Name)
 		}
 	}
-	return out, nil
+	after, err := HNSCalls(ctx, env)
+	if err != nil {
+		return nil, 0, err
+	}
+	var gone []<-chan time.Time
+	err = t.teardown(ctx, env, func(p harness.Pod, guid hcn.GUID) error {
+		gone = append(gone, w.expect(p.ID, false))
+		return stopViaEvents(ctx, env, p.ID, guid)
+	})
+	if err != nil {
+		return nil, 0, err
+	}
+	for i, ch := range gone {
+		select {
+		case <-ch:
+		case <-time.After(30 * time.Second):
+			return nil, 0, fmt.Errorf("pod %s: endpoint not removed within 30s", t.pods[i].Name)
+		}
+	}
+	return out, after - before, nil
 }
 
 // stopViaEvents stops a sandbox as containerd does on Windows: task exit,

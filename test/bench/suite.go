@@ -1,7 +1,8 @@
 // Package bench measures what the plugin costs a node, each figure side by
 // side with its baseline in the same run: the event path and RunPodSandbox
 // through the real NRI runtime side against the I/O floor and a do-nothing
-// plugin, a start with hostPort on a node of 250 and 1,000 pods,
+// plugin, for each DNS shape of a pod (kubelet's config, the CNI's in the
+// record, neither), a start with hostPort on a node of 250 and 1,000 pods,
 // Synchronize at 100 to 5,000 pods, pod churn with a slow HNS, and the
 // plugin's memory. `make bench`
 // runs the whole suite (cmd report); the Benchmark functions expose the
@@ -35,16 +36,6 @@ const Config = `[plugin]
 resync_interval = "0s"
 ` + harness.NetworkConfig
 
-// ForSide is cfg as the side's plugin takes it: the plugin before the
-// one-writer core (the "before" side) has no admission.pod_security key,
-// and needs none (it does not check Pod Security).
-func ForSide(side, cfg string) string {
-	if side == "before" {
-		return strings.Replace(cfg, harness.NoPodSecurity, "", 1)
-	}
-	return cfg
-}
-
 // BuildNop builds the baseline plugin (do-nothing, or the I/O floor) into dir.
 func BuildNop(dir string) (string, error) {
 	return harness.BuildBinary(dir, "nopplugin", "test/bench", "./nopplugin")
@@ -77,14 +68,145 @@ func FillForTheFloor(ctx context.Context, env *harness.Env, dir string, n int) e
 	return StartBaseline(ctx, env, dir, true)
 }
 
-// Pod returns a benchmark pod with a mapping on hostPort.
-func Pod(prefix string, i int, hostPort int) harness.Pod {
+// DNS is where a benchmark pod's DNS comes from: the three shapes a start
+// takes on a node, each with its own necessary work.
+type DNS int
+
+const (
+	// KubeletDNS: the pod's CRI config holds kubelet's ClusterFirst DNS
+	// (the cluster's resolver, the three cluster search domains, ndots:5),
+	// as every pod with the default dnsPolicy has. The record is all a
+	// start reads.
+	KubeletDNS DNS = iota
+	// CNIDNS: no DNS config of its own; the CNI's DNS in the record's
+	// CNIResult, as containerd keeps it. The record is all a start reads.
+	CNIDNS
+	// NoDNS: neither; the pod's namespace holds its CNI's endpoint, with
+	// the DNS the pod's interface got, which a start asks HNS for (the
+	// namespace, then the endpoint).
+	NoDNS
+)
+
+func (d DNS) String() string {
+	switch d {
+	case KubeletDNS:
+		return "kubelet's ClusterFirst DNS config"
+	case CNIDNS:
+		return "no DNS config, the CNI's in the record"
+	default:
+		return "no DNS config, none in the record"
+	}
+}
+
+// Short names the shape in benchmark names.
+func (d DNS) Short() string {
+	return [...]string{"kubelet", "cni-record", "none"}[d]
+}
+
+// Pod returns a benchmark pod with a mapping on hostPort and kubelet's DNS.
+func Pod(prefix string, i int, hostPort int) harness.Pod { return KubeletDNS.Pod(prefix, i, hostPort) }
+
+// Pod returns a benchmark pod of this DNS shape with a mapping on hostPort
+// (none when 0).
+func (d DNS) Pod(prefix string, i int, hostPort int) harness.Pod {
 	h := sha256.Sum256([]byte(prefix + strconv.Itoa(i)))
 	p := harness.Pod{ID: hex.EncodeToString(h[:]), Name: fmt.Sprintf("%s-%d", prefix, i), Namespace: "bench", UID: strconv.Itoa(i)}
 	if hostPort > 0 {
 		p.Annotations = map[string]string{request.AnnotationPortMappings: fmt.Sprintf("%d:80", hostPort)}
 	}
+	switch d {
+	case KubeletDNS:
+		p.DNS = harness.ClusterDNS(p.Namespace)
+	case CNIDNS:
+		p.CNIDNS = true
+	}
 	return p
+}
+
+// Starts is one turn of a latency measurement: N pods of one DNS shape
+// (names from Prefix, host ports from FirstPort), started one at a time
+// with every HNS call taking HNS.
+type Starts struct {
+	DNS       DNS
+	Prefix    string
+	N         int
+	FirstPort int
+	HNS       time.Duration
+}
+
+// turn is the pods of a turn, made before it with HNS answering at once:
+// the sandboxes, and for NoDNS their CNI's endpoints.
+type turn struct {
+	pods  []harness.Pod
+	guids []hcn.GUID
+	cni   []string
+}
+
+// prepare makes the turn's sandboxes (and the CNI's endpoints NoDNS pods
+// have) with HNS answering at once, so that only the starts take HNS's
+// latency.
+func prepare(ctx context.Context, env *harness.Env, s Starts) (*turn, error) {
+	if err := env.SimClient.SetLatency(ctx, 0); err != nil {
+		return nil, err
+	}
+	t := &turn{}
+	var network string
+	for i := range s.N {
+		p := s.DNS.Pod(s.Prefix, i, s.FirstPort+i%20000)
+		guid, err := env.CreateSandbox(ctx, p)
+		if err != nil {
+			return nil, err
+		}
+		t.pods, t.guids = append(t.pods, p), append(t.guids, guid)
+		if s.DNS != NoDNS {
+			continue
+		}
+		if network == "" {
+			if network, err = cniNetworkOf(ctx, env); err != nil {
+				return nil, err
+			}
+		}
+		servers, search := harness.FakeCNIDNS()
+		ep, err := addCNIEndpoint(ctx, env, network, p.ID, guid, hcn.DNS{ServerList: servers, Search: search, Domain: search[0]})
+		if err != nil {
+			return nil, err
+		}
+		t.cni = append(t.cni, ep)
+	}
+	return t, env.SimClient.SetLatency(ctx, s.HNS)
+}
+
+// teardown removes the turn's pods with HNS answering at once: each CNI
+// endpoint as the CNI's DEL does, then stop (through stop, which tells
+// the plugin) and removal.
+func (t *turn) teardown(ctx context.Context, env *harness.Env, stop func(p harness.Pod, guid hcn.GUID) error) error {
+	if err := env.SimClient.SetLatency(ctx, 0); err != nil {
+		return err
+	}
+	for i, p := range t.pods {
+		if i < len(t.cni) {
+			if err := env.SimClient.RemoveNamespaceEndpoint(ctx, t.guids[i], t.cni[i]); err != nil {
+				return err
+			}
+			if err := env.SimClient.DeleteEndpoint(ctx, t.cni[i]); err != nil {
+				return err
+			}
+		}
+		if err := stop(p, t.guids[i]); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// HNSCalls counts the HNS calls the simulator served so far.
+func HNSCalls(ctx context.Context, env *harness.Env) (int, error) {
+	_, ops, err := env.SimClient.State(ctx)
+	total := 0
+	for _, k := range ops {
+		total += k
+	}
+	return total, err
 }
 
 // Percentiles summarises latencies.
@@ -106,31 +228,38 @@ func Summarize(d []time.Duration) Percentiles {
 	return Percentiles{N: len(s), P50: at(0.50), P90: at(0.90), P99: at(0.99)}
 }
 
-// RunPodLatency times n RunPodSandbox round trips through the runtime side
-// (the sandbox container is created beforehand, as containerd does, and not
-// timed). Each pod is stopped and removed again, untimed.
-func RunPodLatency(ctx context.Context, env *harness.Env, prefix string, n, firstPort int) ([]time.Duration, error) {
-	out := make([]time.Duration, 0, n)
-	for i := range n {
-		p := Pod(prefix, i, firstPort+i%20000)
-		guid, err := env.CreateSandbox(ctx, p)
-		if err != nil {
-			return nil, err
-		}
+// RunPodLatency times s.N RunPodSandbox round trips through the runtime
+// side, one at a time (the sandbox containers, and what the CNI made, are
+// made beforehand and not timed), and counts the HNS calls they made. The
+// pods are then stopped and removed, untimed, with HNS answering at once.
+func RunPodLatency(ctx context.Context, env *harness.Env, s Starts) ([]time.Duration, int, error) {
+	t, err := prepare(ctx, env, s)
+	if err != nil {
+		return nil, 0, err
+	}
+	before, err := HNSCalls(ctx, env)
+	if err != nil {
+		return nil, 0, err
+	}
+	out := make([]time.Duration, 0, s.N)
+	for _, p := range t.pods {
 		start := time.Now()
-		err = env.NRI.RunPodSandbox(ctx, harness.RunRequest(p))
+		err := env.NRI.RunPodSandbox(ctx, harness.RunRequest(p))
 		out = append(out, time.Since(start))
 		if err != nil {
-			return nil, fmt.Errorf("RunPodSandbox %s: %w", p.Name, err)
-		}
-		if err := env.StopPod(ctx, p, guid); err != nil {
-			return nil, err
-		}
-		if err := env.RemovePod(ctx, p); err != nil {
-			return nil, err
+			return nil, 0, fmt.Errorf("RunPodSandbox %s: %w", p.Name, err)
 		}
 	}
-	return out, nil
+	after, err := HNSCalls(ctx, env)
+	if err != nil {
+		return nil, 0, err
+	}
+	return out, after - before, t.teardown(ctx, env, func(p harness.Pod, guid hcn.GUID) error {
+		if err := env.StopPod(ctx, p, guid); err != nil {
+			return err
+		}
+		return env.RemovePod(ctx, p)
+	})
 }
 
 // SyncResult is one Synchronize measurement.
@@ -229,10 +358,23 @@ type FullNodeResult struct {
 // cniNetwork is the network of the CNI's endpoints in StartOnAFullNode.
 var cniNetwork = hcn.NetworkSpec{Name: "cbr0", Type: hcn.NetworkL2Bridge, Subnet: "10.244.0.0/16", Gateway: "10.244.0.1"}
 
+// cniNetworkOf is the ID of env's network for the CNI's endpoints, made
+// on first use.
+func cniNetworkOf(ctx context.Context, env *harness.Env) (string, error) {
+	n, err := env.SimClient.GetNetworkByName(ctx, cniNetwork.Name)
+	if errors.Is(err, hcn.ErrNotFound) {
+		n, err = env.SimClient.CreateNetwork(ctx, cniNetwork)
+	}
+	if err != nil {
+		return "", err
+	}
+	return n.ID, nil
+}
+
 // addCNIEndpoint makes the pod's CNI endpoint in its namespace, as
-// win-bridge's ADD does, with no port mapping.
-func addCNIEndpoint(ctx context.Context, env *harness.Env, network, name string, guid hcn.GUID) (string, error) {
-	ep, err := env.SimClient.CreateEndpoint(ctx, hcn.EndpointSpec{Name: "cbr0_" + name, NetworkID: network})
+// win-bridge's ADD does, with no port mapping and with dns.
+func addCNIEndpoint(ctx context.Context, env *harness.Env, network, name string, guid hcn.GUID, dns hcn.DNS) (string, error) {
+	ep, err := env.SimClient.CreateEndpoint(ctx, hcn.EndpointSpec{Name: "cbr0_" + name, NetworkID: network, DNS: dns})
 	if err != nil {
 		return "", err
 	}
@@ -252,12 +394,12 @@ func StartOnAFullNode(ctx context.Context, env *harness.Env, n, starts int, late
 	if err != nil {
 		return res, err
 	}
-	network, err := env.SimClient.CreateNetwork(ctx, cniNetwork)
+	network, err := cniNetworkOf(ctx, env)
 	if err != nil {
 		return res, err
 	}
 	for i, guid := range guids {
-		if _, err := addCNIEndpoint(ctx, env, network.ID, fmt.Sprint("full-", i), guid); err != nil {
+		if _, err := addCNIEndpoint(ctx, env, network, fmt.Sprint("full-", i), guid, hcn.DNS{}); err != nil {
 			return res, err
 		}
 	}
@@ -277,7 +419,7 @@ func StartOnAFullNode(ctx context.Context, env *harness.Env, n, starts int, late
 		if err != nil {
 			return res, err
 		}
-		cni, err := addCNIEndpoint(ctx, env, network.ID, p.ID, guid)
+		cni, err := addCNIEndpoint(ctx, env, network, p.ID, guid, hcn.DNS{})
 		if err != nil {
 			return res, err
 		}

@@ -52,6 +52,7 @@ type Env struct {
 	ctrVersion  string   // what it reports, e.g. v2.4.2
 	pluginPre   []string // arguments before the command (the .exe under wine)
 	windows     bool
+	noAdminKey  bool // a plugin from before --admin-key-file
 	mu          sync.Mutex
 	pods        map[string]*api.PodSandbox // what the runtime reports in Synchronize
 	syncs       chan struct{}
@@ -81,6 +82,10 @@ type Options struct {
 	CNI bool
 	// ContainerdTCP also relays a loopback TCP port to containerd.
 	ContainerdTCP bool
+	// NoAdminKey starts a plugin from before the admin key (a build of an
+	// older revision, as the benchmark's before side) without
+	// --admin-key-file, which it would refuse.
+	NoAdminKey bool
 	// Simulator is the address of an HNS model already serving (the wine
 	// emulator's); none is started then.
 	Simulator string
@@ -134,7 +139,7 @@ func Start(ctx context.Context, o Options) (_ *Env, retErr error) {
 		return nil, err
 	}
 	e := &Env{Dir: dir, PluginBin: o.PluginBin, pods: map[string]*api.PodSandbox{}, syncs: make(chan struct{}, 64),
-		windows: o.Windows}
+		windows: o.Windows, noAdminKey: o.NoAdminKey}
 	if len(o.PluginCmd) > 0 {
 		e.PluginBin, e.pluginPre = o.PluginCmd[0], o.PluginCmd[1:]
 	}

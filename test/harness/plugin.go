@@ -135,6 +135,9 @@ func (e *Env) PluginArgs(cmd string) []string {
 	// themselves with (this environment's own: plugins of several
 	// environments run at once)
 	at := []string{"--admin-listen", e.AdminAddr, "--admin-key-file", e.HostPath(filepath.Join(e.Dir, "admin", "admin.key"))}
+	if e.noAdminKey {
+		at = at[:2]
+	}
 	switch cmd {
 	case "health": // it only finds the running plugin
 		return append(args, at...)

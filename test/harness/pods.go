@@ -40,6 +40,9 @@ type Pod struct {
 	RuntimeHandler string
 	// DNS is the pod's DNS configuration as kubelet gives it (nil: none).
 	DNS *runtimeapi.DNSConfig
+	// CNIDNS puts FakeCNIDNS in the record's CNIResult, as containerd's
+	// CRI keeps the result of a CNI that reported DNS for the pod.
+	CNIDNS bool
 	// RawMetadata, when set, is the sandbox's CRI metadata extension as
 	// is (one a real containerd's CRI wrote), instead of CRIMetadata's.
 	RawMetadata []byte
@@ -72,6 +75,14 @@ func (p Pod) CRIMetadata(netnsPath string) ([]byte, error) {
 		CNIResult      any
 		ProcessLabel   string
 	}
+	var cni any
+	if p.CNIDNS {
+		// go-cni's Result as encoding/json writes it: an interface, and
+		// one DNS entry per network in the CNI spec's types.DNS
+		servers, search := FakeCNIDNS()
+		cni = map[string]any{"Interfaces": map[string]any{"eth0": map[string]any{"IPConfigs": []any{map[string]any{"IP": "10.22.0.9"}}}},
+			"DNS": []any{map[string]any{"nameservers": servers, "search": search}}, "Routes": nil}
+	}
 	return json.Marshal(struct {
 		Version  string
 		Metadata metadata
@@ -80,6 +91,7 @@ func (p Pod) CRIMetadata(netnsPath string) ([]byte, error) {
 		Name:           strings.Join([]string{p.Name, p.Namespace, p.UID, "0"}, "_"),
 		NetNSPath:      netnsPath,
 		RuntimeHandler: p.RuntimeHandler,
+		CNIResult:      cni,
 		Config: &runtimeapi.PodSandboxConfig{
 			Metadata:     &runtimeapi.PodSandboxMetadata{Name: p.Name, Uid: p.UID, Namespace: p.Namespace},
 			Annotations:  p.Annotations,

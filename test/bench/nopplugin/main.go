@@ -2,8 +2,10 @@
 // against. By default it is a do-nothing NRI plugin. With --floor it makes
 // only the calls a pod start cannot do without, in the order they depend on
 // each other, with nothing else: containerd's record of the sandbox (for its
-// namespace GUID), then HNS's create, then the attach; a stop detaches and
-// deletes. With --events it is the same floor on containerd's event stream
+// namespace GUID and the pod's DNS: its own, else the CNI's result), for a
+// pod whose record names no DNS HNS's namespace and its endpoints (the
+// CNI's, whose DNS the pod's interface got), then HNS's create, then the
+// attach; a stop detaches and deletes. With --events it is the same floor on containerd's event stream
 // (the Windows path): /tasks/start does those three calls, /tasks/exit the
 // two of a stop. That is the floor of the plugin's own cost: what the plugin
 // adds beyond its I/O is the difference.
@@ -59,30 +61,41 @@ type floor struct {
 }
 
 func (f *floor) RunPodSandbox(ctx context.Context, p *api.PodSandbox) error {
-	v, ok := p.Annotations[request.AnnotationPortMappings]
-	if !ok {
+	if _, ok := p.Annotations[request.AnnotationPortMappings]; !ok {
 		return nil
 	}
-	hostPort, containerPort, _ := strings.Cut(v, ":")
-	h, _ := strconv.Atoi(hostPort)
-	c, _ := strconv.Atoi(containerPort)
-	return f.start(ctx, p.Id, "floor-"+p.Id, uint16(h), uint16(c))
-}
-
-// start is the floor of a start: the namespace from containerd, then the
-// create, then the attach.
-func (f *floor) start(ctx context.Context, id, name string, host, cont uint16) error {
-	ns, _, err := f.sandbox(ctx, id)
+	sb, err := f.sandbox(ctx, p.Id)
 	if err != nil {
 		return err
 	}
-	return f.createAttach(ctx, id, name, ns, host, cont)
+	return f.createAttach(ctx, p.Id, "floor-"+p.Id, sb)
 }
 
-// createAttach is the HNS half of a start.
-func (f *floor) createAttach(ctx context.Context, id, name string, ns hcn.GUID, host, cont uint16) error {
-	ep, err := f.hns.CreateEndpoint(ctx, hcn.EndpointSpec{Name: name, NetworkID: f.network.ID, Routes: f.routes,
-		PortMappings: []hcn.PortMappingPolicy{{ExternalPort: host, InternalPort: cont, Protocol: 6, Flags: 1}}})
+// createAttach is the HNS half of a start: the lookup a pod whose record
+// names no DNS needs, the create, the attach.
+func (f *floor) createAttach(ctx context.Context, id, name string, sb sandbox) error {
+	hostPort, containerPort, _ := strings.Cut(sb.mapping, ":")
+	host, _ := strconv.Atoi(hostPort)
+	cont, _ := strconv.Atoi(containerPort)
+	dns := sb.dns
+	if dns.IsZero() {
+		n, err := f.hns.GetNamespace(ctx, sb.ns)
+		if err != nil {
+			return err
+		}
+		var eps []hcn.Endpoint
+		for _, id := range n.Endpoints {
+			ep, err := f.hns.GetEndpoint(ctx, id)
+			if err != nil {
+				return err
+			}
+			eps = append(eps, *ep)
+		}
+		dns = hcn.NeighbourDNS(eps)
+	}
+	ns := sb.ns
+	ep, err := f.hns.CreateEndpoint(ctx, hcn.EndpointSpec{Name: name, NetworkID: f.network.ID, Routes: f.routes, DNS: dns,
+		PortMappings: []hcn.PortMappingPolicy{{ExternalPort: uint16(host), InternalPort: uint16(cont), Protocol: 6, Flags: 1}}})
 	if err != nil {
 		return err
 	}
@@ -96,12 +109,19 @@ func (f *floor) createAttach(ctx context.Context, id, name string, ns hcn.GUID, 
 	return nil
 }
 
-// sandbox reads the sandbox's HCN namespace from its OCI spec and the port
-// mappings annotation from its CRI metadata.
-func (f *floor) sandbox(ctx context.Context, id string) (hcn.GUID, string, error) {
+// sandbox is what a start reads of the sandbox in containerd.
+type sandbox struct {
+	ns      hcn.GUID
+	mapping string  // the port mappings annotation
+	dns     hcn.DNS // the pod's own, else its CNI's result's; zero: neither
+}
+
+// sandbox reads the sandbox's HCN namespace from its OCI spec, and the port
+// mappings annotation and DNS from its CRI metadata.
+func (f *floor) sandbox(ctx context.Context, id string) (sandbox, error) {
 	info, err := f.ctr.ContainerService().Get(namespaces.WithNamespace(ctx, "k8s.io"), id)
 	if err != nil {
-		return "", "", err
+		return sandbox{}, err
 	}
 	var spec struct {
 		Windows struct {
@@ -111,19 +131,20 @@ func (f *floor) sandbox(ctx context.Context, id string) (hcn.GUID, string, error
 		} `json:"windows"`
 	}
 	if err := json.Unmarshal(info.Spec.GetValue(), &spec); err != nil {
-		return "", "", err
+		return sandbox{}, err
 	}
-	var meta struct {
-		Metadata struct {
-			Config struct {
-				Annotations map[string]string `json:"annotations"`
-			}
+	sb := sandbox{ns: hcn.ParseGUID(spec.Windows.Network.NetworkNamespace)}
+	if ext, ok := info.Extensions[request.ExtensionMetadata]; ok {
+		md, err := request.DecodeCRIMetadata(ext.GetValue())
+		if err != nil {
+			return sandbox{}, err
+		}
+		sb.mapping, sb.dns = md.Annotations[request.AnnotationPortMappings], md.DNS
+		if sb.dns.IsZero() {
+			sb.dns = md.CNIDNS
 		}
 	}
-	if ext, ok := info.Extensions[request.ExtensionMetadata]; ok {
-		_ = json.Unmarshal(ext.GetValue(), &meta)
-	}
-	return hcn.ParseGUID(spec.Windows.Network.NetworkNamespace), meta.Metadata.Config.Annotations[request.AnnotationPortMappings], nil
+	return sb, nil
 }
 
 func (f *floor) StopPodSandbox(ctx context.Context, p *api.PodSandbox) error {
@@ -232,14 +253,11 @@ func runEvents(ctx context.Context, containerd, hns, network string) error {
 			switch e := ev.(type) {
 			case *apievents.TaskStart:
 				go func() {
-					ns, ann, err := f.sandbox(ctx, e.ContainerID)
-					if err != nil || ann == "" {
+					sb, err := f.sandbox(ctx, e.ContainerID)
+					if err != nil || sb.mapping == "" {
 						return
 					}
-					hp, cp, _ := strings.Cut(ann, ":")
-					h, _ := strconv.Atoi(hp)
-					c, _ := strconv.Atoi(cp)
-					if err := f.createAttach(ctx, e.ContainerID, "nri-hcn-portmap-"+e.ContainerID, ns, uint16(h), uint16(c)); err != nil {
+					if err := f.createAttach(ctx, e.ContainerID, "nri-hcn-portmap-"+e.ContainerID, sb); err != nil {
 						fmt.Fprintln(os.Stderr, "start:", err)
 					}
 				}()
