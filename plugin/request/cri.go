@@ -98,14 +98,18 @@ func DecodeCRIMetadata(raw []byte) (*CRIMetadata, error) {
 	if r := md.CNIResult; r != nil {
 		// the first network whose result has resolvers: what the pod's
 		// interface was given; its suffix is the first search domain, as
-		// for the pod's own, else the domain the CNI named
+		// for the pod's own, else the domain the CNI named. Empty entries
+		// are dropped: win-bridge through HNS v1 splits an endpoint's empty
+		// DNSServerList and DNSSuffix on "," (containernetworking/plugins
+		// pkg/hns ConstructResult)
 		for _, d := range r.DNS {
-			if len(d.Nameservers) == 0 {
+			servers := nonEmpty(d.Nameservers)
+			if len(servers) == 0 {
 				continue
 			}
-			out.CNIDNS = hcn.DNS{ServerList: slices.Clone(d.Nameservers), Search: slices.Clone(d.Search), Options: slices.Clone(d.Options), Domain: d.Domain}
-			if len(d.Search) > 0 {
-				out.CNIDNS.Domain = d.Search[0]
+			out.CNIDNS = hcn.DNS{ServerList: servers, Search: nonEmpty(d.Search), Options: nonEmpty(d.Options), Domain: d.Domain}
+			if len(out.CNIDNS.Search) > 0 {
+				out.CNIDNS.Domain = out.CNIDNS.Search[0]
 			}
 			break
 		}
@@ -177,4 +181,15 @@ func criMapping(pm *runtimeapi.PortMapping) (PortMapping, string) {
 		}
 	}
 	return m, ""
+}
+
+// nonEmpty is s without its empty strings (nil when none is left).
+func nonEmpty(s []string) []string {
+	var out []string
+	for _, v := range s {
+		if v != "" {
+			out = append(out, v)
+		}
+	}
+	return out
 }

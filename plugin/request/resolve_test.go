@@ -36,6 +36,13 @@ func TestResolveTakesTheDNSFromTheRecord(t *testing.T) {
 		{"the CNI's without a search list: its domain", record("", cniDomainOnly), hcn.DNS{Domain: "cni.local", ServerList: []string{"10.22.0.2"}}, false},
 		{"the CNI reported none: HNS must be asked", record("", cniNone), hcn.DNS{}, true},
 		{"no CNIResult (hostNetwork): HNS must be asked", record("", `,"CNIResult":null`), hcn.DNS{}, true},
+		// win-bridge through HNS v1 reports strings.Split of the
+		// endpoint's DNSServerList and DNSSuffix on ",", so an endpoint
+		// without them reads [""] (containernetworking/plugins
+		// pkg/hns/endpoint_windows.go, ConstructResult)
+		{"win-bridge v1 without DNS, empty strings: HNS must be asked", record("", `,"CNIResult":{"DNS":[{"nameservers":[""],"search":[""]}]}`), hcn.DNS{}, true},
+		{"win-bridge v1 with servers and no suffix: the servers alone", record("", `,"CNIResult":{"DNS":[{"nameservers":["10.96.0.10"],"search":[""]}]}`),
+			hcn.DNS{ServerList: []string{"10.96.0.10"}}, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			r, err := Resolve(Ask{Pod: Pod{ID: "x", Partial: true}, Metadata: tc.meta, Sources: Sources{Annotations: true, CRI: true}})
