@@ -314,7 +314,11 @@ func Decode(path string, data []byte, cfg *Config) error {
 		for i := range strict.Errors {
 			e := &strict.Errors[i]
 			row, _ := e.Position()
-			msgs = append(msgs, fmt.Sprintf("%s:%d: unknown key %q", path, row, strings.Join(e.Key(), ".")))
+			msg := fmt.Sprintf("%s:%d: unknown key %q", path, row, strings.Join(e.Key(), "."))
+			if help := suggest(e.Key()); help != "" {
+				msg += ": " + help
+			}
+			msgs = append(msgs, msg)
 		}
 		return &Error{Path: path, Msg: strings.Join(msgs, "; "), Err: ErrUnknownKey}
 	case errors.As(err, &derr):

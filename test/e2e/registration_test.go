@@ -108,7 +108,7 @@ func TestLaunchedByContainerdNRI(t *testing.T) {
 	if err := env.StartContainerd(ctx); err != nil {
 		t.Fatal(err)
 	}
-	want := `NRI configuration of 10-hcn-portmap (10-hcn-portmap.conf in the runtime's plugin_config_path):2: unknown key \"plugin.sorce\"`
+	want := `NRI configuration of 10-hcn-portmap (10-hcn-portmap.conf in the runtime's plugin_config_path):2: unknown key \"plugin.sorce\": did you mean plugin.source?`
 	if err := harness.Eventually(ctx, 20*time.Second, func() error {
 		if b, _ := os.ReadFile(env.Containerd.Log); !strings.Contains(string(b), want) {
 			return fmt.Errorf("containerd's log does not say %s", want)
