@@ -302,6 +302,9 @@ func Decode(path string, data []byte, cfg *Config) error {
 	if err := durationsWritten(path, data); err != nil {
 		return err
 	}
+	if err := controlsWritten(path, data); err != nil {
+		return err
+	}
 	dec := toml.NewDecoder(bytes.NewReader(data)).DisallowUnknownFields()
 	err := dec.Decode(cfg)
 	var strict *toml.StrictMissingError

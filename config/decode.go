@@ -5,7 +5,9 @@ import (
 	"fmt"
 	"reflect"
 	"regexp"
+	"slices"
 	"strings"
+	"unicode"
 	"unicode/utf16"
 
 	"github.com/pelletier/go-toml/v2"
@@ -137,4 +139,104 @@ func said(data []byte) map[string]string {
 		}
 	}
 	return out
+}
+
+// controlsWritten refuses a string the file writes (or an entry of a list
+// of strings) that holds a control character: no key takes one, and one
+// in a value is almost always a Windows path in "double quotes", where
+// C:\temp\new.log is C:, a tab, "emp", a newline and "ew.log" to TOML. The
+// error names the key, its line, the value as written, each character and
+// the escape that made it, and the fix.
+func controlsWritten(path string, data []byte) error {
+	var set Config // what data writes, alone (the decoder reports the rest)
+	if toml.Unmarshal(data, &set) != nil {
+		return nil
+	}
+	lines := keyLines(data)
+	var msgs []string
+	for _, key := range Keys() {
+		row, written := lines[key]
+		if !written {
+			continue
+		}
+		var values []string
+		switch v := valueOf(&set, key).(type) {
+		case string:
+			values = []string{v}
+		case []string:
+			values = v
+		}
+		for _, v := range values {
+			if made := controls(v); made != "" {
+				msgs = append(msgs, fmt.Sprintf("%s:%d: %s = %s: holds %s: in \"double quotes\" a backslash starts an escape; "+
+					"write a Windows path in 'single quotes' (%s = '%s'), or double each backslash",
+					path, row, key, escaped(v), made, key, strings.NewReplacer("\t", `\t`, "\n", `\n`, "\r", `\r`, "\b", `\b`, "\f", `\f`).Replace(v)))
+			}
+		}
+	}
+	if msgs == nil {
+		return nil
+	}
+	return &Error{Path: path, Msg: strings.Join(msgs, "; "), Err: ErrInvalid}
+}
+
+// controlNames names the control characters TOML's escapes make.
+var controlNames = map[rune]string{'\t': `a tab (\t)`, '\n': `a newline (\n)`, '\r': `a carriage return (\r)`,
+	'\b': `a backspace (\b)`, '\f': `a form feed (\f)`}
+
+// controls names the control characters in s ("" when none), each once,
+// in order.
+func controls(s string) string {
+	var names []string
+	for _, r := range s {
+		if !unicode.IsControl(r) {
+			continue
+		}
+		name, ok := controlNames[r]
+		if !ok {
+			name = fmt.Sprintf("the control character U+%04X", r)
+		}
+		if !slices.Contains(names, name) {
+			names = append(names, name)
+		}
+	}
+	switch len(names) {
+	case 0:
+		return ""
+	case 1:
+		return names[0]
+	}
+	return strings.Join(names[:len(names)-1], ", ") + " and " + names[len(names)-1]
+}
+
+// escaped is s as TOML's "double quotes" write it.
+func escaped(s string) string {
+	var b strings.Builder
+	b.WriteByte('"')
+	for _, r := range s {
+		switch r {
+		case '\t':
+			b.WriteString(`\t`)
+		case '\n':
+			b.WriteString(`\n`)
+		case '\r':
+			b.WriteString(`\r`)
+		case '\b':
+			b.WriteString(`\b`)
+		case '\f':
+			b.WriteString(`\f`)
+		case '"':
+			b.WriteString(`\"`)
+		case '\\':
+			b.WriteString(`\\`)
+		default:
+			if unicode.IsControl(r) {
+				fmt.Fprintf(&b, `\u%04X`, r)
+				continue
+			}
+			b.WriteRune(r)
+		}
+	}
+	b.WriteByte('"')
+	return b.String()
 }

@@ -54,23 +54,40 @@ func TestConfigErrorsNameFileLineKeyAndTheFix(t *testing.T) {
 			[]string{file + ":3: plugin.resync_interval = 60:", `e.g. resync_interval = "60s"`}},
 		{"a duration that is none", "[plugin]\nresync_interval = \"soon\"\n", []string{file + ":2: plugin.resync_interval:", `"soon" is not a duration`}},
 		{"an unknown key", "[hcn]\nnetwrok = \"nat\"\n", []string{file + `:2: unknown key "hcn.netwrok"`}},
+		// issue 48: valid TOML, but not the path written
+		{"escapes TOML takes in a path", "[log]\nlevel = \"info\"\nfile = \"C:\\temp\\new.log\"\n",
+			[]string{file + `:3: log.file = "C:\temp\new.log": holds a tab (\t) and a newline (\n)`,
+				`write a Windows path in 'single quotes' (log.file = 'C:\temp\new.log'), or double each backslash`}},
+		{"a backspace and a form feed", "[admin]\nkey_file = \"C:\\bin\\files\"\n",
+			[]string{file + `:2: admin.key_file = "C:\bin\files": holds a backspace (\b) and a form feed (\f)`}},
+		{"a control character in a list", "[admission]\nnamespaces = [\"a\", \"b\\u0007\"]\n",
+			[]string{file + `:2: admission.namespaces = "b\u0007": holds the control character U+0007`}},
 	} {
-		t.Run(tc.name, func(t *testing.T) {
-			cfg := Default()
-			err := Decode(file, []byte(tc.data), &cfg)
-			var e *Error
-			if !errors.As(err, &e) || (!errors.Is(err, ErrSyntax) && !errors.Is(err, ErrUnknownKey)) {
-				t.Fatalf("Decode = %v, want a configuration *Error", err)
-			}
-			for _, w := range tc.want {
-				if !strings.Contains(err.Error(), w) {
-					t.Errorf("%v\nwant it to say %q", err, w)
+		// issue 48: the same error, line included, whatever the file's
+		// encoding
+		for enc, data := range map[string][]byte{
+			"UTF-8":               []byte(tc.data),
+			"UTF-8 with a BOM":    append([]byte("\xef\xbb\xbf"), tc.data...),
+			"UTF-16LE with a BOM": utf16With([]byte{0xff, 0xfe}, tc.data, false),
+			"UTF-16BE with a BOM": utf16With([]byte{0xfe, 0xff}, tc.data, true),
+		} {
+			t.Run(tc.name+"/"+enc, func(t *testing.T) {
+				cfg := Default()
+				err := Decode(file, data, &cfg)
+				var e *Error
+				if !errors.As(err, &e) || (!errors.Is(err, ErrSyntax) && !errors.Is(err, ErrUnknownKey) && !errors.Is(err, ErrInvalid)) {
+					t.Fatalf("Decode = %v, want a configuration *Error", err)
 				}
-			}
-			if !reflect.DeepEqual(cfg, Default()) && tc.name != "a type mismatch" {
-				t.Errorf("a refused file changed the configuration: %+v", cfg)
-			}
-		})
+				for _, w := range tc.want {
+					if !strings.Contains(err.Error(), w) {
+						t.Errorf("%v\nwant it to say %q", err, w)
+					}
+				}
+				if !reflect.DeepEqual(cfg, Default()) && tc.name != "a type mismatch" {
+					t.Errorf("a refused file changed the configuration: %+v", cfg)
+				}
+			})
+		}
 	}
 }
 

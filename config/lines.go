@@ -8,8 +8,10 @@ import (
 
 // keyLines maps every key of a TOML document ("plugin.source") to the line
 // it is set on, so that errors about a value can name its line. A document
-// that does not parse yields what was read before the error.
+// that does not parse yields what was read before the error. data is read
+// as Decode reads it (UTF-16 and a byte order mark taken).
 func keyLines(data []byte) map[string]int {
+	data, _ = asUTF8(data)
 	out := map[string]int{}
 	p := unstable.Parser{}
 	p.Reset(data)
