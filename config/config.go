@@ -434,7 +434,8 @@ func (c *Config) ValidateOn(source string, origin map[string]string, goos string
 			bad("plugin.hyperv_runtime_handlers", h, "is listed twice")
 		}
 	}
-	if _, err := c.Admission.Parse(); err != nil {
+	rules, err := c.Admission.Parse()
+	if err != nil {
 		for _, e := range unjoin(err) {
 			from := source
 			if key, _, ok := strings.Cut(e.Error(), " = "); ok && origin[key] != "" {
@@ -512,12 +513,39 @@ func (c *Config) ValidateOn(source string, origin map[string]string, goos string
 			"which a CNI's IPAM on that network does not know (kubernetes 74766); keep NAT, or set hcn.allow_cni_network = true "+
 			"if only HNS hands out this network's addresses")
 	}
-	if c.Admin.Listen != "" {
-		if _, port, err := net.SplitHostPort(c.Admin.Listen); err != nil || port == "" {
-			bad("admin.listen", c.Admin.Listen, "must be host:port, e.g. 127.0.0.1:9466 (empty disables)")
-		} else if !IsLoopback(c.Admin.Listen) {
-			bad("admin.listen", c.Admin.Listen, "must be a loopback address (127.0.0.1, ::1, localhost): it says what the plugin holds; "+
+	// the plugin's own TCP ports: each a port (templates/_validate.tpl
+	// refuses the chart's values with the same sentences), neither the
+	// other's, neither one kept for the node's services
+	var own []OwnPort
+	for _, l := range []struct{ key, addr, form string }{
+		{"admin.listen", c.Admin.Listen, "must be host:port, e.g. 127.0.0.1:9466 (empty disables)"},
+		{"admin.metrics_listen", c.Admin.MetricsListen, "must be host:port, e.g. :9467 (empty: metrics only on admin.listen)"},
+	} {
+		if l.addr == "" {
+			continue
+		}
+		_, port, err := net.SplitHostPort(l.addr)
+		n, perr := strconv.ParseUint(port, 10, 16)
+		switch {
+		case err != nil || port == "":
+			bad(l.key, l.addr, l.form)
+		case perr != nil || n == 0:
+			bad(l.key, l.addr, PortWhy(port))
+		case l.key == "admin.listen" && !IsLoopback(l.addr):
+			bad(l.key, l.addr, "must be a loopback address (127.0.0.1, ::1, localhost): it says what the plugin holds; "+
 				"serve metrics beyond the node with admin.metrics_listen")
+		case l.key == "admin.metrics_listen" && len(own) > 0 && own[0].Port == uint16(n):
+			bad(l.key, l.addr, AdminPortWhy(uint16(n), own[0].Addr))
+		default:
+			own = append(own, OwnPort{Key: l.key, Addr: l.addr, Port: uint16(n)})
+		}
+	}
+	for _, o := range own {
+		for _, d := range rules.Deny {
+			if d.Proto != "udp" && d.Lo <= o.Port && o.Port <= d.Hi {
+				bad(o.Key, o.Addr, DeniedWhy(o.Port, d.Text))
+				break
+			}
 		}
 	}
 	if sock := c.Admin.Socket; sock != "" && !strings.HasPrefix(strings.ToLower(sock), `\\.\pipe\`) && !strings.HasPrefix(sock, "/") {
@@ -526,17 +554,25 @@ func (c *Config) ValidateOn(source string, origin map[string]string, goos string
 	if c.Admin.Listen != "" && !absolutePath(c.Admin.KeyFile) {
 		bad("admin.key_file", c.Admin.KeyFile, "must be an absolute path: the key that proves the plugin answers at admin.listen")
 	}
-	if c.Admin.MetricsListen != "" {
-		if _, port, err := net.SplitHostPort(c.Admin.MetricsListen); err != nil || port == "" {
-			bad("admin.metrics_listen", c.Admin.MetricsListen, "must be host:port, e.g. :9467 (empty: metrics only on admin.listen)")
-		} else if c.Admin.MetricsListen == c.Admin.Listen {
-			bad("admin.metrics_listen", c.Admin.MetricsListen, "is admin.listen: give metrics their own port, or leave it empty")
-		}
-	}
 	if len(errs) > 0 {
 		return &Error{Path: source, Msg: strings.Join(errs, "; "), Err: ErrInvalid}
 	}
 	return nil
+}
+
+// PortWhy is why port is no TCP port the plugin can listen on.
+func PortWhy(port string) string { return "port " + port + " is no TCP port: it must be 1 to 65535" }
+
+// AdminPortWhy is why metrics are not served on port, admin.listen's
+// (at addr).
+func AdminPortWhy(port uint16, addr string) string {
+	return fmt.Sprintf("port %d is admin.listen's (%s): give metrics a port of their own", port, addr)
+}
+
+// DeniedWhy is why the plugin does not listen on port, which the
+// admission.deny entry deny holds.
+func DeniedWhy(port uint16, deny string) string {
+	return fmt.Sprintf("port %d is on admission.deny (%s), the ports kept for the node's own services: pick another port", port, deny)
 }
 
 // OwnPort is a TCP port the plugin itself listens on.

@@ -257,7 +257,22 @@ func TestValidate(t *testing.T) {
 		{"admin on localhost", func(c *Config) { c.Admin.Listen = "localhost:9466" }, ""},
 		{"metrics on every address", func(c *Config) { c.Admin.MetricsListen = ":9467" }, ""},
 		{"metrics without a port", func(c *Config) { c.Admin.MetricsListen = "0.0.0.0" }, `admin.metrics_listen = "0.0.0.0": must be host:port`},
-		{"metrics on the admin address", func(c *Config) { c.Admin.MetricsListen = c.Admin.Listen }, `admin.metrics_listen = "127.0.0.1:9466": is admin.listen`},
+		{"metrics on the admin address", func(c *Config) { c.Admin.MetricsListen = c.Admin.Listen },
+			`admin.metrics_listen = "127.0.0.1:9466": port 9466 is admin.listen's (127.0.0.1:9466): give metrics a port of their own`},
+		// issue 48: values no node can use
+		{"metrics on the admin port, every address", func(c *Config) { c.Admin.MetricsListen = ":9466" },
+			`admin.metrics_listen = ":9466": port 9466 is admin.listen's (127.0.0.1:9466): give metrics a port of their own`},
+		{"an admin port past 65535", func(c *Config) { c.Admin.Listen = "127.0.0.1:99999" },
+			`admin.listen = "127.0.0.1:99999": port 99999 is no TCP port: it must be 1 to 65535`},
+		{"admin port 0", func(c *Config) { c.Admin.Listen = "127.0.0.1:0" }, `admin.listen = "127.0.0.1:0": port 0 is no TCP port`},
+		{"an admin port by name", func(c *Config) { c.Admin.Listen = "127.0.0.1:http" }, `admin.listen = "127.0.0.1:http": port http is no TCP port`},
+		{"a metrics port past 65535", func(c *Config) { c.Admin.MetricsListen = ":70000" }, `admin.metrics_listen = ":70000": port 70000 is no TCP port`},
+		{"metrics on kubelet's port", func(c *Config) { c.Admin.MetricsListen = ":10250" },
+			`admin.metrics_listen = ":10250": port 10250 is on admission.deny (10248-10250), the ports kept for the node's own services: pick another port`},
+		{"admin on RDP's port", func(c *Config) { c.Admin.Listen = "127.0.0.1:3389" }, `admin.listen = "127.0.0.1:3389": port 3389 is on admission.deny (3389)`},
+		{"metrics on a port denied for UDP only", func(c *Config) { c.Admin.MetricsListen = ":9467"; c.Admission.Deny = []string{"9467/udp"} }, ""},
+		{"metrics on a port denied for TCP", func(c *Config) { c.Admin.MetricsListen = ":9467"; c.Admission.Deny = []string{"9000-9999/tcp"} },
+			`admin.metrics_listen = ":9467": port 9467 is on admission.deny (9000-9999/tcp)`},
 		{"annotation bytes too large", func(c *Config) { c.Plugin.MaxAnnotationBytes = 262145 }, `plugin.max_annotation_bytes = "262145"`},
 	}
 	for _, tt := range tests {

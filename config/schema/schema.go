@@ -21,6 +21,17 @@ import (
 // Marker is the keyword that names a value's configuration key.
 const Marker = "x-config-key"
 
+// PatternKey keeps a value's pattern in the schema where helm's validator
+// does not read it: refused by a "pattern", helm prints the regular
+// expression. The chart's templates check it instead (Checks), refusing
+// the value in its description's words; Apply moves every "pattern" there.
+// DurationKey marks a duration, which the templates also refuse when it
+// is not a string (a number without its unit).
+const (
+	PatternKey  = "x-pattern"
+	DurationKey = "x-duration"
+)
+
 // Go durations of any size, with their units (the spellings of a duration
 // with no upper bound): above zero, and zero or above.
 const (
@@ -41,6 +52,10 @@ func Apply(doc []byte) ([]byte, error) {
 	}
 	var errs []string
 	walk(root, func(node map[string]any) {
+		if p, ok := node["pattern"]; ok {
+			node[PatternKey] = p
+			delete(node, "pattern")
+		}
 		key, ok := node[Marker].(string)
 		if !ok {
 			return
@@ -104,7 +119,7 @@ func walk(v any, fn func(map[string]any)) {
 
 // limit writes l into node, the schema of the value that sets l.Key.
 func limit(node map[string]any, l config.Limit) {
-	for _, k := range []string{"$ref", "anyOf", "enum", "minimum", "maximum", "pattern"} {
+	for _, k := range []string{"$ref", "anyOf", "enum", "minimum", "maximum", "pattern", PatternKey, DurationKey} {
 		delete(node, k)
 	}
 	node["description"] = l.Rule()
@@ -127,10 +142,14 @@ func limit(node map[string]any, l config.Limit) {
 		delete(node, "type")
 		node["enum"] = words
 	case l.IsDuration():
-		node["type"] = "string"
-		node["pattern"] = DurationPattern(l)
+		// no type: a number is refused by the templates, in words
+		delete(node, "type")
+		node[DurationKey] = true
+		node[PatternKey] = DurationPattern(l)
 		if !l.NoMax {
 			node["description"] = l.Rule() + ", as one whole number and its unit (h, m, s or ms), e.g. " + example(l)
+		} else {
+			node["description"] = l.Rule() + ", as a duration with its unit, e.g. 30s or 1m30s"
 		}
 	default:
 		node["type"] = "integer"

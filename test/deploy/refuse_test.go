@@ -1,6 +1,7 @@
 package deploy
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -11,10 +12,12 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"sigs.k8s.io/yaml"
 
 	"github.com/nri-hcn-portmap/nri-hcn-portmap/config"
+	"github.com/nri-hcn-portmap/nri-hcn-portmap/test/harness"
 )
 
 // extremes are values at and past the edges of a key's kind: what an
@@ -319,5 +322,59 @@ func TestTheChartRefusesKubeSystem(t *testing.T) {
 	}
 	if _, err := renderErr(t, "nri-hcn-portmap", "--namespace=windows-system"); err != nil {
 		t.Fatalf("a namespace of its own: %v", err)
+	}
+}
+
+// Issue 48: values no node can use are refused where they are written:
+// helm template and helm lint --strict refuse the chart's values, and the
+// plugin's `config dump` and `run` refuse the configuration those values
+// make, all four with the plugin's sentence.
+func TestValuesNoNodeCanUseAreRefusedInOneSentence(t *testing.T) {
+	dir := t.TempDir()
+	bin, err := harness.BuildPlugin(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, tc := range []struct {
+		name   string
+		values map[string]any
+		toml   string // what the values make of the plugin's configuration
+		why    string
+	}{
+		{"an admin port past 65535", map[string]any{"config": map[string]any{"adminListen": "127.0.0.1:99999"}},
+			"[admin]\nlisten = \"127.0.0.1:99999\"\n", config.PortWhy("99999")},
+		{"metrics on the admin port", map[string]any{"metrics": map[string]any{"port": 9466}},
+			"[admin]\nmetrics_listen = \":9466\"\n", config.AdminPortWhy(9466, "127.0.0.1:9466")},
+		{"metrics on kubelet's port", map[string]any{"metrics": map[string]any{"port": 10250}},
+			"[admin]\nmetrics_listen = \":10250\"\n", config.DeniedWhy(10250, "10248-10250")},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			values, err := yaml.Marshal(tc.values)
+			if err != nil {
+				t.Fatal(err)
+			}
+			file := filepath.Join(dir, fmt.Sprintf("values-%d.yaml", i))
+			conf := filepath.Join(dir, fmt.Sprintf("config-%d.toml", i))
+			if err := os.WriteFile(file, values, 0o600); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(conf, []byte(tc.toml), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			if out, err := renderErr(t, "nri-hcn-portmap", "--values-file="+file); err == nil || !strings.Contains(out, tc.why) {
+				t.Errorf("helm template: %v, want refused saying %q:\n%s", err, tc.why, out)
+			}
+			if lint, refused := lintRefuses(t, file); !refused || !strings.Contains(lint, tc.why) {
+				t.Errorf("helm lint --strict: refused %v, want refused saying %q:\n%s", refused, tc.why, lint)
+			}
+			for _, args := range [][]string{{"config", "dump", "--config", conf}, {"run", "--config", conf}} {
+				ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+				out, err := exec.CommandContext(ctx, bin, args...).CombinedOutput()
+				cancel()
+				if err == nil || !strings.Contains(string(out), tc.why) {
+					t.Errorf("nri-hcn-portmap %s: %v, want refused saying %q:\n%s", strings.Join(args, " "), err, tc.why, out)
+				}
+			}
+		})
 	}
 }

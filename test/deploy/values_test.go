@@ -27,6 +27,7 @@ var chartOwned = map[string]string{
 	"admin.listen":          "config.adminListen (the probes use it)",
 	"admin.metrics_listen":  "metrics.enabled and metrics.port (the pod's port and annotations use them)",
 	"admin.socket":          "the plugin's own named pipe, for SYSTEM and Administrators (kubectl exec ... reload runs as the pod's SYSTEM)",
+	"admin.key_file":        "the plugin's default, in its folder on the node, where the probes' health and kubectl exec's commands read it",
 	"log.file":              "a pod logs to its stdout (kubectl logs)",
 	// one spelling per key (issue 39): a key a chart value sets is that
 	// value's alone, and config.settings refuses it

@@ -9,8 +9,67 @@ test/deploy/refuse_test.go renders each and runs the plugin's validation.
 {{- if eq .Release.Namespace "kube-system" }}
 {{- include "nri-hcn-portmap.refuse" "the release's namespace is kube-system: the chart's node-restriction policy holds every ServiceAccount of the release's namespace to one node's pods (pods/status and events), which there would hold kube-system's own controllers; install it into a namespace of its own (kubectl create namespace nri-hcn-portmap, then helm install ... -n nri-hcn-portmap)" }}
 {{- end }}
+{{- /* the plugin's own ports, in the plugin's sentences (config/config.go
+ValidateOn, PortWhy, AdminPortWhy, DeniedWhy): admin.listen's a TCP port
+(before the patterns, whose words say less) */ -}}
+{{- $adminPort := 0 }}
+{{- with .Values.config.adminListen }}
+{{- $p := regexReplaceAll "^.*:" (toString .) "" }}
+{{- if regexMatch "^[0-9]+$" $p }}
+{{- if or (eq (len $p) 0) (gt (len $p) 5) (lt (atoi $p) 1) (gt (atoi $p) 65535) }}
+{{- include "nri-hcn-portmap.refuse" (printf "config.adminListen = %q (admin.listen): port %s is no TCP port: it must be 1 to 65535" . $p) }}
+{{- end }}
+{{- $adminPort = atoi $p }}
+{{- end }}
+{{- end }}
+{{- /* each value's pattern (values.schema.json keeps them where helm's
+schema check, which would print the regular expression, does not read
+them: templates/_patterns.tpl), refused in the schema's words; first, as
+the checks below take the forms as checked */ -}}
+{{- range include "nri-hcn-portmap.patterns" . | fromJsonArray }}
+{{- $check := . }}
+{{- $name := join "." $check.path | replace ".[]" "" }}
+{{- $key := "" }}
+{{- with $check.key }}{{ $key = printf " (%s)" . }}{{ end }}
+{{- range include "nri-hcn-portmap.at" (dict "v" $.Values "path" $check.path) | fromJsonArray }}
+{{- $what := printf "%s = %s%s" $name (toJson .) $key }}
+{{- if has "[]" $check.path }}{{ $what = printf "%s entry %s%s" $name (toJson .) $key }}{{ end }}
+{{- if and $check.duration (not (kindIs "string" .)) }}
+{{- include "nri-hcn-portmap.refuse" (printf "%s: a duration is a string with its unit, e.g. \"%vs\"; %s" $what . $check.words) }}
+{{- else if and (kindIs "string" .) (not (regexMatch $check.pattern .)) }}
+{{- include "nri-hcn-portmap.refuse" (printf "%s: %s" $what $check.words) }}
+{{- end }}
+{{- end }}
+{{- end }}
 {{- $c := .Values.config }}
 {{- $adm := $c.admission }}
+{{- /* metrics on a port of their own; neither port one admission.deny
+keeps for the node's own services (kubelet's 10250 among them) */ -}}
+{{- $own := list }}
+{{- if $adminPort }}
+{{- $own = append $own (dict "what" (printf "config.adminListen = %q (admin.listen)" $c.adminListen) "port" $adminPort) }}
+{{- end }}
+{{- if .Values.metrics.enabled }}
+{{- $mp := int .Values.metrics.port }}
+{{- $what := printf "metrics.port = %d (admin.metrics_listen = \":%d\")" $mp $mp }}
+{{- if eq $mp $adminPort }}
+{{- include "nri-hcn-portmap.refuse" (printf "%s: port %d is admin.listen's (%s): give metrics a port of their own" $what $mp $c.adminListen) }}
+{{- end }}
+{{- $own = append $own (dict "what" $what "port" $mp) }}
+{{- end }}
+{{- range $o := $own }}
+{{- range $adm.deny }}
+{{- $entry := toString . }}
+{{- $proto := "" }}
+{{- if contains "/" $entry }}{{ $proto = lower (regexReplaceAll "^[^/]*/" $entry "") }}{{ end }}
+{{- $ends := splitList "-" (regexReplaceAll "/.*$" $entry "") }}
+{{- $lo := atoi (first $ends) }}
+{{- $hi := atoi (last $ends) }}
+{{- if and (ne $proto "udp") (le $lo (int $o.port)) (le (int $o.port) $hi) }}
+{{- include "nri-hcn-portmap.refuse" (printf "%s: port %d is on admission.deny (%s), the ports kept for the node's own services: pick another port" $o.what (int $o.port) $entry) }}
+{{- end }}
+{{- end }}
+{{- end }}
 {{- $hcn := default dict (default dict $c.settings).hcn }}
 {{- if and .Values.daemonset.enabled (not .Values.kubernetes.enabled) (eq $adm.podSecurity "enforce") (has "annotations" $c.mappingSources) }}
 {{- include "nri-hcn-portmap.refuse" "config.admission.podSecurity=enforce needs kubernetes.enabled=true: the plugin reads the namespaces' Pod Security labels from the API server, and without them refuses every pod's port-mappings annotation; set kubernetes.enabled=true, or config.admission.podSecurity=off where another policy engine guards the annotation" }}
@@ -51,6 +110,28 @@ test/deploy/refuse_test.go renders each and runs the plugin's validation.
 {{- end }}
 {{- end }}
 {{- end }}
+{{- end }}
+
+{{- /* at (dict "v" VALUES "path" LIST): the values at path in VALUES, as a
+JSON list: none where a step is missing or null, each entry of a list
+where a step is "[]". */ -}}
+{{- define "nri-hcn-portmap.at" -}}
+{{- $found := list .v }}
+{{- range .path }}
+{{- $step := . }}
+{{- $next := list }}
+{{- range $found }}
+{{- if eq $step "[]" }}
+{{- if kindIs "slice" . }}{{ $next = concat $next . }}{{ end }}
+{{- else if and (kindIs "map" .) (hasKey . $step) }}
+{{- $next = append $next (get . $step) }}
+{{- end }}
+{{- end }}
+{{- $found = $next }}
+{{- end }}
+{{- $out := list }}
+{{- range $found }}{{ if not (kindIs "invalid" .) }}{{ $out = append $out . }}{{ end }}{{ end }}
+{{- toJson $out }}
 {{- end }}
 
 {{- /* refuse MESSAGE: stop the render, saying MESSAGE. helm lint's engine
