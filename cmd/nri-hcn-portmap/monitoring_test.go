@@ -49,9 +49,9 @@ func TestMonitoringNamesOnlyExportedMetrics(t *testing.T) {
 	if err := yaml.Unmarshal(b, &rules); err != nil { // their schema is promtool's to check (test/deploy)
 		t.Fatal(err)
 	}
-	// the two rules that see a plugin's absence read what Prometheus and
-	// kube-state-metrics export, not the plugin
-	outside := map[string]string{"NriHcnPortmapDown": "up{", "NriHcnPortmapMissingOnAWindowsNode": "kube_node_labels{"}
+	// the three rules that see a plugin's absence read what Prometheus
+	// and kube-state-metrics export, not the plugin
+	outside := map[string]string{"NriHcnPortmapDown": "up{", "NriHcnPortmapAbsent": "absent(up{", "NriHcnPortmapMissingOnAWindowsNode": "kube_node_labels{"}
 	for _, g := range rules.Groups {
 		for _, r := range g.Rules {
 			if m, ok := outside[r.Alert]; ok {

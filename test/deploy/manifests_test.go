@@ -35,8 +35,11 @@ const (
 	kubeVersion = "1.30.0"
 	// vapAPI is what an API server with ValidatingAdmissionPolicy lists
 	// (1.30+), as make manifests tells helm
-	vapAPI     = "admissionregistration.k8s.io/v1/ValidatingAdmissionPolicy"
-	appVersion = "0.1.0" // Chart.yaml
+	vapAPI = "admissionregistration.k8s.io/v1/ValidatingAdmissionPolicy"
+	// what an API server with the Prometheus Operator's CRDs lists
+	podMonitorAPI     = "monitoring.coreos.com/v1/PodMonitor"
+	serviceMonitorAPI = "monitoring.coreos.com/v1/ServiceMonitor"
+	appVersion        = "0.1.0" // Chart.yaml
 )
 
 // helmBin is the helm that `make helm` installs ($HELM_BIN), or one on PATH.
@@ -85,6 +88,10 @@ func renderErr(t *testing.T, release string, set ...string) (string, error) {
 		}
 		if tmpl, ok := strings.CutPrefix(s, "--show-only="); ok {
 			args = append(args, "--show-only", tmpl)
+			continue
+		}
+		if api, ok := strings.CutPrefix(s, "--api-versions="); ok {
+			args = append(args, "--api-versions", api)
 			continue
 		}
 		args = append(args, "--set", s)
@@ -309,7 +316,7 @@ func TestChartValues(t *testing.T) {
 // selects them.
 func TestChartMonitors(t *testing.T) {
 	o := decodeAll(t, render(t, "nri-hcn-portmap", "metrics.podMonitor.enabled=true", "metrics.serviceMonitor.enabled=true",
-		"metrics.podMonitor.labels.release=prometheus"))
+		"metrics.podMonitor.labels.release=prometheus", "--api-versions="+podMonitorAPI, "--api-versions="+serviceMonitorAPI))
 	if len(o.monitors) != 2 || len(o.services) != 1 {
 		t.Fatalf("%d monitors, %d services: want a PodMonitor, a ServiceMonitor and its Service", len(o.monitors), len(o.services))
 	}
@@ -339,6 +346,15 @@ func TestChartMonitors(t *testing.T) {
 		}
 		if set["instance"] != "__meta_kubernetes_pod_node_name" || set["node"] != "__meta_kubernetes_pod_node_name" {
 			t.Errorf("%s relabelings %+v: want instance and node from __meta_kubernetes_pod_node_name", m.Kind, eps[0].Relabelings)
+		}
+		// issue 48: every label the alerts find the plugin's targets by is
+		// one the relabelings set, from the pods' own label of that name
+		// with the value the rules select
+		for name, value := range alertSelectors(t) {
+			pod, ok := strings.CutPrefix(set[name], "__meta_kubernetes_pod_label_")
+			if !ok || pods[strings.NewReplacer("app_kubernetes_io_", "app.kubernetes.io/").Replace(pod)] != value {
+				t.Errorf("%s: the alerts select up{%s=%q}; the relabelings set %s from %q, the pods' labels are %v", m.Kind, name, value, name, set[name], pods)
+			}
 		}
 		if m.Kind == "PodMonitor" && m.Metadata.Labels["release"] != "prometheus" {
 			t.Errorf("PodMonitor labels %v: want the extra label", m.Metadata.Labels)

@@ -378,3 +378,49 @@ func TestValuesNoNodeCanUseAreRefusedInOneSentence(t *testing.T) {
 		})
 	}
 }
+
+// Issue 48: what the cluster would refuse at install is refused at
+// template time, saying why: a monitor whose kind the cluster does not
+// have (the Prometheus Operator's CRDs missing), and a Service name past
+// 63 characters; helm lint --strict refuses them too.
+func TestTheChartRefusesWhatTheClusterWouldRefuse(t *testing.T) {
+	long := strings.Repeat("n", 69)
+	for _, tc := range []struct {
+		name string
+		set  []string
+		want string // "" where it renders
+	}{
+		{"a PodMonitor without its CRD", []string{"metrics.podMonitor.enabled=true"}, "the cluster has no PodMonitor"},
+		{"a PodMonitor with its CRD", []string{"metrics.podMonitor.enabled=true", "--api-versions=" + podMonitorAPI}, ""},
+		{"a ServiceMonitor without its CRD", []string{"metrics.serviceMonitor.enabled=true"}, "the cluster has no ServiceMonitor"},
+		{"a Service name past 63", []string{"metrics.serviceMonitor.enabled=true", "--api-versions=" + serviceMonitorAPI, "fullnameOverride=" + long},
+			"a Service's name is at most 63"},
+		{"a Service name of 63", []string{"metrics.serviceMonitor.enabled=true", "--api-versions=" + serviceMonitorAPI, "fullnameOverride=" + long[:55]}, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			out, err := renderErr(t, "nri-hcn-portmap", tc.set...)
+			if tc.want == "" {
+				if err != nil {
+					t.Fatalf("helm template: %v", err)
+				}
+				return
+			}
+			if err == nil || !strings.Contains(out, tc.want) {
+				t.Fatalf("helm template: %v, want refused saying %q:\n%s", err, tc.want, out)
+			}
+			// helm lint knows no API versions but the built-in ones: it
+			// refuses every monitor, naming the missing kind
+			args := []string{"lint", "--strict", chart, "--kube-version", kubeVersion}
+			for _, s := range tc.set {
+				if strings.HasPrefix(s, "--api-versions=") {
+					return
+				}
+				args = append(args, "--set", s)
+			}
+			lint, lerr := exec.Command(helmBin(t), args...).CombinedOutput()
+			if lerr == nil || !strings.Contains(string(lint), tc.want) {
+				t.Errorf("helm lint --strict: %v, want refused saying %q:\n%s", lerr, tc.want, lint)
+			}
+		})
+	}
+}
