@@ -13,6 +13,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"reflect"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -281,8 +282,70 @@ func checkStandardLabels(t *testing.T, release string, got, selector map[string]
 	}
 }
 
+// Issue 48: the image as operators write it: a registry (the global one
+// over the chart's), a repository, a tag or a digest; a repository that
+// begins with a registry of its own is refused naming the split, not put
+// behind another registry.
+func TestChartImage(t *testing.T) {
+	const digest = "sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"
+	for _, tc := range []struct {
+		name string
+		set  []string
+		want string // the image, or what the refusal says
+	}{
+		{"the default", nil, "ghcr.io/nri-hcn-portmap/nri-hcn-portmap:" + appVersion},
+		{"a private registry", []string{"image.registry=registry.example:5000"}, "registry.example:5000/nri-hcn-portmap/nri-hcn-portmap:" + appVersion},
+		{"the global registry wins", []string{"image.registry=registry.example", "global.imageRegistry=mirror.example"},
+			"mirror.example/nri-hcn-portmap/nri-hcn-portmap:" + appVersion},
+		{"a digest", []string{"image.tag=9.9.9", "image.digest=" + digest}, "ghcr.io/nri-hcn-portmap/nri-hcn-portmap@" + digest},
+		{"the whole name, no registry", []string{"image.registry=", "image.repository=registry.example/team/nri-hcn-portmap"},
+			"registry.example/team/nri-hcn-portmap:" + appVersion},
+		{"a registry in the repository", []string{"image.repository=registry.example/nri-hcn-portmap"},
+			"set image.registry=registry.example and image.repository=nri-hcn-portmap"},
+		{"a digest of no form", []string{"image.digest=abc"}, `image.digest = "abc": empty, or the image's digest`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			out, err := renderErr(t, "nri-hcn-portmap", tc.set...)
+			if strings.Contains(tc.want, " ") {
+				if err == nil || !strings.Contains(out, tc.want) {
+					t.Fatalf("helm template: %v, want refused saying %q:\n%s", err, tc.want, out)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			o := decodeAll(t, []byte(out))
+			for _, ds := range o.daemonSets {
+				for _, c := range append(ds.Spec.Template.Spec.InitContainers, ds.Spec.Template.Spec.Containers...) {
+					if c.Image != tc.want {
+						t.Errorf("%s %s: image %q, want %q", ds.Name, c.Name, c.Image, tc.want)
+					}
+				}
+			}
+		})
+	}
+}
+
+// Issue 48: deploy/Dockerfile's example tags the image as the release
+// workflow does and the chart pulls it: the appVersion, without the v of
+// the release's tag, under the chart's repository.
+func TestTheDockerfileTagsTheImageAsTheChartPullsIt(t *testing.T) {
+	b, err := os.ReadFile("../../deploy/Dockerfile")
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := regexp.MustCompile(`VERSION=(v\S+)[\s\S]*-t REGISTRY/(\S+):(\S+) `).FindStringSubmatch(string(b))
+	if m == nil {
+		t.Fatal("deploy/Dockerfile shows no docker buildx build with VERSION and -t REGISTRY/NAME:TAG")
+	}
+	if m[1] != "v"+appVersion || m[3] != appVersion || m[2] != "nri-hcn-portmap/nri-hcn-portmap" {
+		t.Errorf("deploy/Dockerfile builds VERSION=%s as REGISTRY/%s:%s; the chart pulls REGISTRY/nri-hcn-portmap/nri-hcn-portmap:%s", m[1], m[2], m[3], appVersion)
+	}
+}
+
 func TestChartValues(t *testing.T) {
-	o := decodeAll(t, render(t, "nri-hcn-portmap", "image.repository=registry.example/nri-hcn-portmap", "image.tag=v9.9.9",
+	o := decodeAll(t, render(t, "nri-hcn-portmap", "image.registry=registry.example", "image.repository=nri-hcn-portmap", "image.tag=v9.9.9",
 		"config.network=l2bridge-net", "config.logLevel=debug", "config.admission.namespaces={ingress,kube-system}",
 		"config.admission.hostPortRanges={80,443,30000-32767}", "metrics.enabled=false"))
 	cfg := configOf(t, o)

@@ -180,7 +180,7 @@ func TestUninstallRoutesAsWritten(t *testing.T) {
 	sh := newShell(t, k)
 	const ns = "nri-hcn-portmap"
 	const image = "registry.example/team/nri-hcn-portmap"
-	ours := []string{"--set", "image.repository=" + image, "--set", "config.network=pods-nat"}
+	ours := []string{"--set", "image.registry=registry.example", "--set", "image.repository=team/nri-hcn-portmap", "--set", "config.network=pods-nat"}
 
 	t.Run("README", func(t *testing.T) {
 		sh.t = t

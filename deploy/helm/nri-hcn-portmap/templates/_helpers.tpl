@@ -30,8 +30,24 @@ app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
 app.kubernetes.io/managed-by: {{ .Release.Service }}
 {{- end }}
 
+{{- /* The image: registry/repository, then :tag or @digest; the registry
+is global.imageRegistry where set, else image.registry. A repository that
+begins with a registry of its own (the chart's earlier spelling,
+image.repository=REGISTRY/NAME) is refused, not put behind another. */ -}}
 {{- define "nri-hcn-portmap.image" -}}
-{{ .Values.image.repository }}:{{ .Values.image.tag | default .Chart.AppVersion }}
+{{- $img := .Values.image }}
+{{- $registry := default $img.registry (default dict .Values.global).imageRegistry }}
+{{- $first := first (splitList "/" $img.repository) }}
+{{- if and $registry (contains "/" $img.repository) (or (contains "." $first) (contains ":" $first) (eq $first "localhost")) }}
+{{- include "nri-hcn-portmap.refuse" (printf "image.repository = %q begins with a registry (%s), which the registry %s would be put before: set image.registry=%s and image.repository=%s (or image.registry=\"\" to give the whole name)" $img.repository $first $registry $first (trimPrefix (printf "%s/" $first) $img.repository)) }}
+{{- end }}
+{{- $name := $img.repository }}
+{{- if $registry }}{{ $name = printf "%s/%s" (trimSuffix "/" $registry) $img.repository }}{{ end }}
+{{- if $img.digest }}
+{{- printf "%s@%s" $name $img.digest }}
+{{- else }}
+{{- printf "%s:%s" $name ($img.tag | default .Chart.AppVersion) }}
+{{- end }}
 {{- end }}
 
 {{- /* The HostProcess pod settings both DaemonSets share. */ -}}

@@ -24,6 +24,11 @@ instead. Do not edit; edit the schema and run make schema. */ -}}
 {"path":["config","settings","plugin","hyperv_runtime_handlers","[]"],"pattern":"^[^\\s](.*[^\\s])?$","words":"a runtime handler name without spaces around it, like runhcs-wcow-hypervisor"},
 {"path":["config","settings","plugin","resync_interval"],"pattern":"^(((0+(\\.0*)?|\\.0+)(ns|us|µs|ms|s|m|h))+|((0+(\\.0*)?|\\.0+)(ns|us|µs|ms|s|m|h))*([0-9]*[1-9][0-9]*(\\.[0-9]*)?|[0-9]*\\.[0-9]*[1-9][0-9]*)(ns|us|µs|ms|s|m|h)(([0-9]+(\\.[0-9]*)?|\\.[0-9]+)(ns|us|µs|ms|s|m|h))*)$","words":"must be 0 or positive (0 disables it), as a duration with its unit, e.g. 30s or 1m30s","key":"plugin.resync_interval","duration":true},
 {"path":["config","settings","plugin","shutdown_grace"],"pattern":"^(([1-5])m|([1-9]|[1-9][0-9]{1}|[1-2][0-9]{2}|300)s|([1-9]|[1-9][0-9]{1}|[1-9][0-9]{2}|[1-9][0-9]{3}|[1-9][0-9]{4}|[1-2][0-9]{5}|300000)ms)$","words":"must be positive and at most 5m, as one whole number and its unit (h, m, s or ms), e.g. 1s","key":"plugin.shutdown_grace","duration":true},
+{"path":["global","imageRegistry"],"pattern":"^$|^[A-Za-z0-9]([A-Za-z0-9.-]*[A-Za-z0-9])?(:[0-9]+)?(/[a-z0-9._-]+)*$","words":"a registry host (and port), like registry.example:5000, for every image of the release; over image.registry"},
+{"path":["image","digest"],"pattern":"^$|^sha256:[a-f0-9]{64}$","words":"empty, or the image's digest, sha256: and 64 hex digits"},
+{"path":["image","registry"],"pattern":"^$|^[A-Za-z0-9]([A-Za-z0-9.-]*[A-Za-z0-9])?(:[0-9]+)?(/[a-z0-9._-]+)*$","words":"a registry host (and port), like ghcr.io or registry.example:5000; empty: the repository is the whole name"},
+{"path":["image","repository"],"pattern":"^[a-z0-9]+([._-][a-z0-9]+)*(/[a-z0-9]+([._-][a-z0-9]+)*)*$|^[A-Za-z0-9.-]+(:[0-9]+)?/[a-z0-9]+([._-][a-z0-9]+)*(/[a-z0-9]+([._-][a-z0-9]+)*)*$","words":"the repository in the registry, like nri-hcn-portmap/nri-hcn-portmap"},
+{"path":["image","tag"],"pattern":"^$|^[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}$","words":"an image tag, like 0.1.0 (empty: the chart's appVersion)"},
 {"path":["metrics","podMonitor","interval"],"pattern":"^[0-9]+(ms|s|m|h)$","words":"a Prometheus duration, like 30s or 1m"},
 {"path":["metrics","serviceMonitor","interval"],"pattern":"^[0-9]+(ms|s|m|h)$","words":"a Prometheus duration, like 30s or 1m"}
 ]
