@@ -38,11 +38,16 @@ mkdir -p "$work/exe"
 GOOS=windows GOARCH=amd64 CGO_ENABLED=0 "$go" build -trimpath \
 	-ldflags "-X main.version=$version -X main.commit=$commit -X main.date=$date" \
 	-o "$work/exe/nri-hcn-portmap.exe" ./cmd/nri-hcn-portmap
+# with the README and the docs it links, read where they are: a link to
+# what the zip does not hold goes to the repository at the release's tag
+mkdir -p "$work/exe/docs"
 cp README.md LICENSE "$work/exe/"
+cp docs/*.md "$work/exe/docs/"
+"$go" run ./hack/ziplinks -dir "$work/exe" -root . -base https://github.com/nri-hcn-portmap/nri-hcn-portmap -tag "$version"
 # entries dated the commit's time, as the tar's are: the same tree, the
 # same zip
-TZ=UTC touch -d "$date" "$work/exe/nri-hcn-portmap.exe" "$work/exe/README.md" "$work/exe/LICENSE"
-(cd "$work/exe" && TZ=UTC zip -q -X "$out/nri-hcn-portmap-$version-windows-amd64.zip" nri-hcn-portmap.exe README.md LICENSE)
+(cd "$work/exe" && TZ=UTC touch -d "$date" nri-hcn-portmap.exe README.md LICENSE docs docs/*.md &&
+	TZ=UTC zip -q -X "$out/nri-hcn-portmap-$version-windows-amd64.zip" nri-hcn-portmap.exe README.md LICENSE docs/*.md)
 
 # the chart, linted as packaged
 "$helm" lint --strict deploy/helm/nri-hcn-portmap --kube-version "$kube_version" >/dev/null

@@ -10,7 +10,10 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"path"
 	"path/filepath"
+	"regexp"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -65,8 +68,18 @@ func TestDistMakesTheReleaseArtifacts(t *testing.T) {
 	defer z.Close()
 	var exe []byte
 	var names []string
+	docs := map[string]string{} // the zip's markdown, by name
 	for _, f := range z.File {
 		names = append(names, f.Name)
+		if strings.HasSuffix(f.Name, ".md") {
+			r, err := f.Open()
+			if err != nil {
+				t.Fatal(err)
+			}
+			b, _ := io.ReadAll(r)
+			r.Close()
+			docs[f.Name] = string(b)
+		}
 		// dated the commit's time, not the build's: the same tree, the same zip
 		if want := "2026-11-30T12:00:00Z"; f.Modified.UTC().Format(time.RFC3339) != want {
 			t.Errorf("zip entry %s dated %s, want the commit's %s", f.Name, f.Modified.UTC().Format(time.RFC3339), want)
@@ -80,8 +93,36 @@ func TestDistMakesTheReleaseArtifacts(t *testing.T) {
 			r.Close()
 		}
 	}
-	if strings.Join(names, " ") != "nri-hcn-portmap.exe README.md LICENSE" {
-		t.Errorf("the zip holds %v, want the .exe, the README and the LICENSE", names)
+	wantNames := []string{"nri-hcn-portmap.exe", "README.md", "LICENSE"}
+	shipped, _ := filepath.Glob("../../docs/*.md")
+	for _, d := range shipped {
+		wantNames = append(wantNames, "docs/"+filepath.Base(d))
+	}
+	if strings.Join(names, " ") != strings.Join(wantNames, " ") {
+		t.Errorf("the zip holds %v, want the .exe, the README, the LICENSE and the docs: %v", names, wantNames)
+	}
+	// issue 48: every link of the zip's README and docs reads where it is:
+	// to a file of the zip, or to the repository at the release's tag
+	atTag := regexp.MustCompile(`^https://github\.com/nri-hcn-portmap/nri-hcn-portmap/(blob|tree)/` + regexp.QuoteMeta(version) + `/`)
+	links := 0
+	for name, text := range docs {
+		for _, m := range regexp.MustCompile(`\]\(([^)\s#]*)(#[^)\s]*)?\)`).FindAllStringSubmatch(text, -1) {
+			target := m[1]
+			switch {
+			case target == "" || strings.HasPrefix(target, "mailto:"):
+			case strings.Contains(target, "://"):
+				if strings.Contains(target, "github.com/nri-hcn-portmap/nri-hcn-portmap/") && !strings.Contains(target, "/docs/operating.md#") && !atTag.MatchString(target) {
+					t.Errorf("%s: link %s: into the repository, not at %s", name, target, version)
+				}
+			case !slices.Contains(names, path.Clean(path.Join(path.Dir(name), target))):
+				t.Errorf("%s: link %s: the zip does not hold it", name, target)
+			default:
+				links++
+			}
+		}
+	}
+	if links == 0 {
+		t.Error("the zip's README links to no file of the zip")
 	}
 	if !bytes.HasPrefix(exe, []byte("MZ")) || !bytes.Contains(exe, []byte(version)) || !bytes.Contains(exe, []byte(commit)) {
 		t.Errorf("the zip's nri-hcn-portmap.exe (%d bytes) is not a Windows executable stamped %s, %s", len(exe), version, commit)
