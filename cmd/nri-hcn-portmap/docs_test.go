@@ -215,7 +215,7 @@ var foreignFlags = map[string]bool{
 	"fuzztime": true, "cpu": true, "v": true, "n": true, "f": true, "t": true, "k": true, "l": true,
 	"o": true, "IncludeAllCompartments": true, "DisplayName": true, "Direction": true, "Protocol": true,
 	"LocalPort": true, "Action": true, "ItemType": true, "Force": true, "depends-on": true,
-	"dry-run": true, "show-only": true, "strict": true, "api-versions": true, "prune": true, "selector": true, "duration": true, "mod": true, "diff": true, "trimpath": true, "ldflags": true,
+	"dry-run": true, "show-only": true, "strict": true, "api-versions": true, "prune": true, "selector": true, "duration": true, "prune-allowlist": true, "mod": true, "diff": true, "trimpath": true, "ldflags": true,
 }
 
 var (

@@ -5,9 +5,12 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/nri-hcn-portmap/nri-hcn-portmap/config"
 )
@@ -167,4 +170,64 @@ func TestKustomizeRollsOnConfigAndKeepsThePoliciesApart(t *testing.T) {
 	if len(with.policies) != 2 || len(with.policyBindings) != 2 {
 		t.Errorf("with the component: %d policies, %d bindings; want 2 and 2", len(with.policies), len(with.policyBindings))
 	}
+}
+
+// Issue 48: applying the same overlay again changes nothing: kubectl
+// apply -k reports every object unchanged (the admission policies were
+// "configured" on every run, their manifests lacking what the API server
+// fills in), and --prune with the base's label, as docs/operating.md
+// says, removes the ConfigMap a changed configuration left behind.
+func TestKustomizeApplyTwiceChangesNothingAndPruneTakesTheOldConfig(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	k, _ := startKube(t, ctx)
+	sh := newShell(t, k)
+	sh.run(ctx, "kubectl create namespace nri-hcn-portmap")
+	first := overlay(t, "pods-nat", "components/admission-policies")
+	sh.run(ctx, "kubectl apply -k "+first)
+	again := sh.run(ctx, "kubectl apply -k "+first)
+	var changed []string
+	for _, line := range strings.Split(strings.TrimSpace(again), "\n") {
+		if !strings.HasSuffix(line, " unchanged") {
+			changed = append(changed, line)
+		}
+	}
+	if len(changed) > 0 {
+		t.Errorf("the same overlay applied again:\n%s", strings.Join(changed, "\n"))
+	}
+	// a changed configuration, applied with the prune the docs give
+	prune := docsPrune(t)
+	second := overlay(t, "other-nat", "components/admission-policies")
+	sh.run(ctx, "kubectl apply -k "+second+" "+prune)
+	cms, err := k.Admin.CoreV1().ConfigMaps("nri-hcn-portmap").List(ctx, metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ours []string
+	for _, cm := range cms.Items {
+		if strings.HasPrefix(cm.Name, "nri-hcn-portmap-") {
+			ours = append(ours, cm.Name)
+		}
+	}
+	if len(ours) != 1 {
+		t.Errorf("after kubectl apply -k %s: ConfigMaps %v, want the new configuration's alone", prune, ours)
+	}
+	pols, err := k.Admin.AdmissionregistrationV1().ValidatingAdmissionPolicies().List(ctx, metav1.ListOptions{})
+	if err != nil || len(pols.Items) != 2 {
+		t.Errorf("after the prune: %d admission policies (%v), want both kept", len(pols.Items), err)
+	}
+}
+
+// docsPrune is the prune docs/operating.md gives kubectl apply -k.
+func docsPrune(t *testing.T) string {
+	t.Helper()
+	b, err := os.ReadFile("../../docs/operating.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := regexp.MustCompile("kubectl apply -k overlay (--prune [^`\n]+)").FindStringSubmatch(string(b))
+	if m == nil {
+		t.Fatal("docs/operating.md gives no kubectl apply -k overlay --prune ...")
+	}
+	return m[1]
 }
