@@ -448,9 +448,28 @@ func TestChartSchema(t *testing.T) {
 			}
 		})
 	}
-	out, err := exec.Command(helmBin(t), "lint", chart).CombinedOutput()
-	if err != nil || strings.Contains(string(out), "[WARNING]") || strings.Contains(string(out), "[ERROR]") {
+	// issue 48: nothing to say either (helm's [INFO] asks for an icon,
+	// which Chart.yaml lacked)
+	out, err := exec.Command(helmBin(t), "lint", "--strict", chart).CombinedOutput()
+	if err != nil || strings.Contains(string(out), "[WARNING]") || strings.Contains(string(out), "[ERROR]") || strings.Contains(string(out), "[INFO]") {
 		t.Errorf("helm lint: %v\n%s", err, out)
+	}
+	var meta struct {
+		Home, Icon  string
+		Sources     []string
+		Keywords    []string
+		Maintainers []struct{ Name, URL string }
+	}
+	b, err := os.ReadFile(filepath.Join(chart, "Chart.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := yaml.Unmarshal(b, &meta); err != nil || meta.Home == "" || len(meta.Sources) == 0 || len(meta.Keywords) == 0 || len(meta.Maintainers) == 0 {
+		t.Errorf("Chart.yaml %+v (%v): want home, sources, keywords and maintainers", meta, err)
+	}
+	icon, ok := strings.CutPrefix(meta.Icon, "https://raw.githubusercontent.com/nri-hcn-portmap/nri-hcn-portmap/main/")
+	if _, err := os.Stat(filepath.Join("../..", icon)); !ok || err != nil {
+		t.Errorf("Chart.yaml's icon %q: not a file of this repository on main", meta.Icon)
 	}
 }
 
