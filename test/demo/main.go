@@ -14,6 +14,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"regexp"
 	"time"
 
 	"github.com/sirupsen/logrus"
@@ -67,10 +68,10 @@ func run(out io.Writer) error {
 			say("ok\n")
 		case err != nil && why != "":
 			refused++
-			say("refused, as meant (%s):\n   %v\n", why, err)
+			say("refused, as meant (%s):\n   %s\n", why, reason(err))
 		case err != nil:
 			unexpected = append(unexpected, name)
-			say("FAILED, unexpectedly: %v\n", err)
+			say("FAILED, unexpectedly: %s\n", reason(err))
 		default:
 			unexpected = append(unexpected, name)
 			say("mapped, UNEXPECTEDLY (want refused: %s)\n", why)
@@ -163,3 +164,10 @@ func printStatus(ctx context.Context, env *harness.Env, out io.Writer) error {
 	fmt.Fprint(out, table)
 	return err
 }
+
+// grpcPrefix is what gRPC puts before an error that crossed the NRI
+// connection: not the plugin's words.
+var grpcPrefix = regexp.MustCompile(`rpc error: code = \w+ desc = `)
+
+// reason is err in the plugin's words, without gRPC's prefix.
+func reason(err error) string { return grpcPrefix.ReplaceAllString(err.Error(), "") }

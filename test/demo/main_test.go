@@ -20,4 +20,8 @@ func TestTheDemoEndsAsItMeans(t *testing.T) {
 			t.Errorf("the demo does not say %q:\n%s", want, out.String())
 		}
 	}
+	// issue 48: a refusal in the plugin's words, not gRPC's
+	if strings.Contains(out.String(), "rpc error: code") {
+		t.Errorf("the demo prints gRPC's prefix before the plugin's reason:\n%s", out.String())
+	}
 }
