@@ -396,3 +396,31 @@ func isProse(w string) bool {
 	}
 	return false
 }
+
+// Issue 48: the service's upgrade in docs/operating.md works on Windows,
+// where a running executable is locked and Expand-Archive refuses to
+// overwrite: the service stopped (and waited for) first, the files
+// replaced with -Force, then started; and the uninstall names what it
+// leaves on the node, each with how to remove it.
+func TestTheServicesUpgradeAndUninstallAreWrittenForWindows(t *testing.T) {
+	b, err := os.ReadFile("../../docs/operating.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	doc := string(b)
+	upgrade, _, _ := strings.Cut(doc[strings.Index(doc, "\n## Upgrade\n"):], "\n## Uninstall\n")
+	block, _, _ := strings.Cut(upgrade[strings.Index(upgrade, "```powershell\n")+len("```powershell\n"):], "```")
+	var steps []string
+	for _, l := range strings.Split(strings.TrimSpace(block), "\n") {
+		steps = append(steps, strings.Fields(l)[0])
+	}
+	if strings.Join(steps, " ") != "Stop-Service Expand-Archive Start-Service" || !strings.Contains(block, " -Force") {
+		t.Errorf("the service's upgrade: %q; want Stop-Service (which waits), Expand-Archive ... -Force, Start-Service", block)
+	}
+	uninstall := doc[strings.Index(doc, "\n## Uninstall\n"):]
+	for _, left := range []string{"Remove-HnsNetwork", `C:\ProgramData\nri-hcn-portmap`, "delete serviceaccount", "delete clusterrolebinding", "Remove-NetFirewallRule"} {
+		if !strings.Contains(uninstall, left) {
+			t.Errorf("the uninstall does not say how to remove what it leaves: no %q", left)
+		}
+	}
+}
