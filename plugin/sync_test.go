@@ -331,7 +331,6 @@ func TestMappingsTheCNIProvidesAreSkipped(t *testing.T) {
 	}
 }
 
-
 func TestEachPodGetsWhatItAsksFor(t *testing.T) {
 	f := newFixture(t)
 	mapped := f.sandbox("mapped", "8080:80,53:53/udp")
@@ -1340,8 +1339,8 @@ func TestDecideFromValues(t *testing.T) {
 		{"hostPorts: the namespace's other endpoints are asked", start, record(criMetaWith("", hostPort, "10.96.0.10")), base, planned{ask: askNeighbours}},
 		{"no DNS in the record: the namespace's other endpoints are asked", start, record(criMeta("9001:80", "")), base, planned{ask: askNeighbours}},
 		{"no DNS config, the CNI's in the record: no other read", start,
-			record([]byte(`{"Version":"v1","Metadata":{"ID":"x","Config":{"metadata":{"name":"p","namespace":"ns"},"annotations":{"`+
-				request.AnnotationPortMappings+`":"9001:80"}},"CNIResult":{"DNS":[{"nameservers":["10.244.0.2"],"domain":"cni.example"}]}}}`)), base,
+			record([]byte(`{"Version":"v1","Metadata":{"ID":"x","Config":{"metadata":{"name":"p","namespace":"ns"},"annotations":{"` +
+				request.AnnotationPortMappings + `":"9001:80"}},"CNIResult":{"DNS":[{"nameservers":["10.244.0.2"],"domain":"cni.example"}]}}}`)), base,
 			planned{want: &want{netns: ns, policies: []hcn.PortMappingPolicy{ours.PortMappings[0]}, dns: cniDNS}}},
 		{"a pod that asks nothing, not started: no task read", snap{id: "s", act: true, pod: Pod{ID: "s", Partial: true}},
 			record(criMeta("", "")), base, planned{remove: true}},
