@@ -233,7 +233,7 @@ func TestReload(t *testing.T) {
 	// said once, on stderr: rejected by the plugin, why, and that the old
 	// configuration stays
 	wantErr := fmt.Sprintf("nri-hcn-portmap: reload rejected by the plugin (400 Bad Request); the configuration in force stays: "+
-		"config: %s:%d: unknown key \"admission.host_port_range\"\n", env.ConfigPath, badLine)
+		"config: %s:%d: unknown key \"admission.host_port_range\": did you mean admission.host_port_ranges?\n", env.ConfigPath, badLine)
 	if err == nil || out != "" || stderr != wantErr {
 		t.Fatalf("reload of a bad file: stdout %q, stderr %q, %v\nwant stderr %q", out, stderr, err, wantErr)
 	}
