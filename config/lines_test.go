@@ -5,6 +5,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/nri-hcn-portmap/nri-hcn-portmap/test/testfs"
 )
 
 func TestKeyLines(t *testing.T) {
@@ -40,7 +42,7 @@ func TestARefusedValueNamesItsLineInEveryEncoding(t *testing.T) {
 		"UTF-16BE with a BOM": utf16With([]byte{0xfe, 0xff}, text, true),
 	} {
 		t.Run(name, func(t *testing.T) {
-			path := filepath.Join(t.TempDir(), "config.toml")
+			path := filepath.Join(testfs.TempDir(t), "config.toml") // wine cannot remove t.TempDir's files
 			if err := os.WriteFile(path, data, 0o600); err != nil {
 				t.Fatal(err)
 			}
