@@ -15,6 +15,7 @@ import (
 	"net"
 	"net/http"
 	"sort"
+	"strconv"
 	"sync"
 	"time"
 
@@ -184,12 +185,22 @@ func writeJSON(w http.ResponseWriter, code int, v any) {
 func Listen(addr string) (net.Listener, error) {
 	l, err := net.Listen("tcp", addr)
 	if err != nil {
-		if who := heldBy(addr); who != "" {
-			return nil, fmt.Errorf("%w (held by %s)", err, who)
-		}
-		return nil, err
+		return nil, withHolder(err, addr)
 	}
 	return l, nil
+}
+
+// withHolder adds to err who holds addr's port, where the OS says.
+func withHolder(err error, addr string) error {
+	_, p, perr := net.SplitHostPort(addr)
+	port, nerr := strconv.ParseUint(p, 10, 16)
+	if perr != nil || nerr != nil {
+		return err
+	}
+	if who := heldBy(uint16(port)); who != "" {
+		return fmt.Errorf("%w (held by %s)", err, who)
+	}
+	return err
 }
 
 // Serve serves the admin endpoints on l until ctx ends.

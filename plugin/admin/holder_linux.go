@@ -3,27 +3,18 @@ package admin
 import (
 	"bufio"
 	"fmt"
-	"net"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
 )
 
-// heldBy says which process listens on addr's TCP port, as Linux says it
+// heldBy says which process listens on a TCP port, as Linux says it
 // (/proc/net/tcp and tcp6: the listening socket's owner and inode; the
 // process holding that inode among /proc/*/fd), "" when it does not say.
-func heldBy(addr string) string {
-	_, p, err := net.SplitHostPort(addr)
-	if err != nil {
-		return ""
-	}
-	port, err := strconv.ParseUint(p, 10, 16)
-	if err != nil {
-		return ""
-	}
+func heldBy(port uint16) string {
 	for _, table := range []string{"/proc/net/tcp", "/proc/net/tcp6"} {
-		uid, inode, ok := listener(table, uint16(port))
+		uid, inode, ok := listener(table, port)
 		if !ok {
 			continue
 		}

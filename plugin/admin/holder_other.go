@@ -3,4 +3,4 @@
 package admin
 
 // heldBy: this OS is not asked who holds a port.
-func heldBy(string) string { return "" }
+func heldBy(uint16) string { return "" }

@@ -3,27 +3,17 @@ package admin
 import (
 	"encoding/binary"
 	"fmt"
-	"net"
-	"strconv"
 	"unsafe"
 
 	"golang.org/x/sys/windows"
 )
 
-// heldBy says which process listens on addr's TCP port, as Windows says it
+// heldBy says which process listens on a TCP port, as Windows says it
 // (GetExtendedTcpTable with TCP_TABLE_OWNER_PID_LISTENER, IPv4 and IPv6:
 // the owning process, then its image name), "" when it does not say.
-func heldBy(addr string) string {
-	_, p, err := net.SplitHostPort(addr)
-	if err != nil {
-		return ""
-	}
-	port, err := strconv.ParseUint(p, 10, 16)
-	if err != nil {
-		return ""
-	}
+func heldBy(port uint16) string {
 	for _, af := range []uint32{windows.AF_INET, windows.AF_INET6} {
-		if pid, ok := tcpOwner(af, uint16(port)); ok {
+		if pid, ok := tcpOwner(af, port); ok {
 			return fmt.Sprintf("process %d (%s)", pid, imageName(pid))
 		}
 	}

@@ -269,13 +269,10 @@ func TestALevelThatBecomesKnownOrChangesIsTold(t *testing.T) {
 
 func sorted(xs []string) []string { xs = slices.Clone(xs); slices.Sort(xs); return xs }
 
-// Issue 37: labels read longer ago than kubernetes.labels_max_age while
-// every list and watch fails (an expired token answers 401) grant
-// nothing: every namespace is then not known, saying why, and /healthz
-// says so; the list is tried again all along, and once it works the
-// labels are known again and every namespace is told (its held-back pods
-// are synced).
-func TestLabelsOlderThanTheBoundGrantNothing(t *testing.T) {
+// clockedNamespaces: a cache bound to 5m over a fake whose namespace "open"
+// is privileged, retrying at once, on a clock the test moves with advance,
+// telling heard of every change.
+func clockedNamespaces() (*fakeNamespaces, *Namespaces, func(time.Duration), *told) {
 	api := newFakeNamespaces()
 	api.set(nil, map[string]map[string]string{"open": {enforce: "privileged"}})
 	n := NewNamespaces(api, 5*time.Minute, nil, logrus.NewEntry(logrus.New()))
@@ -286,6 +283,17 @@ func TestLabelsOlderThanTheBoundGrantNothing(t *testing.T) {
 	advance := func(d time.Duration) { mu.Lock(); now = now.Add(d); mu.Unlock() }
 	heard := &told{}
 	n.OnChange(heard.add)
+	return api, n, advance, heard
+}
+
+// Issue 37: labels read longer ago than kubernetes.labels_max_age while
+// every list and watch fails (an expired token answers 401) grant
+// nothing: every namespace is then not known, saying why, and /healthz
+// says so; the list is tried again all along, and once it works the
+// labels are known again and every namespace is told (its held-back pods
+// are synced).
+func TestLabelsOlderThanTheBoundGrantNothing(t *testing.T) {
+	api, n, advance, heard := clockedNamespaces()
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	done := make(chan struct{})
@@ -328,16 +336,7 @@ func TestLabelsOlderThanTheBoundGrantNothing(t *testing.T) {
 // and one that stays open past it is ended and the namespaces listed
 // again.
 func TestASilentWatchAgesTheLabels(t *testing.T) {
-	api := newFakeNamespaces()
-	api.set(nil, map[string]map[string]string{"open": {enforce: "privileged"}})
-	n := NewNamespaces(api, 5*time.Minute, nil, logrus.NewEntry(logrus.New()))
-	n.retryMin, n.retryMax = time.Millisecond, 2*time.Millisecond
-	var mu sync.Mutex
-	now := time.Date(2026, 12, 2, 0, 0, 0, 0, time.UTC)
-	n.now = func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
-	advance := func(d time.Duration) { mu.Lock(); now = now.Add(d); mu.Unlock() }
-	heard := &told{}
-	n.OnChange(heard.add)
+	api, n, advance, heard := clockedNamespaces()
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	done := make(chan struct{})
