@@ -145,14 +145,21 @@ func (e *Env) CRI() (runtimeapi.RuntimeServiceClient, func(), error) {
 // HostNetworkPod is a CRI sandbox config of a hostNetwork pod (no CNI
 // needed; CRI wants an empty hostname then).
 func (e *Env) HostNetworkPod(name string, annotations map[string]string) *runtimeapi.PodSandboxConfig {
+	return e.criPod(name, "", annotations, runtimeapi.NamespaceMode_NODE)
+}
+
+// criPod is a CRI sandbox config in namespace default, its logs under the
+// harness's folder, on the network mode given.
+func (e *Env) criPod(name, hostname string, annotations map[string]string, network runtimeapi.NamespaceMode) *runtimeapi.PodSandboxConfig {
 	logs := filepath.Join(e.Dir, "pod-logs", name)
 	_ = os.MkdirAll(logs, 0o755)
 	return &runtimeapi.PodSandboxConfig{
 		Metadata:     &runtimeapi.PodSandboxMetadata{Name: name, Uid: "uid-" + name, Namespace: "default"},
+		Hostname:     hostname,
 		LogDirectory: logs,
 		Annotations:  annotations,
 		Linux: &runtimeapi.LinuxPodSandboxConfig{SecurityContext: &runtimeapi.LinuxSandboxSecurityContext{
-			NamespaceOptions: &runtimeapi.NamespaceOption{Network: runtimeapi.NamespaceMode_NODE}}},
+			NamespaceOptions: &runtimeapi.NamespaceOption{Network: network}}},
 	}
 }
 
@@ -197,16 +204,7 @@ func installFakeCNI(dir string) error {
 // CNI's), without a DNS config of its own (dnsPolicy None with none set,
 // or a runtime that keeps none): what it gets is the CNI's.
 func (e *Env) PodNetworkPod(name string, annotations map[string]string) *runtimeapi.PodSandboxConfig {
-	logs := filepath.Join(e.Dir, "pod-logs", name)
-	_ = os.MkdirAll(logs, 0o755)
-	return &runtimeapi.PodSandboxConfig{
-		Metadata:     &runtimeapi.PodSandboxMetadata{Name: name, Uid: "uid-" + name, Namespace: "default"},
-		Hostname:     name,
-		LogDirectory: logs,
-		Annotations:  annotations,
-		Linux: &runtimeapi.LinuxPodSandboxConfig{SecurityContext: &runtimeapi.LinuxSandboxSecurityContext{
-			NamespaceOptions: &runtimeapi.NamespaceOption{Network: runtimeapi.NamespaceMode_POD}}},
-	}
+	return e.criPod(name, name, annotations, runtimeapi.NamespaceMode_POD)
 }
 
 // SandboxMetadata is the io.cri-containerd.sandbox.metadata extension of
