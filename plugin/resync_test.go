@@ -107,8 +107,11 @@ func TestReconcileSurvivesHCNFaults(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if sum.Failed != 2 || sum.Created != 2 {
-		t.Fatalf("first pass %+v, want 2 failed, 2 created", sum)
+	// each fault fails one sync: the first syncs of two pods, or the first
+	// of one pod and its retry, where the queue retries it before the
+	// others reach their attach (seen once under load in CI's run)
+	if sum.Failed < 1 || sum.Failed > 2 || sum.Created+sum.Failed != 4 || len(sum.Errors) != sum.Failed {
+		t.Fatalf("first pass %+v, want 1 or 2 failed (one per fault) and the rest created", sum)
 	}
 	// the queue retries what failed, whatever the trigger: the failures
 	// are repaired without another reconcile
