@@ -148,6 +148,12 @@ func (c *Core) converge(ctx context.Context, sn snap, o outcome, w want, conflic
 	ep, built, err := c.mgr.Converge(ctx, hcn.Desired{SandboxID: sn.id, Namespace: w.netns, Policies: w.policies, DNS: w.dns}, existing)
 	if err != nil {
 		o.known.eps, o.known.epsKnown = nil, false // what HNS holds now is not known; its ports stay held
+		if !hcn.Permanent(err) {
+			// HNS may have made what it was asked (a create given up on
+			// finishes late, an attach fails after the create): the ports
+			// asked stay held until this sandbox's next sync asks HNS
+			o.known.ports = withPorts(o.known.ports, w.policies)
+		}
 		if errors.Is(err, hcn.ErrPortInUse) {      // HNS holds the port, though the claim said no pod of ours does
 			err = fmt.Errorf("%w; no pod this plugin manages held it when this one asked: another process, a CNI's endpoint "+
 				"in another pod's namespace, or a port HNS kept after a delete (kubernetes#137530) holds it; see Get-HnsEndpoint "+
@@ -185,6 +191,17 @@ func (c *Core) converge(ctx context.Context, sn snap, o outcome, w want, conflic
 	o.change = Built
 	o.say(logrus.InfoLevel, "endpoint attached", fields)
 	return o
+}
+
+// withPorts is held with the policies of asked it does not hold yet.
+func withPorts(held, asked []hcn.PortMappingPolicy) []hcn.PortMappingPolicy {
+	out := slices.Clone(held)
+	for _, p := range asked {
+		if !slices.Contains(out, p) {
+			out = append(out, p)
+		}
+	}
+	return out
 }
 
 // teardown removes the sandbox's endpoints and gives its host ports back.

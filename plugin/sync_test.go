@@ -1579,3 +1579,43 @@ func (c cost) plus(more cost) cost {
 	}
 	return out
 }
+
+// A create HNS may still have made (a call given up on finishes late) keeps
+// the ports it asked held: another pod asking one of them waits for this
+// sandbox's own sync instead of being told HNS holds the port for nobody
+// (the chaos test's false conflict, seen with containerd 1.7), and gets it
+// once the sandbox stops and its late endpoint is removed.
+func TestACreateGivenUpOnKeepsItsPortsHeld(t *testing.T) {
+	f := newFixture(t)
+	a := f.sandbox("a", "9500:80")
+	b := f.sandbox("b", "9500:80")
+	if _, err := f.core.Reconcile(ctx, nil); err != nil { // HNS listed: a new sandbox has nothing there
+		t.Fatal(err)
+	}
+	for _, fault := range []hcnsim.Fault{
+		{Op: hcnsim.OpCreateEndpoint, Kind: "timeout", Count: 1, After: true}, // made, its answer lost
+		{Op: hcnsim.OpListEndpointsByName, Kind: "unavailable", Count: 1 << 20}, // a's retries cannot look
+	} {
+		if err := f.sim.InjectFault(fault); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := f.start(a); !errors.Is(err, hcn.ErrTimeout) {
+		t.Fatalf("a's start: %v, want HNS given up on", err)
+	}
+	if n := len(f.sim.State().Endpoints); n != 1 {
+		t.Fatalf("%d endpoints in HNS, want a's, made late", n)
+	}
+	_, err := f.start(b)
+	if !errors.Is(err, errHolderPending) || errors.Is(err, hcn.ErrPortInUse) {
+		t.Fatalf("b's start: %v, want it to wait for a, the port's holder, not HNS's port-in-use", err)
+	}
+	f.sim.ClearFaults()
+	if _, err := f.stop(a); err != nil {
+		t.Fatalf("a's stop: %v", err)
+	}
+	eventually(t, "b gets the port once a's late endpoint is gone", func() bool {
+		eps := f.sim.State().Endpoints
+		return len(eps) == 1 && eps[0].Name == f.core.mgr.EndpointName("b") && eps[0].Namespace != ""
+	})
+}
