@@ -154,7 +154,7 @@ func (c *Core) converge(ctx context.Context, sn snap, o outcome, w want, conflic
 			// asked stay held until this sandbox's next sync asks HNS
 			o.known.ports = withPorts(o.known.ports, w.policies)
 		}
-		if errors.Is(err, hcn.ErrPortInUse) {      // HNS holds the port, though the claim said no pod of ours does
+		if errors.Is(err, hcn.ErrPortInUse) { // HNS holds the port, though the claim said no pod of ours does
 			err = fmt.Errorf("%w; no pod this plugin manages held it when this one asked: another process, a CNI's endpoint "+
 				"in another pod's namespace, or a port HNS kept after a delete (kubernetes#137530) holds it; see Get-HnsEndpoint "+
 				"(or hnsdiag list endpoints) and netstat -ano", err)

@@ -1593,7 +1593,7 @@ func TestACreateGivenUpOnKeepsItsPortsHeld(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, fault := range []hcnsim.Fault{
-		{Op: hcnsim.OpCreateEndpoint, Kind: "timeout", Count: 1, After: true}, // made, its answer lost
+		{Op: hcnsim.OpCreateEndpoint, Kind: "timeout", Count: 1, After: true},   // made, its answer lost
 		{Op: hcnsim.OpListEndpointsByName, Kind: "unavailable", Count: 1 << 20}, // a's retries cannot look
 	} {
 		if err := f.sim.InjectFault(fault); err != nil {
