@@ -82,8 +82,12 @@ type inbox struct {
 type known struct {
 	eps      []hcn.Endpoint // our endpoints as HNS holds them, when epsKnown
 	epsKnown bool
-	ports    []hcn.PortMappingPolicy // the host ports it holds in the index
-	cni      []CNIMapping            // its host ports the CNI's endpoint maps
+	ports    []hcn.PortMappingPolicy // the host ports its endpoint maps, held in the index (admitted when built)
+	// unsure: host ports a call HNS may still have acted on asked for (a
+	// create given up on finishes late): held in the index until a sync
+	// asks HNS, never taken as admitted
+	unsure []hcn.PortMappingPolicy
+	cni    []CNIMapping // its host ports the CNI's endpoint maps
 	// foreignDNS: its endpoint, kept, carries DNS other than the pod's
 	foreignDNS bool
 	name       string // namespace/name, for another pod's conflict message
@@ -106,8 +110,12 @@ type known struct {
 // or says that HNS must be asked (once HNS was listed, loaded: before,
 // a sandbox without a record is not known to have nothing either).
 func (k known) holds(loaded bool) bool {
-	return len(k.ports) > 0 || len(k.eps) > 0 || len(k.cni) > 0 || (loaded && !k.epsKnown)
+	return len(k.ports) > 0 || len(k.unsure) > 0 || len(k.eps) > 0 || len(k.cni) > 0 || (loaded && !k.epsKnown)
 }
+
+// indexed is what it holds in the port index: its endpoint's ports and
+// those a call may have taken.
+func (k known) indexed() []hcn.PortMappingPolicy { return held(k.ports, k.unsure) }
 
 // holderWait is a conflict seen with a holder whose own sync has not yet
 // told whether it still runs: the holder's confirmed count at that moment.
@@ -248,7 +256,7 @@ func (s *state) snapshot(id string, attempt int) (sn snap, ok bool) {
 	if !k.committed { // nothing known of its own: the state's listing says it has no endpoint
 		k.epsKnown = s.loaded
 	}
-	k.eps, k.ports, k.cni = slices.Clone(k.eps), slices.Clone(k.ports), slices.Clone(k.cni)
+	k.eps, k.ports, k.unsure, k.cni = slices.Clone(k.eps), slices.Clone(k.ports), slices.Clone(k.unsure), slices.Clone(k.cni)
 	return snap{id: id, gen: in.gen, attempt: attempt, pod: in.pod,
 		started: in.startGen > k.synced, act: in.actGen > k.synced || attempt > 1, verify: in.verifyGen > k.synced,
 		listed: slices.Clone(in.listed), listing: in.listedGen > k.synced,
@@ -269,7 +277,7 @@ func (s *state) commit(id string, sn snap, out known, retrying bool) []waiter {
 		return nil
 	}
 	out.committed, out.synced = true, sn.gen
-	s.index.set(id, held(r.known.ports, r.pending), out.ports) // the claim ends: confirmed as out.ports, or released
+	s.index.set(id, held(r.known.indexed(), r.pending), out.indexed()) // the claim ends: confirmed as out.ports, kept as out.unsure, or released
 	r.known, r.pending, r.pendingName = out, nil, ""
 	var tell, keep []waiter
 	for _, w := range r.in.waiters {
@@ -319,7 +327,7 @@ func (s *state) claim(id, name string, policies []hcn.PortMappingPolicy) *Confli
 	if r == nil {
 		return nil // no record, nothing to hold (a sync always has one)
 	}
-	s.index.set(id, held(r.known.ports, r.pending), held(r.known.ports, policies))
+	s.index.set(id, held(r.known.indexed(), r.pending), held(r.known.indexed(), policies))
 	r.pending, r.pendingName = slices.Clone(policies), name
 	return nil
 }

@@ -151,8 +151,9 @@ func (c *Core) converge(ctx context.Context, sn snap, o outcome, w want, conflic
 		if !hcn.Permanent(err) {
 			// HNS may have made what it was asked (a create given up on
 			// finishes late, an attach fails after the create): the ports
-			// asked stay held until this sandbox's next sync asks HNS
-			o.known.ports = withPorts(o.known.ports, w.policies)
+			// asked stay held until a sync of this sandbox asks HNS (as
+			// unsure: a sync admits them again, whatever the policy is then)
+			o.known.unsure = withPorts(o.known.unsure, w.policies)
 		}
 		if errors.Is(err, hcn.ErrPortInUse) { // HNS holds the port, though the claim said no pod of ours does
 			err = fmt.Errorf("%w; no pod this plugin manages held it when this one asked: another process, a CNI's endpoint "+
@@ -161,7 +162,7 @@ func (c *Core) converge(ctx context.Context, sn snap, o outcome, w want, conflic
 		}
 		return o.fail(err)
 	}
-	o.known.eps, o.known.epsKnown, o.known.ports = []hcn.Endpoint{*ep}, true, slices.Clone(w.policies)
+	o.known.eps, o.known.epsKnown, o.known.ports, o.known.unsure = []hcn.Endpoint{*ep}, true, slices.Clone(w.policies), nil
 	// an endpoint kept with DNS other than the pod's (an earlier
 	// release's, or HNS's fill-in): reported, fixed at its next sandbox
 	o.known.foreignDNS = !ep.DNS.Carries(w.dns)
@@ -218,7 +219,7 @@ func (c *Core) teardown(ctx context.Context, o *outcome) error {
 		o.known.eps, o.known.epsKnown = nil, false // its ports stay held: some may be left
 		return err
 	}
-	o.known.eps, o.known.epsKnown, o.known.ports = nil, true, nil
+	o.known.eps, o.known.epsKnown, o.known.ports, o.known.unsure = nil, true, nil, nil
 	if n > 0 {
 		o.change = Removed
 		o.say(logrus.InfoLevel, "endpoint removed", logrus.Fields{"endpoints": n})

@@ -1619,3 +1619,42 @@ func TestACreateGivenUpOnKeepsItsPortsHeld(t *testing.T) {
 		return len(eps) == 1 && eps[0].Name == f.core.mgr.EndpointName("b") && eps[0].Namespace != ""
 	})
 }
+
+// The ports a create given up on keeps held are held, not admitted: a
+// policy that denies one by the sandbox's next sync refuses it there,
+// though HNS made the endpoint late.
+func TestPortsHeldForACreateGivenUpOnAreAdmittedAgain(t *testing.T) {
+	f := newFixture(t)
+	a := f.sandbox("a", "9500:80")
+	if _, err := f.core.Reconcile(ctx, nil); err != nil {
+		t.Fatal(err)
+	}
+	for _, fault := range []hcnsim.Fault{
+		{Op: hcnsim.OpCreateEndpoint, Kind: "timeout", Count: 1, After: true},
+		{Op: hcnsim.OpListEndpointsByName, Kind: "unavailable", Count: 1 << 20},
+	} {
+		if err := f.sim.InjectFault(fault); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := f.start(a); !errors.Is(err, hcn.ErrTimeout) {
+		t.Fatalf("a's start: %v, want HNS given up on", err)
+	}
+	deny := config.DefaultAdmission()
+	deny.Deny = append(deny.Deny, "9500")
+	pol, err := admission.Compile(deny)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.core.SetAdmission(pol)
+	f.sim.ClearFaults()
+	eventually(t, "a's next sync refuses 9500", func() bool { return errors.Is(f.core.st.lastErr("a"), admission.ErrDenied) })
+	for range 20 { // and it is never attached
+		for _, ep := range f.sim.State().Endpoints {
+			if ep.Namespace != "" {
+				t.Fatalf("endpoint %s attached with %v: a port the policy denies", ep.Name, ep.PortMappings)
+			}
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
