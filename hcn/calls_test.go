@@ -148,7 +148,7 @@ func TestBoundedTimeoutIsTypedAndWrappedOnce(t *testing.T) {
 func TestHealthProbeIsNotObserved(t *testing.T) {
 	var calls []string
 	svc := hcn.Instrumented(hcnsim.New(), func(call string, _ time.Duration, _ error) { calls = append(calls, call) })
-	mgr := hcn.NewManager(svc, hcn.ManagerConfig{CreateNetwork: true, Network: hcn.NetworkSpec{Name: "nat", Type: hcn.NetworkNAT}})
+	mgr := newManager(svc, hcn.ManagerConfig{CreateNetwork: true, Network: hcn.NetworkSpec{Name: "nat", Type: hcn.NetworkNAT}})
 	if err := mgr.Health(context.Background()); err != nil {
 		t.Fatal(err)
 	}

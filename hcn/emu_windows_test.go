@@ -131,7 +131,7 @@ func TestTypedErrorMapping(t *testing.T) {
 
 func testRollbackWhenAttachFails(t *testing.T) {
 	svc, n := emuSetup(t)
-	mgr := hcn.NewManager(svc, lowPriority(hcn.ManagerConfig{Network: hcn.NetworkSpec{Name: n.Name}}))
+	mgr := newManager(svc, lowPriority(hcn.ManagerConfig{Network: hcn.NetworkSpec{Name: n.Name}}))
 	nsID := createNamespace(t)
 	// HNS fails the attach
 	f, _ := json.Marshal(hcnsim.Fault{Op: hcnsim.OpAddNamespaceEndpoint, Kind: "internal"})
@@ -257,7 +257,7 @@ func TestHRESULTClassification(t *testing.T) {
 // port is free again.
 func testHNSRestartAndStaleEndpoint(t *testing.T) {
 	svc, n := emuSetup(t)
-	mgr := hcn.NewManager(svc, lowPriority(hcn.ManagerConfig{Network: hcn.NetworkSpec{Name: n.Name}}))
+	mgr := newManager(svc, lowPriority(hcn.ManagerConfig{Network: hcn.NetworkSpec{Name: n.Name}}))
 	ns := createNamespace(t)
 	want := hcn.Desired{SandboxID: "emu-restart", Namespace: ns, Policies: []hcn.PortMappingPolicy{{Protocol: hcn.TCP, ExternalPort: 28090, InternalPort: 80}}}
 	first, _, err := mgr.Ensure(emuBG, want)
@@ -284,7 +284,7 @@ func testHNSRestartAndStaleEndpoint(t *testing.T) {
 	if err != nil || len(stale) != 1 || stale[0].Namespace != gone {
 		t.Fatalf("stale endpoint as read = %+v, %v; want one naming %s", stale, err, gone)
 	}
-	if err := mgr.RemoveEndpoint(emuBG, stale[0]); err != nil {
+	if _, err := mgr.Apply(emuBG, hcn.Removal(stale[:1])); err != nil {
 		t.Fatalf("removing the stale endpoint: %v", err)
 	}
 	if left, err := svc.ListEndpointsByName(emuBG, mgr.EndpointName("emu-stale")); err != nil || len(left) != 0 {
@@ -328,7 +328,7 @@ func TestAdapterUnderEveryHNSRule(t *testing.T) {
 // survives it all.
 func testLifecycleAndForeignNames(t *testing.T) {
 	svc, n := emuSetup(t)
-	mgr := hcn.NewManager(svc, lowPriority(hcn.ManagerConfig{Network: hcn.NetworkSpec{Name: n.Name}}))
+	mgr := newManager(svc, lowPriority(hcn.ManagerConfig{Network: hcn.NetworkSpec{Name: n.Name}}))
 	ns := createNamespace(t)
 	id := fmt.Sprintf("emu-life-%d", time.Now().UnixNano())
 	foreign, err := svc.CreateEndpoint(emuBG, hcn.EndpointSpec{Name: strings.ToUpper(mgr.EndpointName(id)), NetworkID: n.ID})
@@ -391,7 +391,7 @@ func testRouteTable(t *testing.T) {
 	if err := svc.AddNamespaceEndpoint(emuBG, ns, primary.ID); err != nil {
 		t.Fatal(err)
 	}
-	mgr := hcn.NewManager(svc, lowPriority(hcn.ManagerConfig{Network: hcn.NetworkSpec{Name: n.Name}}))
+	mgr := newManager(svc, lowPriority(hcn.ManagerConfig{Network: hcn.NetworkSpec{Name: n.Name}}))
 	id := fmt.Sprintf("emu-route-%d", time.Now().UnixNano())
 	ep, _, err := mgr.Ensure(emuBG, hcn.Desired{SandboxID: id, Namespace: ns, DNS: primary.DNS}) // the pod's DNS
 	if err != nil {
@@ -427,7 +427,7 @@ func TestGoldenEndpointJSON(t *testing.T) {
 	for _, mode := range hcn.RouteModes() {
 		t.Run(string(mode), func(t *testing.T) {
 			svc, n := emuSetup(t)
-			mgr := hcn.NewManager(svc, hcn.ManagerConfig{Network: hcn.NetworkSpec{Name: n.Name}, DefaultRoute: mode, RouteMetric: 5000, OutboundNAT: true})
+			mgr := newManager(svc, hcn.ManagerConfig{Network: hcn.NetworkSpec{Name: n.Name}, DefaultRoute: mode, RouteMetric: 5000, OutboundNAT: true})
 			if _, _, err := mgr.Ensure(emuBG, hcn.Desired{SandboxID: "golden", Namespace: createNamespace(t),
 				Policies: []hcn.PortMappingPolicy{{Protocol: hcn.TCP, ExternalPort: 28200, InternalPort: 80, Flags: hcn.NatFlagsLocalRoutedVip}}}); err != nil {
 				t.Fatal(err)
@@ -459,7 +459,7 @@ func TestEndpointWithoutStoredRoutesIsNotRebuilt(t *testing.T) {
 		t.Run(fmt.Sprintf("routes-dropped=%v", dropped), func(t *testing.T) {
 			raw, _ := json.Marshal(hcnsim.Rules{DropRoutes: dropped})
 			emu(t, "Emu.SetRules", string(raw))
-			mgr := hcn.NewManager(svc, lowPriority(hcn.ManagerConfig{Network: hcn.NetworkSpec{Name: n.Name}}))
+			mgr := newManager(svc, lowPriority(hcn.ManagerConfig{Network: hcn.NetworkSpec{Name: n.Name}}))
 			ns := createNamespace(t)
 			id := fmt.Sprintf("routes-%v", dropped)
 			d := hcn.Desired{SandboxID: id, Namespace: ns, Policies: []hcn.PortMappingPolicy{{Protocol: hcn.TCP, ExternalPort: 28190, InternalPort: 80}}}
@@ -493,7 +493,7 @@ func TestTheAdapterKeepsDNSAndWhatItCannotDecode(t *testing.T) {
 		t.Run(fmt.Sprintf("flag-name-unknown=%v", unknown), func(t *testing.T) {
 			raw, _ := json.Marshal(hcnsim.Rules{FlagNameUnknown: unknown})
 			emu(t, "Emu.SetRules", string(raw))
-			mgr := hcn.NewManager(svc, lowPriority(hcn.ManagerConfig{Network: hcn.NetworkSpec{Name: n.Name}}))
+			mgr := newManager(svc, lowPriority(hcn.ManagerConfig{Network: hcn.NetworkSpec{Name: n.Name}}))
 			id := fmt.Sprintf("undecoded-%v", unknown)
 			d := hcn.Desired{SandboxID: id, Namespace: createNamespace(t), DNS: dns,
 				Policies: []hcn.PortMappingPolicy{{Protocol: hcn.TCP, ExternalPort: 28290, InternalPort: 80, Flags: hcn.NatFlagsLocalRoutedVip}}}
@@ -531,7 +531,7 @@ func TestTheAdapterKeepsDNSAndWhatItCannotDecode(t *testing.T) {
 // HNS says is not found on delete (HCN_E_ENDPOINT_NOT_FOUND) is gone: done.
 func TestRemovalGetsToTheDelete(t *testing.T) {
 	svc, n := emuSetup(t)
-	mgr := hcn.NewManager(svc, lowPriority(hcn.ManagerConfig{Network: hcn.NetworkSpec{Name: n.Name}}))
+	mgr := newManager(svc, lowPriority(hcn.ManagerConfig{Network: hcn.NetworkSpec{Name: n.Name}}))
 	for i, tc := range []struct{ name, fn, hr string }{
 		{"detach: HCN_E_ENDPOINT_NOT_ATTACHED", "HcnModifyNamespace", "0x803B0034"},
 		{"detach: an unmapped failure", "HcnModifyNamespace", "0x803B002E"},
@@ -604,7 +604,7 @@ func TestV1NATPolicyOnL2BridgeUnderBothReadings(t *testing.T) {
 				_ = svc.RemoveNamespaceEndpoint(emuBG, ns, cni)
 				_ = svc.DeleteEndpoint(emuBG, cni)
 			})
-			mgr := hcn.NewManager(svc, lowPriority(hcn.ManagerConfig{Prefix: "hcnpm-v1nat-"}))
+			mgr := newManager(svc, lowPriority(hcn.ManagerConfig{Prefix: "hcnpm-v1nat-"}))
 			got, err := mgr.Neighbours(emuBG, ns, "sandbox")
 			if err != nil {
 				t.Fatal(err)

@@ -5,7 +5,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/nri-hcn-portmap/nri-hcn-portmap/config"
 	"net"
 	"net/netip"
 	"slices"
@@ -13,17 +12,19 @@ import (
 	"sync"
 )
 
-// DefaultEndpointPrefix starts the name of every endpoint the plugin owns
-// (config.EndpointPrefix); the rest of the name is the sandbox ID, so
-// removal works from the ID alone.
-const DefaultEndpointPrefix = config.EndpointPrefix
-
 // ManagerConfig says where and how endpoints are built.
 type ManagerConfig struct {
 	Network       NetworkSpec
-	CreateNetwork bool   // create Network when no network of that name exists
-	Prefix        string // endpoint name prefix; DefaultEndpointPrefix when empty
-	OutboundNAT   bool   // add an OutBoundNAT policy to every endpoint
+	CreateNetwork bool // create Network when no network of that name exists
+	// Prefix starts the name of every endpoint the manager owns (the
+	// configuration's, config.EndpointPrefix): the rest of the name is the
+	// sandbox ID, so removal works from the ID alone. Required: every
+	// endpoint named so is taken for the manager's own.
+	Prefix string
+	// ListingAttempts bounds how often a listing that met a deletion is
+	// taken (config.HNSListingAttempts; at least once).
+	ListingAttempts int
+	OutboundNAT     bool // add an OutBoundNAT policy to every endpoint
 	// IPv6 policies will be asked for (dual stack): a NAT network, which
 	// does not support IPv6, is refused with an error that says so.
 	IPv6 bool
@@ -54,12 +55,12 @@ type ManagerConfig struct {
 }
 
 // Manager performs the HNS steps of the plugin's endpoints through a
-// Service: find (or create) the network, look a sandbox's endpoints up,
-// converge them on what is desired (keep, replace, create, attach, roll
-// back), remove them, and list what is ours. It keeps nothing about
-// endpoints: what is known of them belongs to the caller (the plugin's
-// controller), which passes it in. It remembers the network's ID and
-// gateway. It is safe for concurrent use; callers serialize work per
+// Service: find (or create) the network (Target), look a sandbox's
+// endpoints up, take the steps of a plan (Apply: the plans are Diff's and
+// Removal's, functions of values), and list what is ours. It keeps nothing
+// about endpoints: what is known of them belongs to the caller (the
+// plugin's controller), which passes it in. It remembers the network's ID
+// and gateway, and what HNS does with routes. It is safe for concurrent use; callers serialize work per
 // sandbox.
 type Manager struct {
 	svc Service
@@ -76,8 +77,9 @@ type Manager struct {
 // NewManager returns a Manager over svc.
 func NewManager(svc Service, cfg ManagerConfig) *Manager {
 	if cfg.Prefix == "" {
-		cfg.Prefix = DefaultEndpointPrefix
+		panic("hcn.NewManager: no endpoint name prefix: every endpoint would be taken for the plugin's own")
 	}
+	cfg.ListingAttempts = max(cfg.ListingAttempts, 1)
 	return &Manager{svc: svc, cfg: cfg}
 }
 
@@ -95,7 +97,7 @@ func (m *Manager) Lookup(ctx context.Context, sandboxID string) ([]Endpoint, err
 // byName lists the endpoints named exactly name: HNS's name filter may fold
 // case, and an endpoint named like ours in other case is someone else's.
 func (m *Manager) byName(ctx context.Context, name string) ([]Endpoint, error) {
-	eps, err := listing(func() ([]Endpoint, error) { return m.svc.ListEndpointsByName(ctx, name) })
+	eps, err := listing(m.cfg.ListingAttempts, func() ([]Endpoint, error) { return m.svc.ListEndpointsByName(ctx, name) })
 	return slices.DeleteFunc(eps, func(ep Endpoint) bool { return ep.Name != name }), err
 }
 
@@ -104,9 +106,9 @@ func (m *Manager) byName(ctx context.Context, name string) ([]Endpoint, error) {
 // whole listing with not-found, which says nothing about what was asked
 // for. Such a listing is taken again; if HNS keeps changing, the error is
 // ErrChanged (retried by the caller), not a final not-found.
-func listing(list func() ([]Endpoint, error)) ([]Endpoint, error) {
+func listing(attempts int, list func() ([]Endpoint, error)) ([]Endpoint, error) {
 	var err error
-	for range config.HNSListingAttempts {
+	for range attempts {
 		var eps []Endpoint
 		if eps, err = list(); !errors.Is(err, ErrNotFound) {
 			return eps, err
@@ -351,147 +353,169 @@ func (m *Manager) forgetNetwork() {
 	m.mu.Unlock()
 }
 
-// Ensure makes the sandbox's endpoint exist on the configured network with
-// exactly d.Policies, attached to d.Namespace, asking HNS what the sandbox
-// has first (Converge, for a caller who knows that already).
-func (m *Manager) Ensure(ctx context.Context, d Desired) (*Endpoint, Outcome, error) {
-	existing, err := m.Lookup(ctx, d.SandboxID)
+// Target is the network the sandbox's endpoint goes on, as a value for a
+// plan (Diff): found (or created) when it is not known yet, and what HNS
+// does with routes as far as it has been seen.
+func (m *Manager) Target(ctx context.Context) (Target, error) {
+	netID, err := m.EnsureNetwork(ctx)
 	if err != nil {
-		return nil, Unchanged, err
+		return Target{}, err
 	}
-	return m.Converge(ctx, d, existing)
+	routes, err := m.routes()
+	if err != nil {
+		return Target{}, err
+	}
+	return Target{NetworkID: netID, Routes: routes, RoutesStored: m.routesStored(), OutboundNAT: m.cfg.OutboundNAT, Prefix: m.cfg.Prefix}, nil
 }
 
-// Converge makes the sandbox's endpoints, which are existing, into the one
-// d asks for: an endpoint that already matches is left alone; one that
-// differs is replaced; duplicates are deleted. When a step fails, what this
-// call created is deleted again and the returned *StepError names the
-// step; what HNS then holds for the sandbox is not known.
-func (m *Manager) Converge(ctx context.Context, d Desired, existing []Endpoint) (ep *Endpoint, out Outcome, err error) {
-	spec, err := m.spec(ctx, d)
-	if err != nil {
-		return nil, Unchanged, err
-	}
-	// Keep one matching endpoint, preferring one already attached where it
-	// belongs (a late-created duplicate must not replace a working one).
-	var keep *Endpoint
-	for i := range existing {
-		if ep := &existing[i]; m.matches(ep, spec) && ep.Namespace == d.Namespace {
-			keep = ep
-			break
-		}
-	}
-	if keep == nil {
-		for i := range existing {
-			if ep := &existing[i]; m.matches(ep, spec) && ep.Namespace == "" {
-				keep = ep
-				break
-			}
-		}
-	}
-	for i := range existing {
-		if ep := &existing[i]; ep != keep {
-			if err := m.removeEndpoint(ctx, *ep); err != nil {
-				return nil, Unchanged, err
-			}
-		}
-	}
-	if keep != nil && keep.Namespace == d.Namespace {
-		return keep, Unchanged, nil
-	}
-	outcome := Repaired
-	ep = keep
-	if ep == nil {
-		outcome = Created
-		if ep, err = m.create(ctx, spec); err != nil {
+// Ensure makes the sandbox's endpoint the one d asks for, as the
+// controller does, for callers outside it (doctor's self-test): it looks
+// the sandbox's endpoints up, plans (Diff) and applies. A network that
+// went away under the plan is found (or created) again, and the plan made
+// again, once.
+func (m *Manager) Ensure(ctx context.Context, d Desired) (*Endpoint, Outcome, error) {
+	for attempt := 1; ; attempt++ {
+		existing, err := m.Lookup(ctx, d.SandboxID)
+		if err != nil {
 			return nil, Unchanged, err
 		}
+		t, err := m.Target(ctx)
+		if err != nil {
+			return nil, Unchanged, err
+		}
+		r, err := m.Apply(ctx, Diff(t.Spec(d), d.Namespace, existing, t.RoutesStored))
+		if errors.Is(err, ErrNetworkGone) && attempt == 1 {
+			continue
+		}
+		return r.Endpoint, r.Outcome, err
 	}
-	if err := m.attach(ctx, spec.Name, ep, d.Namespace); err != nil {
-		return nil, Unchanged, err
-	}
-	return ep, outcome, nil
 }
 
-// matches reports whether an existing endpoint (attached or not) is the
-// one spec describes, in what decides its host ports: its network, its
-// port mappings (protocol, ports, host IP, the local-routed and IPv6
-// flags) and OutBoundNAT, and its routes as far as HNS keeps them. An
-// endpoint HNS reads back without routes matches a spec with routes
-// unless HNS has been seen keeping an endpoint's routes (older builds do
-// not store them, and a fresh process has not learned which HNS this is):
-// a restart adopts, never rebuilds what HNS reads back with less.
-//
-// DNS alone never rebuilds: a running sandbox's DNS does not change, so an
-// endpoint whose DNS differs from the pod's was built by an earlier
-// release (which sent none and got the node's) or filled in by HNS, and a
-// rebuild would drop the pod's host ports to fix it. HNS offers no change
-// of an endpoint's DNS in place (hcsshim's ModifyEndpointSettings takes
-// port and policy resources only), so it is kept, and the caller reports
-// it (DNS.Carries); the pod's next sandbox gets its own.
-func (m *Manager) matches(ep *Endpoint, spec EndpointSpec) bool {
-	if !strings.EqualFold(ep.NetworkID, spec.NetworkID) || ep.OutboundNAT != spec.OutboundNAT || !m.sameMappings(ep, spec) {
-		return false
+// Remove deletes every endpoint of the sandbox, asking HNS which it has
+// first, for callers outside the controller.
+func (m *Manager) Remove(ctx context.Context, sandboxID string) (int, error) {
+	eps, err := m.Lookup(ctx, sandboxID)
+	if err != nil {
+		return 0, err
 	}
-	if len(ep.Routes) == 0 && len(spec.Routes) > 0 {
-		return !m.routesStored()
-	}
-	return SameRoutes(canonicalRoutes(ep.Routes), canonicalRoutes(spec.Routes))
+	r, err := m.Apply(ctx, Removal(eps))
+	return r.Deleted, err
 }
 
-// sameMappings: ep maps what spec asks for, as HNS applies it. Policies HNS
-// read back in a form not decoded (ep.Undecoded) are taken for the ones
-// missing when the count agrees: what this HNS writes is not known, and a
-// rebuild would read back the same.
-func (m *Manager) sameMappings(ep *Endpoint, spec EndpointSpec) bool {
-	if len(ep.Undecoded) == 0 {
-		return sameBehaviour(ep.PortMappings, spec.PortMappings)
-	}
-	if len(ep.PortMappings)+len(ep.Undecoded) != len(spec.PortMappings) {
-		return false
-	}
-	want := slices.Clone(spec.PortMappings)
-	for _, p := range ep.PortMappings {
-		i := slices.IndexFunc(want, func(q PortMappingPolicy) bool { return sameBehaviour([]PortMappingPolicy{p}, []PortMappingPolicy{q}) })
-		if i < 0 {
-			return false
-		}
-		want = slices.Delete(want, i, i+1)
-	}
-	return true
+// ErrNetworkGone: the network an endpoint was being created on is gone
+// (HNS restarted, an operator removed it): HNS changed under the plan,
+// which is made again with the network found (or created) anew.
+var ErrNetworkGone = fmt.Errorf("%w: the network is gone", ErrChanged)
+
+// Result is what Apply did: the endpoint it kept or built (nil when the
+// plan only deleted), how, and how many endpoints it deleted.
+type Result struct {
+	Endpoint *Endpoint
+	Outcome  Outcome
+	Deleted  int
 }
 
-// SameBehaviour compares port mappings as HNS applies them: a host IP in
-// any spelling ("" and the unspecified address alike), and of the flags
-// only the local-routed and IPv6 ones.
-func SameBehaviour(a, b []PortMappingPolicy) bool { return sameBehaviour(a, b) }
-
-func sameBehaviour(a, b []PortMappingPolicy) bool {
-	norm := func(ps []PortMappingPolicy) []PortMappingPolicy {
-		out := make([]PortMappingPolicy, len(ps))
-		for i, p := range ps {
-			p.VIP = canonicalVIP(p.VIP)
-			p.Flags &= NatFlagsLocalRoutedVip | NatFlagsIPv6
-			out[i] = p
+// Apply takes a plan's steps (Diff, Removal), in order, each only when the
+// one before succeeded, and fails when HNS answers otherwise than the step
+// expects: a delete of what is gone is done; a create whose answer is lost
+// but that took effect is read back by name; a create on a network that is
+// gone fails with ErrNetworkGone (the network is looked up again by the
+// next Target); an attach HNS says is done already is read back, and a
+// failed one is rolled back where the step says so. On an error, Result
+// says what was done before it.
+func (m *Manager) Apply(ctx context.Context, steps []Step) (Result, error) {
+	var r Result
+	var made *Endpoint
+	for _, s := range steps {
+		switch s.Kind {
+		case StepKeep:
+			ep := s.Endpoint
+			r.Endpoint, r.Outcome = &ep, Unchanged
+		case StepDelete:
+			if err := m.removeEndpoint(ctx, s.Endpoint); err != nil {
+				return r, err
+			}
+			r.Deleted++
+		case StepCreate:
+			ep, err := m.create(ctx, s.Spec)
+			if err != nil {
+				return r, err
+			}
+			made, r.Outcome = ep, Created
+		case StepAttach:
+			ep := made
+			if ep == nil {
+				e := s.Endpoint
+				ep, r.Outcome = &e, Repaired
+			}
+			if err := m.attach(ctx, ep, s.Namespace, s.Rollback); err != nil {
+				return r, err
+			}
+			r.Endpoint = ep
 		}
-		return out
 	}
-	return SamePolicies(norm(a), norm(b))
+	return r, nil
 }
 
-// canonicalRoutes spells prefixes and next hops in one form.
-func canonicalRoutes(rs []Route) []Route {
-	out := make([]Route, len(rs))
-	for i, r := range rs {
-		if p, err := netip.ParsePrefix(r.DestinationPrefix); err == nil {
-			r.DestinationPrefix = p.Masked().String()
-		}
-		if a, err := netip.ParseAddr(r.NextHop); err == nil {
-			r.NextHop = a.Unmap().String()
-		}
-		out[i] = r
+// create creates spec's endpoint, unattached. A create that failed but
+// took effect (a lost answer, a timeout) is found by name: the endpoint is
+// ours by name, and it also explains a port conflict with ourselves.
+func (m *Manager) create(ctx context.Context, spec EndpointSpec) (*Endpoint, error) {
+	ep, err := m.svc.CreateEndpoint(ctx, spec)
+	if errors.Is(err, ErrNotFound) {
+		m.forgetNetwork()
+		err = fmt.Errorf("network %s (%s): %w: %w", m.cfg.Network.Name, spec.NetworkID, ErrNetworkGone, err)
 	}
-	return out
+	if err != nil {
+		if late := m.findLate(ctx, spec); late != nil {
+			return late, nil
+		}
+		return nil, stepErr(StepCreateEndpoint, spec.Name+" on network "+m.cfg.Network.Name, err)
+	}
+	m.learnRoutes(spec, ep)
+	return ep, nil
+}
+
+// attach attaches ep to ns; when that fails and rollback says so, ep is
+// deleted again. An endpoint HNS says is attached already (an earlier
+// attach that timed out here but that HNS completed) is read back:
+// attached to ns, it is done, and the working endpoint is kept.
+func (m *Manager) attach(ctx context.Context, ep *Endpoint, ns GUID, rollback bool) error {
+	err := m.svc.AddNamespaceEndpoint(ctx, ns, ep.ID)
+	if errors.Is(err, ErrAlreadyAttached) {
+		if back, gerr := m.svc.GetEndpoint(ctx, ep.ID); gerr == nil && back.Namespace == ns {
+			ep.Namespace = ns
+			return nil
+		}
+	}
+	if err != nil {
+		attachErr := stepErr(StepAttachEndpoint, ep.Name+" to namespace "+ns.String(), err)
+		if !rollback {
+			return attachErr
+		}
+		if derr := m.svc.DeleteEndpoint(ctx, ep.ID); derr != nil && !errors.Is(derr, ErrNotFound) {
+			return errors.Join(attachErr, stepErr(StepDeleteEndpoint, ep.ID+" (rollback)", derr))
+		}
+		return attachErr
+	}
+	ep.Namespace = ns
+	return nil
+}
+
+// findLate looks for an unattached endpoint of ours that a failed create
+// left behind.
+func (m *Manager) findLate(ctx context.Context, spec EndpointSpec) *Endpoint {
+	eps, err := m.byName(ctx, spec.Name)
+	if err != nil {
+		return nil
+	}
+	stored := m.routesStored()
+	for i := range eps {
+		if Matches(eps[i], spec, stored) && eps[i].Namespace == "" {
+			return &eps[i]
+		}
+	}
+	return nil
 }
 
 // learnRoutes remembers what HNS did with the routes of an endpoint it
@@ -540,115 +564,6 @@ const (
 	routesNotKept
 )
 
-// spec is the endpoint a Desired asks for, on the network as it is now.
-func (m *Manager) spec(ctx context.Context, d Desired) (EndpointSpec, error) {
-	netID, err := m.EnsureNetwork(ctx)
-	if err != nil {
-		return EndpointSpec{}, err
-	}
-	routes, err := m.routes()
-	if err != nil {
-		return EndpointSpec{}, err
-	}
-	return EndpointSpec{Name: m.EndpointName(d.SandboxID), NetworkID: netID, PortMappings: d.Policies,
-		OutboundNAT: m.cfg.OutboundNAT, Routes: routes, DNS: d.DNS.Clone()}, nil
-}
-
-// create creates spec's endpoint, unattached. A network gone under us (HNS
-// restart, operator) is looked up (or created) again, once; a create that
-// failed but took effect (a lost answer, a timeout) is found by name.
-func (m *Manager) create(ctx context.Context, spec EndpointSpec) (*Endpoint, error) {
-	ep, err := m.svc.CreateEndpoint(ctx, spec)
-	if errors.Is(err, ErrNotFound) {
-		m.forgetNetwork()
-		if spec.NetworkID, err = m.EnsureNetwork(ctx); err != nil {
-			return nil, err
-		}
-		if spec.Routes, err = m.routes(); err != nil { // a new network, maybe a new gateway
-			return nil, err
-		}
-		ep, err = m.svc.CreateEndpoint(ctx, spec)
-	}
-	if err != nil {
-		// the endpoint is ours by name, and it also explains a port
-		// conflict with ourselves
-		// (on the network as it is after a re-lookup)
-		if late := m.findLate(ctx, spec); late != nil {
-			return late, nil
-		}
-		return nil, stepErr(StepCreateEndpoint, spec.Name+" on network "+m.cfg.Network.Name, err)
-	}
-	m.learnRoutes(spec, ep)
-	return ep, nil
-}
-
-// attach attaches ep to ns; when that fails ep is deleted again: an
-// unattached endpoint of ours would hold host ports for nothing. An
-// endpoint HNS says is attached already (an earlier attach that timed out
-// here but that HNS completed) is read back: attached to ns, it is done,
-// and the working endpoint is kept.
-func (m *Manager) attach(ctx context.Context, name string, ep *Endpoint, ns GUID) error {
-	err := m.svc.AddNamespaceEndpoint(ctx, ns, ep.ID)
-	if errors.Is(err, ErrAlreadyAttached) {
-		if back, gerr := m.svc.GetEndpoint(ctx, ep.ID); gerr == nil && back.Namespace == ns {
-			ep.Namespace = ns
-			return nil
-		}
-	}
-	if err != nil {
-		attachErr := stepErr(StepAttachEndpoint, name+" to namespace "+ns.String(), err)
-		if derr := m.svc.DeleteEndpoint(ctx, ep.ID); derr != nil && !errors.Is(derr, ErrNotFound) {
-			return errors.Join(attachErr, stepErr(StepDeleteEndpoint, ep.ID+" (rollback)", derr))
-		}
-		return attachErr
-	}
-	ep.Namespace = ns
-	return nil
-}
-
-// findLate looks for an unattached endpoint of ours that a failed create
-// left behind.
-func (m *Manager) findLate(ctx context.Context, spec EndpointSpec) *Endpoint {
-	eps, err := m.byName(ctx, spec.Name)
-	if err != nil {
-		return nil
-	}
-	for i := range eps {
-		if m.matches(&eps[i], spec) && eps[i].Namespace == "" {
-			return &eps[i]
-		}
-	}
-	return nil
-}
-
-// Remove detaches and deletes every endpoint of the sandbox, asking HNS
-// which it has first (Delete, for a caller who knows that already).
-func (m *Manager) Remove(ctx context.Context, sandboxID string) (int, error) {
-	eps, err := m.Lookup(ctx, sandboxID)
-	if err != nil {
-		return 0, err
-	}
-	return m.Delete(ctx, eps)
-}
-
-// Delete detaches and deletes the endpoints. Something already gone counts
-// as done. It returns how many it deleted; on an error, the rest are still
-// there.
-func (m *Manager) Delete(ctx context.Context, eps []Endpoint) (n int, err error) {
-	for _, ep := range eps {
-		if err := m.removeEndpoint(ctx, ep); err != nil {
-			return n, err
-		}
-		n++
-	}
-	return n, nil
-}
-
-// RemoveEndpoint detaches and deletes one endpoint.
-func (m *Manager) RemoveEndpoint(ctx context.Context, ep Endpoint) error {
-	return m.removeEndpoint(ctx, ep)
-}
-
 // removeEndpoint detaches and deletes an endpoint. The delete is tried
 // however the detach ended: an endpoint HNS detached already (the caller's
 // view is older), or a detach failing in a way nobody mapped, must not keep
@@ -674,17 +589,20 @@ func (m *Manager) removeEndpoint(ctx context.Context, ep Endpoint) error {
 
 // Owned lists our endpoints on the configured network: HNS filters by
 // network, so only that network's endpoints are opened (a listing costs
-// one HNS call per endpoint it opens). No network, no endpoints of ours: it
-// is not created for this.
+// one HNS call per endpoint it opens). The network is made ready as a pod
+// start would make it (EnsureNetwork: created where the manager creates
+// it, so a listing at start-up finds the NAT network used in the
+// configured one's stead; checked, so a network the plugin may not use is
+// found at start, not at the first pod); no network, no endpoints of ours.
 func (m *Manager) Owned(ctx context.Context) ([]Endpoint, error) {
-	netID, err := m.existingNetwork(ctx)
+	netID, err := m.EnsureNetwork(ctx)
 	if errors.Is(err, ErrNotFound) {
 		return nil, nil
 	}
 	if err != nil {
 		return nil, stepErr(StepListEndpoints, m.cfg.Network.Name, err)
 	}
-	all, err := listing(func() ([]Endpoint, error) { return m.svc.ListEndpointsOfNetwork(ctx, netID) })
+	all, err := listing(m.cfg.ListingAttempts, func() ([]Endpoint, error) { return m.svc.ListEndpointsOfNetwork(ctx, netID) })
 	if err != nil {
 		return nil, stepErr(StepListEndpoints, "of network "+m.cfg.Network.Name, err)
 	}
@@ -698,7 +616,7 @@ func (m *Manager) Owned(ctx context.Context) ([]Endpoint, error) {
 // configuration no longer names are shown and removed too). It opens every
 // endpoint of the node.
 func (m *Manager) OwnedEverywhere(ctx context.Context) ([]Endpoint, error) {
-	all, err := listing(func() ([]Endpoint, error) { return m.svc.ListEndpoints(ctx) })
+	all, err := listing(m.cfg.ListingAttempts, func() ([]Endpoint, error) { return m.svc.ListEndpoints(ctx) })
 	if err != nil {
 		return nil, stepErr(StepListEndpoints, "", err)
 	}
@@ -707,14 +625,6 @@ func (m *Manager) OwnedEverywhere(ctx context.Context) ([]Endpoint, error) {
 
 func (m *Manager) ours(all []Endpoint) []Endpoint {
 	return slices.DeleteFunc(all, func(ep Endpoint) bool { _, ok := m.SandboxID(ep.Name); return !ok })
-}
-
-// existingNetwork is the network's ID, made ready as a pod start would
-// (created when the manager creates it, so a listing at start-up finds the
-// NAT network used in the configured one's stead; checked, so a network
-// the plugin may not use is found at start, not at the first pod).
-func (m *Manager) existingNetwork(ctx context.Context) (string, error) {
-	return m.EnsureNetwork(ctx)
 }
 
 // Health reports whether HNS answers for the configured network: it must

@@ -1,6 +1,7 @@
 package hcn_test
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -12,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nri-hcn-portmap/nri-hcn-portmap/config"
 	"github.com/nri-hcn-portmap/nri-hcn-portmap/hcn"
 	"github.com/nri-hcn-portmap/nri-hcn-portmap/hcn/hcnsim"
 )
@@ -25,7 +27,7 @@ var (
 
 func setup(hns func() *hcnsim.Sim, create bool) (*hcnsim.Sim, *hcn.Manager) {
 	sim := hns()
-	mgr := hcn.NewManager(sim, lowPriority(hcn.ManagerConfig{CreateNetwork: create,
+	mgr := newManager(sim, lowPriority(hcn.ManagerConfig{CreateNetwork: create,
 		Network: hcn.NetworkSpec{Name: "nat", Type: hcn.NetworkNAT, Subnet: "172.30.0.0/24", Gateway: "172.30.0.1"}}))
 	return sim, mgr
 }
@@ -277,7 +279,7 @@ func testRemoveAfterNamespaceDeleted(t *testing.T, hns func() *hcnsim.Sim) {
 	if err := sim.DeleteNamespace(ns); err != nil {
 		t.Fatal(err)
 	}
-	if err := mgr.RemoveEndpoint(ctx, eps[0]); err != nil {
+	if _, err := mgr.Apply(ctx, hcn.Removal(eps[:1])); err != nil {
 		t.Fatalf("RemoveEndpoint with a vanished namespace: %v", err)
 	}
 	if st := sim.State(); len(st.Endpoints) != 0 {
@@ -406,7 +408,7 @@ func testOwnedAndSandboxID(t *testing.T, hns func() *hcnsim.Sim) {
 	if id, ok := mgr.SandboxID(eps[0].Name); !ok || id != "sb1" {
 		t.Errorf("SandboxID(%q) = %q, %v", eps[0].Name, id, ok)
 	}
-	if _, ok := mgr.SandboxID(hcn.DefaultEndpointPrefix); ok {
+	if _, ok := mgr.SandboxID(config.EndpointPrefix); ok {
 		t.Error("bare prefix taken as ours")
 	}
 }
@@ -512,7 +514,7 @@ func testConcurrentStartsCreateOneNetwork(t *testing.T, hns func() *hcnsim.Sim) 
 // Remove of a stopped pod deletes it.
 func testTimedOutCreateTakesEffectLate(t *testing.T, hns func() *hcnsim.Sim) {
 	sim := hns()
-	mgr := hcn.NewManager(hcn.Bounded(sim, 20*time.Millisecond), hcn.ManagerConfig{CreateNetwork: true,
+	mgr := newManager(hcn.Bounded(sim, 20*time.Millisecond), hcn.ManagerConfig{CreateNetwork: true,
 		Network: hcn.NetworkSpec{Name: "nat", Type: hcn.NetworkNAT}})
 	if _, err := mgr.EnsureNetwork(ctx); err != nil {
 		t.Fatal(err)
@@ -578,15 +580,15 @@ func testDualStackRefusesANATNetwork(t *testing.T, hns func() *hcnsim.Sim) {
 	if _, err := sim.CreateNetwork(ctx, hcn.NetworkSpec{Name: "l2", Type: hcn.NetworkL2Bridge, Subnet: "10.1.0.0/24"}); err != nil {
 		t.Fatal(err)
 	}
-	mgr := hcn.NewManager(sim, hcn.ManagerConfig{Network: hcn.NetworkSpec{Name: "nat"}, IPv6: true})
+	mgr := newManager(sim, hcn.ManagerConfig{Network: hcn.NetworkSpec{Name: "nat"}, IPv6: true})
 	_, err := mgr.EnsureNetwork(ctx)
 	if !errors.Is(err, hcn.ErrInvalid) || !strings.Contains(err.Error(), `network "nat" is NAT, which does not support IPv6`) {
 		t.Fatalf("EnsureNetwork = %v", err)
 	}
-	if _, err := hcn.NewManager(sim, hcn.ManagerConfig{Network: hcn.NetworkSpec{Name: "l2"}, IPv6: true, AllowCNINetwork: true}).EnsureNetwork(ctx); err != nil {
+	if _, err := newManager(sim, hcn.ManagerConfig{Network: hcn.NetworkSpec{Name: "l2"}, IPv6: true, AllowCNINetwork: true}).EnsureNetwork(ctx); err != nil {
 		t.Fatalf("L2Bridge: %v", err)
 	}
-	if _, err := hcn.NewManager(sim, hcn.ManagerConfig{Network: hcn.NetworkSpec{Name: "nat"}}).EnsureNetwork(ctx); err != nil {
+	if _, err := newManager(sim, hcn.ManagerConfig{Network: hcn.NetworkSpec{Name: "nat"}}).EnsureNetwork(ctx); err != nil {
 		t.Fatalf("NAT without dual stack: %v", err)
 	}
 }
@@ -632,7 +634,7 @@ func testListingRacingADeleteIsNotFinal(t *testing.T, hns func() *hcnsim.Sim) {
 // only, so a node full of other endpoints (the CNI's) costs it nothing.
 func testOwnedOpensOnlyOurNetwork(t *testing.T, hns func() *hcnsim.Sim) {
 	sim := hns()
-	mgr := hcn.NewManager(hcn.Bounded(sim, 200*time.Millisecond), hcn.ManagerConfig{CreateNetwork: true,
+	mgr := newManager(hcn.Bounded(sim, 200*time.Millisecond), hcn.ManagerConfig{CreateNetwork: true,
 		Network: hcn.NetworkSpec{Name: "nat", Type: hcn.NetworkNAT, Subnet: "172.30.0.0/24", Gateway: "172.30.0.1"}})
 	cni, err := sim.CreateNetwork(ctx, hcn.NetworkSpec{Name: "cbr0", Type: hcn.NetworkL2Bridge, Subnet: "10.244.0.0/16"})
 	if err != nil {
@@ -679,7 +681,7 @@ func testEndpointReadBackWithLessIsNotRebuilt(t *testing.T, hns func() *hcnsim.S
 					t.Fatalf("Ensure again = %v, %v: rebuilt what HNS keeps as it can", out, err)
 				}
 			}
-			restarted := hcn.NewManager(sim, lowPriority(hcn.ManagerConfig{CreateNetwork: true,
+			restarted := newManager(sim, lowPriority(hcn.ManagerConfig{CreateNetwork: true,
 				Network: hcn.NetworkSpec{Name: "nat", Type: hcn.NetworkNAT, Subnet: "172.30.0.0/24", Gateway: "172.30.0.1"}}))
 			before := sim.Calls()[hcnsim.OpCreateEndpoint]
 			for range 3 {
@@ -712,7 +714,7 @@ func testFailedDetachStillDeletes(t *testing.T, hns func() *hcnsim.Sim) {
 		t.Fatal(err)
 	}
 	_ = sim.InjectFault(hcnsim.Fault{Op: hcnsim.OpRemoveNamespaceEndpoint, Kind: "internal"})
-	if _, err := mgr.Delete(ctx, []hcn.Endpoint{view}); err != nil {
+	if _, err := mgr.Apply(ctx, hcn.Removal([]hcn.Endpoint{view})); err != nil {
 		t.Fatalf("Delete: %v", err)
 	}
 	if got := ours(t, sim, mgr, "sb1"); got != nil {
@@ -731,7 +733,7 @@ func testNetworkOtherThanNATNeedsConsent(t *testing.T, hns func() *hcnsim.Sim) {
 		t.Fatal(err)
 	}
 	ns := sim.CreateNamespace("")
-	mgr := hcn.NewManager(sim, hcn.ManagerConfig{Network: hcn.NetworkSpec{Name: "cbr0"}})
+	mgr := newManager(sim, hcn.ManagerConfig{Network: hcn.NetworkSpec{Name: "cbr0"}})
 	_, _, err := mgr.Ensure(ctx, hcn.Desired{SandboxID: "sb1", Namespace: ns, Policies: web})
 	if !errors.Is(err, hcn.ErrInvalid) || !strings.Contains(strings.ToLower(err.Error()), `network "cbr0" is l2bridge`) || !strings.Contains(err.Error(), "hcn.allow_cni_network") {
 		t.Fatalf("Ensure on a CNI's L2Bridge network = %v", err)
@@ -739,7 +741,7 @@ func testNetworkOtherThanNATNeedsConsent(t *testing.T, hns func() *hcnsim.Sim) {
 	if n := len(sim.State().Endpoints); n != 0 {
 		t.Fatalf("%d endpoints created", n)
 	}
-	allowed := hcn.NewManager(sim, hcn.ManagerConfig{Network: hcn.NetworkSpec{Name: "cbr0"}, AllowCNINetwork: true, DefaultRoute: hcn.RouteNone})
+	allowed := newManager(sim, hcn.ManagerConfig{Network: hcn.NetworkSpec{Name: "cbr0"}, AllowCNINetwork: true, DefaultRoute: hcn.RouteNone})
 	if _, _, err := allowed.Ensure(ctx, hcn.Desired{SandboxID: "sb1", Namespace: ns, Policies: web}); err != nil {
 		t.Fatalf("with consent: %v", err)
 	}
@@ -760,7 +762,7 @@ func testSecondNATNetworkRefusedUsesTheOne(t *testing.T, hns func() *hcnsim.Sim)
 				t.Fatal(err)
 			}
 			var said []string
-			mgr := hcn.NewManager(sim, hcn.ManagerConfig{CreateNetwork: true, Network: hcn.NetworkSpec{Name: "nat", Type: hcn.NetworkNAT},
+			mgr := newManager(sim, hcn.ManagerConfig{CreateNetwork: true, Network: hcn.NetworkSpec{Name: "nat", Type: hcn.NetworkNAT},
 				Announce: func(n hcn.Network, what string) { said = append(said, n.Name+": "+what) }})
 			id, err := mgr.EnsureNetwork(ctx)
 			if err != nil {
@@ -914,7 +916,7 @@ func TestNATNetworkWithoutASubnet(t *testing.T) {
 			cfg := lowPriority(hcn.ManagerConfig{CreateNetwork: true, Network: hcn.NetworkSpec{Name: "nat", Type: hcn.NetworkNAT},
 				AllowCNINetwork: true, Announce: func(_ hcn.Network, what string) { said = append(said, what) },
 				HostPrefixes: func() ([]netip.Prefix, error) { return []netip.Prefix{netip.MustParsePrefix("172.16.16.0/24")}, nil }})
-			mgr := hcn.NewManager(sim, cfg)
+			mgr := newManager(sim, cfg)
 			ep, _, err := mgr.Ensure(ctx, hcn.Desired{SandboxID: "sb1", Namespace: sim.CreateNamespace(""), Policies: web})
 			if err != nil || ep.Namespace == "" {
 				t.Fatalf("Ensure = %+v, %v", ep, err)
@@ -987,7 +989,7 @@ func testARestartLearnsFromAListingThatHNSKeepsRoutes(t *testing.T, hns func() *
 	if err != nil {
 		t.Fatal(err)
 	}
-	restarted := hcn.NewManager(sim, lowPriority(hcn.ManagerConfig{CreateNetwork: true,
+	restarted := newManager(sim, lowPriority(hcn.ManagerConfig{CreateNetwork: true,
 		Network: hcn.NetworkSpec{Name: "nat", Type: hcn.NetworkNAT, Subnet: "172.30.0.0/24", Gateway: "172.30.0.1"}}))
 	if _, err := restarted.Owned(ctx); err != nil { // the start-up listing
 		t.Fatal(err)
@@ -1039,7 +1041,7 @@ func TestTheNATSubnetIsCheckedAgainstTheClustersRanges(t *testing.T) {
 			cfg := lowPriority(hcn.ManagerConfig{CreateNetwork: true, Network: hcn.NetworkSpec{Name: "nat", Type: hcn.NetworkNAT},
 				ClusterRanges: hcn.Prefixes(tc.cluster), Shadowed: func(_ hcn.Network, over []string) { told = append(told, over) },
 				HostPrefixes: func() ([]netip.Prefix, error) { return nil, nil }})
-			mgr := hcn.NewManager(sim, cfg)
+			mgr := newManager(sim, cfg)
 			for range 2 { // told once, when the network is first found
 				if _, _, err := mgr.Ensure(ctx, hcn.Desired{SandboxID: "sb1", Namespace: sim.CreateNamespace(""), Policies: web}); err != nil {
 					t.Fatal(err)
@@ -1062,7 +1064,7 @@ func TestTheNATSubnetIsCheckedAgainstTheClustersRanges(t *testing.T) {
 	}
 	// ranges that leave no /20 of 172.16.0.0/12: refused, saying what to set
 	sim := hcnsim.New()
-	mgr := hcn.NewManager(sim, lowPriority(hcn.ManagerConfig{CreateNetwork: true, Network: hcn.NetworkSpec{Name: "nat", Type: hcn.NetworkNAT},
+	mgr := newManager(sim, lowPriority(hcn.ManagerConfig{CreateNetwork: true, Network: hcn.NetworkSpec{Name: "nat", Type: hcn.NetworkNAT},
 		ClusterRanges: hcn.Prefixes([]string{"172.16.0.0/12"}), HostPrefixes: func() ([]netip.Prefix, error) { return nil, nil }}))
 	if _, err := mgr.EnsureNetwork(ctx); !errors.Is(err, hcn.ErrInvalid) || !strings.Contains(err.Error(), "set hcn.subnet") {
 		t.Fatalf("no room left: %v", err)
@@ -1131,7 +1133,7 @@ func TestEndpointNeverTakesThePodsDefaultRoute(t *testing.T) {
 		t.Run(fmt.Sprintf("mode=%q,metric=%d", tc.mode, tc.metric), func(t *testing.T) {
 			sim := hcnsim.New()
 			ns, primary := podWithPrimary(t, sim)
-			mgr := hcn.NewManager(sim, hcn.ManagerConfig{CreateNetwork: true, DefaultRoute: tc.mode, RouteMetric: tc.metric,
+			mgr := newManager(sim, hcn.ManagerConfig{CreateNetwork: true, DefaultRoute: tc.mode, RouteMetric: tc.metric,
 				Network: hcn.NetworkSpec{Name: "nat", Type: hcn.NetworkNAT, Subnet: "172.30.0.0/24", Gateway: gw}})
 			ep, _, err := mgr.Ensure(ctx, hcn.Desired{SandboxID: "sb1", Namespace: ns, Policies: web, DNS: primary.DNS})
 			if err != nil {
@@ -1182,11 +1184,11 @@ func TestRouteModeChangeReplacesEndpoints(t *testing.T) {
 	sim := hcnsim.New()
 	ns, _ := podWithPrimary(t, sim)
 	spec := hcn.NetworkSpec{Name: "nat", Type: hcn.NetworkNAT, Subnet: "172.30.0.0/24", Gateway: "172.30.0.1"}
-	old := hcn.NewManager(sim, hcn.ManagerConfig{CreateNetwork: true, DefaultRoute: hcn.RouteHNS, Network: spec})
+	old := newManager(sim, hcn.ManagerConfig{CreateNetwork: true, DefaultRoute: hcn.RouteHNS, Network: spec})
 	if _, _, err := old.Ensure(ctx, hcn.Desired{SandboxID: "sb1", Namespace: ns, Policies: web}); err != nil {
 		t.Fatal(err)
 	}
-	mgr := hcn.NewManager(sim, hcn.ManagerConfig{Network: spec, DefaultRoute: hcn.RouteLowPriority, RouteMetric: 5000})
+	mgr := newManager(sim, hcn.ManagerConfig{Network: spec, DefaultRoute: hcn.RouteLowPriority, RouteMetric: 5000})
 	if _, out, err := mgr.Ensure(ctx, hcn.Desired{SandboxID: "sb1", Namespace: ns, Policies: web}); err != nil || out != hcn.Unchanged {
 		t.Fatalf("Ensure before HNS showed it stores routes = %v, %v; want it adopted", out, err)
 	}
@@ -1212,7 +1214,7 @@ func TestLowPriorityRouteNeedsAGateway(t *testing.T) {
 		t.Fatal(err)
 	}
 	ns := sim.CreateNamespace("")
-	mgr := hcn.NewManager(sim, hcn.ManagerConfig{Network: hcn.NetworkSpec{Name: "l2"}, AllowCNINetwork: true, DefaultRoute: hcn.RouteLowPriority, RouteMetric: 5000})
+	mgr := newManager(sim, hcn.ManagerConfig{Network: hcn.NetworkSpec{Name: "l2"}, AllowCNINetwork: true, DefaultRoute: hcn.RouteLowPriority, RouteMetric: 5000})
 	_, _, err := mgr.Ensure(ctx, hcn.Desired{SandboxID: "sb1", Namespace: ns, Policies: web})
 	if !errors.Is(err, hcn.ErrInvalid) || !strings.Contains(err.Error(), "hcn.gateway") || !strings.Contains(err.Error(), "l2") {
 		t.Fatalf("err = %v, want an invalid-request error naming the network and hcn.gateway", err)
@@ -1221,7 +1223,7 @@ func TestLowPriorityRouteNeedsAGateway(t *testing.T) {
 		t.Errorf("endpoints created: %+v", st.Endpoints)
 	}
 	// the configured gateway is used when HNS reports none
-	withGW := hcn.NewManager(sim, hcn.ManagerConfig{Network: hcn.NetworkSpec{Name: "l2", Gateway: "10.1.0.254"}, AllowCNINetwork: true,
+	withGW := newManager(sim, hcn.ManagerConfig{Network: hcn.NetworkSpec{Name: "l2", Gateway: "10.1.0.254"}, AllowCNINetwork: true,
 		DefaultRoute: hcn.RouteLowPriority, RouteMetric: 5000})
 	ep, _, err := withGW.Ensure(ctx, hcn.Desired{SandboxID: "sb1", Namespace: ns, Policies: web})
 	if err != nil || len(ep.Routes) != 1 || ep.Routes[0].NextHop != "10.1.0.254" {
@@ -1242,7 +1244,7 @@ func TestEndpointCarriesThePodsDNS(t *testing.T) {
 				sim := hcnsim.New()
 				sim.SetRules(hcnsim.Rules{NoDNSFill: !fill})
 				ns, _ := podWithPrimary(t, sim)
-				mgr := hcn.NewManager(sim, hcn.ManagerConfig{CreateNetwork: true, DefaultRoute: hcn.RouteLowPriority, RouteMetric: 5000,
+				mgr := newManager(sim, hcn.ManagerConfig{CreateNetwork: true, DefaultRoute: hcn.RouteLowPriority, RouteMetric: 5000,
 					Network: hcn.NetworkSpec{Name: "nat", Type: hcn.NetworkNAT, Subnet: "172.30.0.0/24", Gateway: "172.30.0.1"}})
 				ep, _, err := mgr.Ensure(ctx, hcn.Desired{SandboxID: "sb1", Namespace: ns, Policies: web, DNS: sent})
 				if err != nil {
@@ -1294,7 +1296,7 @@ func TestNeighboursCostTheSameOnAFullNode(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		mgr := hcn.NewManager(sim, lowPriority(hcn.ManagerConfig{Network: hcn.NetworkSpec{Name: "nat", Type: hcn.NetworkNAT}}))
+		mgr := newManager(sim, lowPriority(hcn.ManagerConfig{Network: hcn.NetworkSpec{Name: "nat", Type: hcn.NetworkNAT}}))
 		before := sim.Calls()
 		got, err := mgr.Neighbours(ctx, ns, "p")
 		if err != nil || len(got) != 1 || got[0].ID != ep.ID {
@@ -1312,4 +1314,12 @@ func TestNeighboursCostTheSameOnAFullNode(t *testing.T) {
 	if !maps.Equal(one, many) || many[hcnsim.OpListEndpoints] != 0 {
 		t.Fatalf("HNS calls for the pod's neighbours: %v with 1 other pod, %v with 200", one, many)
 	}
+}
+
+// newManager is hcn.NewManager with the configuration's endpoint prefix
+// and listing bound where cfg sets none (the plugin's, config's).
+func newManager(svc hcn.Service, cfg hcn.ManagerConfig) *hcn.Manager {
+	cfg.Prefix = cmp.Or(cfg.Prefix, config.EndpointPrefix)
+	cfg.ListingAttempts = cmp.Or(cfg.ListingAttempts, config.HNSListingAttempts)
+	return hcn.NewManager(svc, cfg)
 }

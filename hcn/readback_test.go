@@ -77,10 +77,13 @@ func TestPublicReadBacks(t *testing.T) {
 			ns := sim.CreateNamespace("")
 			back := hcn.Endpoint{ID: "E1", Name: mgr.EndpointName("sb1"), NetworkID: netID, Namespace: ns, PortMappings: []hcn.PortMappingPolicy{got},
 				Routes: []hcn.Route{{DestinationPrefix: "0.0.0.0/0", NextHop: "172.30.0.1", Metric: 5000}}}
-			before := sim.Calls()
-			ep, out, err := mgr.Converge(ctx, hcn.Desired{SandboxID: "sb1", Namespace: ns, Policies: []hcn.PortMappingPolicy{doc.Want}}, []hcn.Endpoint{back})
-			if err != nil || out != hcn.Unchanged || ep.ID != "E1" || sim.Calls()[hcnsim.OpCreateEndpoint] != before[hcnsim.OpCreateEndpoint] {
-				t.Fatalf("Converge = %+v, %v, %v: the read-back is rebuilt", ep, out, err)
+			target, err := mgr.Target(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			steps := hcn.Diff(target.Spec(hcn.Desired{SandboxID: "sb1", Namespace: ns, Policies: []hcn.PortMappingPolicy{doc.Want}}), ns, []hcn.Endpoint{back}, target.RoutesStored)
+			if len(steps) != 1 || steps[0].Kind != hcn.StepKeep || steps[0].Endpoint.ID != "E1" {
+				t.Fatalf("plan %v: the read-back is rebuilt", steps)
 			}
 		})
 	}
@@ -139,11 +142,14 @@ func TestDecodePortMapping(t *testing.T) {
 		for range tc.undecoded {
 			back.Undecoded = append(back.Undecoded, `PortMapping settings {"Protocol":"?"}`)
 		}
-		_, out, err := mgr.Converge(ctx, hcn.Desired{SandboxID: "sb1", Namespace: ns, Policies: two}, []hcn.Endpoint{back})
-		if err != nil || (out == hcn.Unchanged) != tc.kept {
-			t.Errorf("decoded %v + %d undecoded: %v, %v; kept %v wanted", tc.decoded, tc.undecoded, out, err, tc.kept)
+		target, err := mgr.Target(ctx)
+		if err != nil {
+			t.Fatal(err)
 		}
-		_, _ = mgr.Remove(ctx, "sb1")
+		steps := hcn.Diff(target.Spec(hcn.Desired{SandboxID: "sb1", Namespace: ns, Policies: two}), ns, []hcn.Endpoint{back}, target.RoutesStored)
+		if kept := len(steps) == 1 && steps[0].Kind == hcn.StepKeep; kept != tc.kept {
+			t.Errorf("decoded %v + %d undecoded: plan %v; kept %v wanted", tc.decoded, tc.undecoded, steps, tc.kept)
+		}
 	}
 }
 

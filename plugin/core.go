@@ -48,6 +48,8 @@ type Options struct {
 	// limiter is the queue's rate limiter; nil: client-go's exponential
 	// one from RetryMin to RetryMax (tests record the delays it gives).
 	limiter workqueue.TypedRateLimiter[string]
+	// clock is the time (nil: the wall clock; tests set their own)
+	clock func() time.Time
 }
 
 // Core is the controller: every event source's triggers go into its one
@@ -71,6 +73,9 @@ type Core struct {
 	// (kubernetes.enabled = false), and where the policy checks Pod
 	// Security the annotation is refused
 	labels atomic.Pointer[admission.Labels]
+	// inputsGen counts the changes of the policy and the labels: a sync
+	// whose inputs changed before it committed is decided again
+	inputsGen atomic.Uint64
 
 	bg        context.Context // lifetime of background work
 	stop      context.CancelFunc
@@ -78,31 +83,48 @@ type Core struct {
 	closeOnce sync.Once
 }
 
-// NewCore wires a core. The options are complete (OptionsFrom makes them
-// from a configuration); a nil Observer or Reporter is nobody.
-func NewCore(mgr *hcn.Manager, store SandboxStore, opt Options, log *logrus.Entry) *Core {
-	if opt.Reporter == nil {
-		opt.Reporter = nopReporter{}
-	}
-	if opt.Observer == nil {
-		opt.Observer = nopObserver{}
-	}
-	bg, stop := context.WithCancel(context.Background())
-	c := &Core{mgr: mgr, store: store, opt: opt, log: log, st: newState(), q: newQueue(opt.limiter, opt.RetryMin, opt.RetryMax, opt.Observer.QueueMetrics()),
-		closed: make(chan struct{}), bg: bg, stop: stop}
-	c.policy.Store(opt.Admission)
-	c.startWorkers(opt.Workers)
-	return c
+// SetAdmission replaces the admission policy: every mapping not in place
+// from now on is judged by it (a sync that decided with the one before and
+// commits after this is decided again); mappings in place stay.
+func (c *Core) SetAdmission(p *admission.Policy) {
+	c.policy.Store(p)
+	c.inputsGen.Add(1)
 }
-
-// SetAdmission replaces the admission policy; pods admitted before keep
-// their endpoints (the policy applies to new pods).
-func (c *Core) SetAdmission(p *admission.Policy) { c.policy.Store(p) }
 
 // SetLabels replaces the namespaces' labels each sync decides with, as the
 // API server last said them (package kube publishes them after every list
 // and event); a sync ages them as of its start.
-func (c *Core) SetLabels(l admission.Labels) { c.labels.Store(&l) }
+func (c *Core) SetLabels(l admission.Labels) {
+	c.labels.Store(&l)
+	c.inputsGen.Add(1)
+}
+
+// now is the core's clock.
+func (c *Core) now() time.Time {
+	if c.opt.clock != nil {
+		return c.opt.clock()
+	}
+	return time.Now()
+}
+
+// enqueue records what a trigger saw of a sandbox and adds it to the
+// queue.
+func (c *Core) enqueue(id string, seen sighting) {
+	if c.closing.Load() {
+		return
+	}
+	c.st.trigger(id, seen)
+	c.q.Add(id)
+}
+
+// shutdownQueue stops taking work and lets the workers finish the syncs
+// that run; whoever waits for work that will not run is told ErrClosed.
+func (c *Core) shutdownQueue() {
+	c.closing.Store(true)
+	close(c.closed)
+	c.q.ShutDown()
+	c.workers.Wait()
+}
 
 // Observer returns the core's observer.
 func (c *Core) Observer() Observer { return c.opt.Observer }

@@ -49,6 +49,8 @@ func ManagerConfig(cfg config.HCN) hcn.ManagerConfig {
 		Network: hcn.NetworkSpec{Name: cfg.Network, Type: hcn.NetworkType(cfg.NetworkType), Subnet: cfg.Subnet,
 			Gateway: cfg.Gateway, Adapter: cfg.Adapter},
 		CreateNetwork:   cfg.CreateNetwork,
+		Prefix:          config.EndpointPrefix,
+		ListingAttempts: config.HNSListingAttempts,
 		OutboundNAT:     cfg.OutboundNAT,
 		IPv6:            cfg.DualStack,
 		DefaultRoute:    hcn.RouteMode(cfg.DefaultRoute),

@@ -3,6 +3,7 @@ package plugin
 import (
 	"context"
 	"errors"
+	"fmt"
 
 	"github.com/nri-hcn-portmap/nri-hcn-portmap/hcn"
 	"github.com/nri-hcn-portmap/nri-hcn-portmap/plugin/request"
@@ -19,6 +20,10 @@ var ErrNotSandbox = errors.New("not a CRI sandbox container")
 // ErrInvalidPod wraps errors caused by the pod's own request (a bad
 // annotation, a hostPort HNS cannot honour): retrying will not help.
 var ErrInvalidPod = request.ErrInvalid
+
+// ErrHyperV: the pod is Hyper-V isolated; host ports cannot be added to it.
+// It is an invalid request (final).
+var ErrHyperV = fmt.Errorf("%w: Hyper-V isolated pod", ErrInvalidPod)
 
 // Inputs says where port mappings come from.
 type Inputs = request.Sources

@@ -84,10 +84,13 @@ type known struct {
 	epsKnown bool
 	ports    []hcn.PortMappingPolicy // the host ports its endpoint maps, held in the index (admitted when built)
 	// unsure: host ports a call HNS may still have acted on asked for (a
-	// create given up on finishes late): held in the index until a sync
-	// asks HNS, never taken as admitted
-	unsure []hcn.PortMappingPolicy
-	cni    []CNIMapping // its host ports the CNI's endpoint maps
+	// create given up on finishes late, a build under inputs that changed
+	// before its commit): held in the index until a sync finds what HNS
+	// holds and the call can no longer take effect, never taken as
+	// admitted; unsureSince: when the last such call was given up on
+	unsure      []hcn.PortMappingPolicy
+	unsureSince time.Time
+	cni         []CNIMapping // its host ports the CNI's endpoint maps
 	// foreignDNS: its endpoint, kept, carries DNS other than the pod's
 	foreignDNS bool
 	name       string // namespace/name, for another pod's conflict message
@@ -100,6 +103,7 @@ type known struct {
 	gone      bool        // containerd no longer has it
 	sandbox   bool        // containerd said it is a CRI sandbox
 	err       error       // what its last sync failed with (nil: it did not)
+	reason    string      // the reason its owners were told it fails with ("": none)
 	timed     bool        // its start-to-mapped latency was observed
 	// set by commit
 	committed bool   // a sync has committed it
@@ -112,6 +116,10 @@ type known struct {
 func (k known) holds(loaded bool) bool {
 	return len(k.ports) > 0 || len(k.unsure) > 0 || len(k.eps) > 0 || len(k.cni) > 0 || (loaded && !k.epsKnown)
 }
+
+// settled: what HNS holds for the sandbox is known, and no call given up
+// on may still change it.
+func (k known) settled() bool { return k.epsKnown && len(k.unsure) == 0 }
 
 // indexed is what it holds in the port index: its endpoint's ports and
 // those a call may have taken.
@@ -258,7 +266,8 @@ func (s *state) snapshot(id string, attempt int) (sn snap, ok bool) {
 	}
 	k.eps, k.ports, k.unsure, k.cni = slices.Clone(k.eps), slices.Clone(k.ports), slices.Clone(k.unsure), slices.Clone(k.cni)
 	return snap{id: id, gen: in.gen, attempt: attempt, pod: in.pod,
-		started: in.startGen > k.synced, act: in.actGen > k.synced || attempt > 1, verify: in.verifyGen > k.synced,
+		// ports held for a given-up call make every sync look at HNS again
+		started: in.startGen > k.synced, act: in.actGen > k.synced || attempt > 1 || len(k.unsure) > 0, verify: in.verifyGen > k.synced,
 		listed: slices.Clone(in.listed), listing: in.listedGen > k.synced,
 		stopped: in.stopped || k.final, removed: in.removed || k.gone, sandbox: in.claimed || k.sandbox, known: k,
 		startedAt: in.startedAt, startPath: in.startPath}, true
@@ -293,8 +302,7 @@ func (s *state) commit(id string, sn snap, out known, retrying bool) []waiter {
 	tombstone := (r.in.stopped || out.final) && !(r.in.removed || out.gone) && (r.in.claimed || out.sandbox)
 	// a pod whose mappings fail is kept while it is failing: it is counted
 	// (Failing), and the next trigger finds its record
-	failing := failureReason(out.err) != ""
-	if !retrying && len(keep) == 0 && r.in.gen <= sn.gen && !out.holds(s.loaded) && !tombstone && !failing {
+	if !retrying && len(keep) == 0 && r.in.gen <= sn.gen && !out.holds(s.loaded) && !tombstone && out.reason == "" {
 		delete(s.recs, id)
 	}
 	return tell
@@ -403,8 +411,8 @@ func (s *state) failing() map[string]int {
 	defer s.mu.Unlock()
 	out := map[string]int{}
 	for _, r := range s.recs {
-		if reason := failureReason(r.known.err); reason != "" { // a stop's sync ends it
-			out[reason]++
+		if r.known.reason != "" { // a stop's sync ends it
+			out[r.known.reason]++
 		}
 	}
 	return out
@@ -421,20 +429,6 @@ func (s *state) endpointCount() int {
 		}
 	}
 	return n
-}
-
-func sameEndpoints(a, b []hcn.Endpoint) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for _, x := range a {
-		if !slices.ContainsFunc(b, func(y hcn.Endpoint) bool {
-			return x.ID == y.ID && x.Namespace == y.Namespace && hcn.SamePolicies(x.PortMappings, y.PortMappings)
-		}) {
-			return false
-		}
-	}
-	return true
 }
 
 // ErrPortConflict: another pod already holds the host port.

@@ -9,16 +9,6 @@ import (
 // queue; none decides anything or does I/O. The NRI ones wait for the
 // sync's outcome within the runtime's deadline.
 
-// enqueue records what a trigger saw of a sandbox and adds it to the
-// queue.
-func (c *Core) enqueue(id string, seen sighting) {
-	if c.closing.Load() {
-		return
-	}
-	c.st.trigger(id, seen)
-	c.q.Add(id)
-}
-
 // await enqueues and waits for the outcome until ctx ends or the core
 // closes; answered is false when ctx ended first (the work goes on).
 func (c *Core) await(ctx context.Context, id string, seen sighting, first bool) (ch Change, err error, answered bool) {
@@ -33,15 +23,6 @@ func (c *Core) await(ctx context.Context, id string, seen sighting, first bool) 
 	case <-ctx.Done():
 		return NoChange, ctx.Err(), false
 	}
-}
-
-// shutdownQueue stops taking work and lets the workers finish the syncs
-// that run; whoever waits for work that will not run is told ErrClosed.
-func (c *Core) shutdownQueue() {
-	c.closing.Store(true)
-	close(c.closed)
-	c.q.ShutDown()
-	c.workers.Wait()
 }
 
 // StartPod is the runtime's RunPodSandbox: the sandbox runs (the request

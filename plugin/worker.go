@@ -3,6 +3,7 @@ package plugin
 import (
 	"context"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/nri-hcn-portmap/nri-hcn-portmap/config"
@@ -37,6 +38,23 @@ func newQueue(lim workqueue.TypedRateLimiter[string], retryMin, retryMax time.Du
 	return workqueue.NewTypedRateLimitingQueueWithConfig(lim, cfg)
 }
 
+// NewCore wires a core. The options are complete (OptionsFrom makes them
+// from a configuration); a nil Observer or Reporter is nobody.
+func NewCore(mgr *hcn.Manager, store SandboxStore, opt Options, log *logrus.Entry) *Core {
+	if opt.Reporter == nil {
+		opt.Reporter = nopReporter{}
+	}
+	if opt.Observer == nil {
+		opt.Observer = nopObserver{}
+	}
+	bg, stop := context.WithCancel(context.Background())
+	c := &Core{mgr: mgr, store: store, opt: opt, log: log, st: newState(), q: newQueue(opt.limiter, opt.RetryMin, opt.RetryMax, opt.Observer.QueueMetrics()),
+		closed: make(chan struct{}), bg: bg, stop: stop}
+	c.policy.Store(opt.Admission)
+	c.startWorkers(opt.Workers)
+	return c
+}
+
 func (c *Core) startWorkers(n int) {
 	for range n {
 		c.workers.Go(func() {
@@ -52,49 +70,6 @@ func (c *Core) startWorkers(n int) {
 	}
 }
 
-// outcome is what one sync returns: what is known of the sandbox now (the
-// worker commits it whole), what it did, and the error it failed with (not
-// yet naming the pod: process names it once). What the pod's owners are
-// told, the gauge, the log line and the retry all follow from the error's
-// row in the table (errors.go) or, on success, from mapped.
-type outcome struct {
-	known  known
-	change Change
-	err    error
-	pod    Pod     // the pod as the sync resolved it
-	mapped *mapped // a pod whose host ports are in place: who maps them
-	// unreadable: containerd's CRI record of the sandbox does not decode;
-	// its hostPorts are not known (reported, never a failure of the pod)
-	unreadable error
-	skipped    []string // Observer.Skipped reasons
-	line       line     // the sync's one log line when it succeeds
-	also       []string // other sandboxes to sync: a host port's holder
-}
-
-// mapped is who maps a pod's host ports: the plugin's endpoint (with
-// policies) and the CNI's.
-type mapped struct {
-	endpoint *hcn.Endpoint
-	policies []hcn.PortMappingPolicy
-	cni      []CNIMapping
-}
-
-// line is a log line: level, message, fields.
-type line struct {
-	level  logrus.Level
-	msg    string
-	fields logrus.Fields
-}
-
-func (o *outcome) fail(err error) outcome {
-	o.err = err
-	return *o
-}
-
-func (o *outcome) say(level logrus.Level, msg string, fields logrus.Fields) {
-	o.line = line{level: level, msg: msg, fields: fields}
-}
-
 // process runs one sync of a sandbox: the snapshot, the sync, the commit,
 // then the outcome said once, and the retry as the table of errors says.
 func (c *Core) process(id string) {
@@ -106,10 +81,15 @@ func (c *Core) process(id string) {
 	// A sync is never cut short (an HNS call given up on would leave what
 	// it creates late behind); each HNS call is bounded anyway.
 	ctx, cancel := context.WithTimeout(context.Background(), config.SyncBound)
-	out := c.sync(ctx, sn)
+	in := c.inputs()
+	out := c.sync(ctx, sn, in)
 	cancel()
+	overtaken := c.inputsGen.Load() != in.gen
+	if overtaken {
+		unadmitted(sn, &out, c.now())
+	}
 	v := judge(out.pod, out.err, sn.attempt) // the pod named once, the row read once
-	out.err, out.known.err = v.err, v.err
+	out.err, out.known.err, out.known.reason = v.err, v.err, v.kind.reason
 	if out.pod.Name != "" {
 		out.known.name, out.known.namespace = out.pod.HolderName(), out.pod.Namespace
 	}
@@ -127,11 +107,37 @@ func (c *Core) process(id string) {
 	for _, h := range out.also {
 		c.enqueue(h, sighting{}) // a conflict asks: does the holder still run?
 	}
+	if overtaken { // decided again with the inputs in force now
+		c.enqueue(id, sighting{})
+	}
+	if out.recheck > 0 {
+		c.q.AddAfter(id, out.recheck)
+	}
 	if v.again {
 		c.q.AddRateLimited(id)
 	} else {
 		c.q.Forget(id)
 	}
+}
+
+// unadmitted takes back, from what a sync whose inputs changed before it
+// committed built, the admission of every host port the sandbox did not
+// hold before: a mapping not in place when a policy or labels changed is
+// judged by them (the sync after this one), so its ports are held as
+// unsure, never as admitted.
+func unadmitted(sn snap, out *outcome, now time.Time) {
+	var held, fresh []hcn.PortMappingPolicy
+	for _, p := range out.known.ports {
+		if slices.Contains(sn.known.ports, p) {
+			held = append(held, p)
+		} else {
+			fresh = append(fresh, p)
+		}
+	}
+	if len(fresh) == 0 {
+		return
+	}
+	out.known.ports, out.known.unsure, out.known.unsureSince = held, withPorts(out.known.unsure, fresh), now
 }
 
 // tell says a sync's outcome once: the owners' report, the metrics, the

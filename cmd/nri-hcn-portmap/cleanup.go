@@ -5,8 +5,10 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"github.com/nri-hcn-portmap/nri-hcn-portmap/config"
 	"io"
+
+	"github.com/nri-hcn-portmap/nri-hcn-portmap/config"
+	"github.com/nri-hcn-portmap/nri-hcn-portmap/hcn"
 
 	"github.com/nri-hcn-portmap/nri-hcn-portmap/plugin/admin"
 )
@@ -53,7 +55,7 @@ func cleanupCmd(args []string, stdout, stderr io.Writer) error {
 	}
 	var errs []error
 	for _, ep := range eps {
-		if err := mgr.RemoveEndpoint(ctx, ep); err != nil {
+		if _, err := mgr.Apply(ctx, hcn.Removal([]hcn.Endpoint{ep})); err != nil {
 			errs = append(errs, err)
 			continue
 		}

@@ -14,6 +14,7 @@ import (
 
 	"github.com/sirupsen/logrus"
 
+	"github.com/nri-hcn-portmap/nri-hcn-portmap/config"
 	"github.com/nri-hcn-portmap/nri-hcn-portmap/hcn"
 	"github.com/nri-hcn-portmap/nri-hcn-portmap/plugin/admin"
 	"github.com/nri-hcn-portmap/nri-hcn-portmap/test/testfs"
@@ -33,7 +34,7 @@ func TestCleanupRefusesWhileThePluginAnswersAndTakesOnlyOurs(t *testing.T) {
 	}
 	sb := fmt.Sprint("sb-", time.Now().UnixNano())
 	var ours, cni string
-	for _, name := range []string{hcn.DefaultEndpointPrefix + sb, "cbr0_" + sb} {
+	for _, name := range []string{config.EndpointPrefix + sb, "cbr0_" + sb} {
 		ep, err := hns.svc.CreateEndpoint(ctx, hcn.EndpointSpec{Name: name, NetworkID: nat.ID})
 		if err != nil {
 			t.Fatal(err)

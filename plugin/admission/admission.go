@@ -112,22 +112,10 @@ type Pod struct {
 	Labels    map[string]string
 }
 
-// Admitter admits a pod's request with the policy and the namespaces'
-// labels of one moment: its Admit is request.Resolve's Ask.Admit.
-type Admitter struct {
-	Policy *Policy
-	Labels Namespaces // nil: they cannot be read
-}
-
-// Admit is AdmitRequest for the pod as package request resolved it.
-func (a Admitter) Admit(p request.Pod, all, annotated []request.PortMapping) error {
-	return a.Policy.AdmitRequest(Pod{Namespace: p.Namespace, Labels: p.Labels}, all, annotated, a.Labels)
-}
-
 // AdmitRequest admits what a pod asks for that it does not hold yet:
 // every mapping by the node's rules (Admit), and those of its annotation
 // also by its namespace's Pod Security level (AdmitAnnotation).
-func (p *Policy) AdmitRequest(pod Pod, mappings, annotated []request.PortMapping, ns Namespaces) error {
+func (p *Policy) AdmitRequest(pod Pod, mappings, annotated []request.PortMapping, ns *Labels) error {
 	if err := p.Admit(pod, mappings); err != nil {
 		return err
 	}
@@ -275,16 +263,6 @@ var ErrPodSecurity = errors.New("refused by the namespace's Pod Security level")
 // never granted by default.
 var ErrLevelUnknown = errors.New("the namespace's Pod Security level is not known yet")
 
-// Namespaces tells what the API server last said of a namespace's labels
-// (package kube keeps it, by a watch).
-type Namespaces interface {
-	// EnforceLabel is the namespace's pod-security.kubernetes.io/enforce
-	// label (labelled false when it has none); unknown says why it is not
-	// known ("" when it is): the namespace has not been read, or what was
-	// read is too old to grant anything (the API server unreachable).
-	EnforceLabel(namespace string) (value string, labelled bool, unknown string)
-}
-
 // Label is a namespace's pod-security.kubernetes.io/enforce label:
 // Labelled false when it has none.
 type Label struct {
@@ -305,8 +283,6 @@ type Labels struct {
 	At      time.Time
 }
 
-var _ Namespaces = Labels{}
-
 // Stale says why the labels were too old to grant anything at l.At, ""
 // when they were not.
 func (l Labels) Stale() string {
@@ -320,7 +296,10 @@ func (l Labels) Stale() string {
 	return ""
 }
 
-// EnforceLabel implements Namespaces.
+// EnforceLabel is the namespace's pod-security.kubernetes.io/enforce label
+// (labelled false when it has none); unknown says why it is not known (""
+// when it is): the namespace has not been read, or what was read is too old
+// to grant anything (the API server unreachable).
 func (l Labels) EnforceLabel(namespace string) (string, bool, string) {
 	if why := l.Stale(); why != "" {
 		return "", false, why
@@ -378,7 +357,7 @@ func (p *Policy) PodSecurityChecked() bool { return p.podSecurity }
 // k8s.io/pod-security-admission/api/helpers.go). ns nil: the plugin cannot
 // read namespaces (kubernetes.enabled = false), and the annotation is
 // refused, saying how to turn the check off.
-func (p *Policy) AdmitAnnotation(pod Pod, mappings []request.PortMapping, ns Namespaces) error {
+func (p *Policy) AdmitAnnotation(pod Pod, mappings []request.PortMapping, ns *Labels) error {
 	if !p.podSecurity || len(mappings) == 0 || p.exempt[pod.Namespace] {
 		return nil
 	}

@@ -5,6 +5,7 @@ import (
 	"net/netip"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/nri-hcn-portmap/nri-hcn-portmap/config"
 	"github.com/nri-hcn-portmap/nri-hcn-portmap/hcn"
@@ -156,20 +157,19 @@ func TestCompileRejects(t *testing.T) {
 	}
 }
 
-// labels is Namespaces as a map: namespace -> its enforce label ("-": no
-// label); a namespace not in it is not known.
-type nsLabels map[string]string
-
-func (l nsLabels) EnforceLabel(ns string) (string, bool, string) {
-	v, ok := l[ns]
-	if !ok {
-		return "", false, "its labels have not been read from the API server yet"
+// nsLabels is the labels the API server said, as of now: namespace -> its
+// enforce label ("-": no label); a namespace not in it is not known.
+func nsLabels(enforce map[string]string) *Labels {
+	now := time.Now()
+	l := &Labels{Enforce: map[string]Label{}, Heard: now, MaxAge: time.Minute, At: now}
+	for ns, v := range enforce {
+		l.Enforce[ns] = Label{Value: v, Labelled: v != "-"}
 	}
-	return v, v != "-", ""
+	return l
 }
 
 func TestAdmitAnnotation(t *testing.T) {
-	nss := nsLabels{"open": "privileged", "team": "baseline", "locked": "restricted", "plain": "-", "typo": "Privileged", "kube-system": "restricted"}
+	nss := nsLabels(map[string]string{"open": "privileged", "team": "baseline", "locked": "restricted", "plain": "-", "typo": "Privileged", "kube-system": "restricted"})
 	ask := []request.PortMapping{mp(hcn.TCP, 8080, "")}
 	rules := func(mode, def string, exempt ...string) config.Admission {
 		r := config.DefaultAdmission()
@@ -181,7 +181,7 @@ func TestAdmitAnnotation(t *testing.T) {
 		name     string
 		rules    config.Admission
 		ns       string
-		source   Namespaces
+		source   *Labels
 		mappings []request.PortMapping
 		want     error  // nil: allowed
 		says     string // a fragment of the error

@@ -196,7 +196,7 @@ func (d *Doctor) removeLeftovers(ctx context.Context) (int, error) {
 		if !strings.HasPrefix(ep.Name, SelfTestPrefix) {
 			continue
 		}
-		if err := mgr.RemoveEndpoint(ctx, ep); err != nil {
+		if _, err := mgr.Apply(ctx, hcn.Removal([]hcn.Endpoint{ep})); err != nil {
 			return n, err
 		}
 		if ep.Namespace != "" {

@@ -55,7 +55,7 @@ type NamespaceMetrics interface {
 }
 
 // Namespaces is the plugin's view of the namespaces' Pod Security enforce
-// labels (admission.Namespaces), kept by a list and a watch of the API
+// labels, kept by a list and a watch of the API
 // server, as client-go's reflector keeps an informer's store: no request
 // per pod start. What it holds is the API server's word as last heard:
 // the labels are as old as the last list, watch event or bookmark (the
@@ -98,8 +98,6 @@ type Namespaces struct {
 	publish func(admission.Labels)
 }
 
-var _ admission.Namespaces = (*Namespaces)(nil)
-
 // NewNamespaces returns the cache; Run fills and keeps it. metrics may be
 // nil.
 func NewNamespaces(api NamespaceAPI, maxAge time.Duration, metrics NamespaceMetrics, log *logrus.Entry) *Namespaces {
@@ -126,13 +124,6 @@ func (n *Namespaces) view() admission.Labels {
 	n.mu.RLock()
 	defer n.mu.RUnlock()
 	return admission.Labels{Enforce: n.labels, Heard: n.heard, MaxAge: n.maxAge}
-}
-
-// EnforceLabel implements admission.Namespaces: the labels as of now.
-func (n *Namespaces) EnforceLabel(namespace string) (string, bool, string) {
-	v := n.view()
-	v.At = n.now()
-	return v.EnforceLabel(namespace)
 }
 
 // Stale says why the labels held are too old to grant anything (nothing

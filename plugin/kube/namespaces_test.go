@@ -131,7 +131,7 @@ type want struct {
 }
 
 func label(n *Namespaces, ns string) want {
-	v, l, unknown := n.EnforceLabel(ns)
+	v, l, unknown := enforceLabel(n, ns)
 	return want{v, l, unknown == ""}
 }
 
@@ -311,7 +311,7 @@ func TestLabelsOlderThanTheBoundGrantNothing(t *testing.T) {
 		t.Fatalf("within the bound: %+v, want the labels last read", got)
 	}
 	advance(2 * time.Minute)
-	_, _, why := n.EnforceLabel("open")
+	_, _, why := enforceLabel(n, "open")
 	if !strings.Contains(why, "kubernetes.labels_max_age = 5m0s") || n.Health(ctx) == nil {
 		t.Fatalf("past the bound: unknown %q, health %v; want not known, saying why, and unhealthy", why, n.Health(ctx))
 	}
@@ -354,7 +354,7 @@ func TestASilentWatchAgesTheLabels(t *testing.T) {
 	}
 	for _, d := range []time.Duration{2 * time.Minute, 44 * time.Minute} { // past it, and ten times it
 		advance(d)
-		if _, _, why := n.EnforceLabel("open"); !strings.Contains(why, "nothing has been heard from the API server") || n.Health(ctx) == nil {
+		if _, _, why := enforceLabel(n, "open"); !strings.Contains(why, "nothing has been heard from the API server") || n.Health(ctx) == nil {
 			t.Fatalf("a silent watch past the bound: %q, health %v; want not known and unhealthy", why, n.Health(ctx))
 		}
 	}
@@ -428,4 +428,11 @@ func TestTheLabelsArePublishedAsValues(t *testing.T) {
 	eventually(t, "the bookmark published", func() bool { return len(published()) > before })
 	cancel()
 	<-done
+}
+
+// enforceLabel is what the cache says of ns's enforce label as of now.
+func enforceLabel(n *Namespaces, ns string) (string, bool, string) {
+	v := n.view()
+	v.At = n.now()
+	return v.EnforceLabel(ns)
 }

@@ -50,8 +50,8 @@ type Sources struct {
 }
 
 // Ask is what Resolve works from, every part a value: the pod as the
-// trigger gave it, containerd's record of the sandbox, the node's rules,
-// and what the endpoint in place holds.
+// trigger gave it, containerd's record of the sandbox, and the node's
+// rules.
 type Ask struct {
 	Pod Pod
 	// Metadata is the record's io.cri-containerd.sandbox.metadata; nil
@@ -61,13 +61,6 @@ type Ask struct {
 	Sources  Sources
 	Limits   Limits
 	Policy   PolicyOptions
-	// Held is the host ports the sandbox's endpoint in place maps: what
-	// it holds was admitted when it was built.
-	Held []hcn.PortMappingPolicy
-	// Admit judges the mappings the endpoint in place does not hold yet
-	// (all, and those of the annotation among them) as a new pod's would
-	// be; nil admits everything.
-	Admit func(p Pod, all, annotated []PortMapping) error
 }
 
 // Request is what a pod asks for, resolved once.
@@ -77,7 +70,10 @@ type Request struct {
 	// or none that decodes: what it asks for is not known.
 	Known    bool
 	Mappings []PortMapping
-	Policies []hcn.PortMappingPolicy // Mappings as HNS policies
+	// Annotated are the mappings of Mappings the annotation asks for
+	// (what the namespace's Pod Security level judges).
+	Annotated []PortMapping
+	Policies  []hcn.PortMappingPolicy // Mappings as HNS policies
 	// HostPorts: Kubernetes hostPorts are among the mappings, the only
 	// mappings a CNI is given (portMappings) and so can map itself.
 	HostPorts bool
@@ -96,12 +92,10 @@ type Request struct {
 // Resolve works out what the pod asks for from nothing but a: a partial
 // pod is completed from the record's CRI metadata; the mappings come from
 // the sources (the annotation's, and the record's hostPorts), merged and
-// held to the limits; what the endpoint in place does not hold yet is
-// admitted (a policy or a label that changed since never takes a mapping
-// in place away, nor lets a new one through unchecked); and the mappings
-// become HNS policies. The error is the pod's request refused: invalid
-// (wrapping ErrInvalid, naming the annotation and the entry) or not
-// admitted (Admit's).
+// held to the limits; and the mappings become HNS policies. The error is
+// the pod's request refused as invalid (wrapping ErrInvalid, naming the
+// annotation and the entry). Whether the pod may have what it asks for is
+// admission's to say, not Resolve's.
 func Resolve(a Ask) (Request, error) {
 	r := Request{Pod: a.Pod, Known: !a.Pod.Partial}
 	var meta *CRIMetadata
@@ -129,15 +123,11 @@ func Resolve(a Ask) (Request, error) {
 	if !r.Known {
 		return r, nil
 	}
-	var annotated []PortMapping
-	if v, ok := r.Pod.Annotations[AnnotationPortMappings]; ok && a.Sources.Annotations {
-		ms, err := ParsePortMappings(v, a.Limits)
-		if err != nil {
-			return r, fmt.Errorf("annotation %s: %w: %w", AnnotationPortMappings, ErrInvalid, err)
-		}
-		annotated = ms
+	annotated, err := Annotated(r.Pod, a.Sources, a.Limits)
+	if err != nil {
+		return r, err
 	}
-	r.Mappings = annotated
+	r.Mappings, r.Annotated = annotated, annotated
 	if a.Sources.CRI && meta != nil {
 		cri, err := meta.HostPorts(a.Limits)
 		if err == nil {
@@ -148,12 +138,21 @@ func Resolve(a Ask) (Request, error) {
 			return r, fmt.Errorf("%w: %w", ErrInvalid, err)
 		}
 	}
-	if a.Admit != nil {
-		all, newAnnotated := Unheld(r.Mappings, annotated, a.Policy, a.Held)
-		if err := a.Admit(r.Pod, all, newAnnotated); err != nil {
-			return r, err
-		}
-	}
 	r.Policies = BuildPolicies(r.Mappings, a.Policy)
 	return r, nil
+}
+
+// Annotated is what the pod's annotation asks for, where the annotation is
+// a source: all a whole pod whose annotation is the only source asks for,
+// known before containerd's record is read.
+func Annotated(p Pod, sources Sources, limits Limits) ([]PortMapping, error) {
+	v, ok := p.Annotations[AnnotationPortMappings]
+	if !ok || !sources.Annotations {
+		return nil, nil
+	}
+	ms, err := ParsePortMappings(v, limits)
+	if err != nil {
+		return nil, fmt.Errorf("annotation %s: %w: %w", AnnotationPortMappings, ErrInvalid, err)
+	}
+	return ms, nil
 }

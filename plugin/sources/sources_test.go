@@ -21,7 +21,7 @@ import (
 func TestAutoOnWindowsFollowsContainerdEventsAtOnce(t *testing.T) {
 	log := logrus.NewEntry(logrus.New())
 	store := containerd.NewStore(filepath.Join(testfs.TempDir(t), "no-containerd.sock"), "k8s.io")
-	core := plugin.NewCore(hcn.NewManager(hcnsim.New(), hcn.ManagerConfig{}), store, plugin.Options{}, log)
+	core := plugin.NewCore(hcn.NewManager(hcnsim.New(), plugin.ManagerConfig(config.Default().HCN)), store, plugin.Options{}, log)
 	defer core.Close()
 	chosen := make(chan string, 1)
 	s := &Sources{Mode: config.SourceAuto, EventsOnly: true, Log: log,

@@ -5,6 +5,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/nri-hcn-portmap/nri-hcn-portmap/config"
 	"github.com/nri-hcn-portmap/nri-hcn-portmap/hcn"
 	"github.com/nri-hcn-portmap/nri-hcn-portmap/hcn/hcnsim"
 	"github.com/nri-hcn-portmap/nri-hcn-portmap/plugin"
@@ -29,7 +30,7 @@ func (store) ListSandboxes(context.Context) ([]string, error) { return nil, nil 
 // Rows come in the same order every run (by namespace and pod, not by
 // endpoint GUID), with the pod's name from containerd and orphans marked.
 func TestEntriesSortedWithNamesAndOrphans(t *testing.T) {
-	mgr := hcn.NewManager(hcnsim.New(), hcn.ManagerConfig{})
+	mgr := hcn.NewManager(hcnsim.New(), plugin.ManagerConfig(config.Default().HCN))
 	eps := []hcn.Endpoint{
 		{ID: "C", Name: mgr.EndpointName("s3"), Namespace: "ns3"},
 		{ID: "A", Name: mgr.EndpointName("s1"), Namespace: "ns1"},

@@ -25,6 +25,7 @@ import (
 
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
+	"github.com/nri-hcn-portmap/nri-hcn-portmap/config"
 	"github.com/nri-hcn-portmap/nri-hcn-portmap/hcn"
 	"github.com/nri-hcn-portmap/nri-hcn-portmap/plugin/request"
 	"github.com/nri-hcn-portmap/nri-hcn-portmap/test/harness"
@@ -317,7 +318,7 @@ func startPlugin(ctx context.Context, env *harness.Env, n int, pluginArgs ...str
 		}
 		got := 0
 		for _, ep := range st.Endpoints {
-			if ep.Namespace != "" && strings.HasPrefix(ep.Name, hcn.DefaultEndpointPrefix) {
+			if ep.Namespace != "" && strings.HasPrefix(ep.Name, config.EndpointPrefix) {
 				got++
 			}
 		}

@@ -4,6 +4,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/nri-hcn-portmap/nri-hcn-portmap/config"
 	"github.com/nri-hcn-portmap/nri-hcn-portmap/hcn"
 )
 
@@ -69,7 +70,7 @@ func TestStaleEndpointAfterRebootFreesItsPort(t *testing.T) {
 		t.Fatal(err)
 	}
 	gone := hcn.GUID("5A7E0000-0000-4000-8000-00000000B007")
-	stale, err := env.SimClient.AddStaleEndpoint(ctx, hcn.EndpointSpec{Name: hcn.DefaultEndpointPrefix + "before-the-reboot", NetworkID: nat.ID,
+	stale, err := env.SimClient.AddStaleEndpoint(ctx, hcn.EndpointSpec{Name: config.EndpointPrefix + "before-the-reboot", NetworkID: nat.ID,
 		PortMappings: []hcn.PortMappingPolicy{tcp(8721, 80, "", 1)}}, gone)
 	if err != nil {
 		t.Fatal(err)

@@ -1,0 +1,425 @@
+package plugin
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/sirupsen/logrus"
+
+	"github.com/nri-hcn-portmap/nri-hcn-portmap/config"
+	"github.com/nri-hcn-portmap/nri-hcn-portmap/hcn"
+	"github.com/nri-hcn-portmap/nri-hcn-portmap/plugin/admission"
+	"github.com/nri-hcn-portmap/nri-hcn-portmap/plugin/request"
+)
+
+// decide is the controller's one decision, a function of values: the
+// sandbox's snapshot, the facts the sync has read for it, and the inputs
+// as the sync began. It reads nothing else and changes nothing. Its plan
+// either asks for one more fact (the sync reads it and decides again) or
+// names every step to take, in order: the host ports to claim, then HNS's
+// steps (hcn.Diff's: keep, delete, create, attach; hcn.Removal's:
+// delete), and what is known once they are done. The steps of the
+// decision:
+//
+//  0. a listing of HNS: what it showed is what a sandbox known to nobody
+//     holds; a disagreement with what is known means HNS is asked. A
+//     listing alone (start-up) asks for nothing more;
+//  1. a stopped or removed sandbox loses its endpoints and its host ports
+//     (decideStopped);
+//  2. a whole pod whose annotation is the only source is judged before
+//     any read: a bad annotation is refused, none costs nothing (preview);
+//  3. containerd's record, and the request resolved from it once (a
+//     fact): gone means nothing is left, an application container is not
+//     ours; a pod that asks nothing needs no more reads (fromRecord);
+//  4. live? a start seen says so; otherwise containerd's task and HCN's
+//     namespace tell; a sandbox that no longer runs loses its endpoints
+//     (live);
+//  5. the request: invalid, or not admitted (admission, a step of its
+//     own: every mapping the endpoint in place does not hold is judged by
+//     the node's rules and, for the annotation's, the namespace's Pod
+//     Security level, with the policy and labels as of the sync): refused,
+//     and nothing it was not admitted for is left in HNS (deny);
+//  6. nothing asked for, no Windows namespace, or Hyper-V isolation: no
+//     endpoint of ours (skip);
+//  7. the endpoint it wants, with the pod's DNS (the CNI endpoint's where
+//     the pod's record has none), less what the CNI maps itself (want);
+//  8. the plan for HNS: the network as the manager knows it (a fact) and
+//     the sandbox's endpoints as HNS holds them (known, or a fact), diffed
+//     (build).
+func decide(sn snap, f facts, in inputs) plan {
+	o := learned(sn)
+	switch {
+	case !sn.act:
+		return plan{out: o}
+	case sn.stopped || sn.removed: // 1
+		return decideStopped(sn, f, in, o)
+	}
+	if p, done := preview(sn, f, in, o); done { // 2
+		return p
+	}
+	if p, done := fromRecord(sn, f, in, &o); done { // 3
+		return p
+	}
+	if p, done := live(sn, f, in, &o); done { // 4
+		return p
+	}
+	r := f.request.v
+	o.pod, o.unreadable = r.Pod, r.Unreadable
+	if f.request.err != nil { // 5
+		return deny(f, in, o, f.request.err)
+	}
+	if err := admit(in, o.known, r); err != nil {
+		return deny(f, in, o, err)
+	}
+	if r.Unreadable != nil {
+		o.skipped = append(o.skipped, SkipCRIRecordUnreadable)
+	}
+	if p, done := skip(sn, f, in, o, r); done { // 6
+		return p
+	}
+	return want(f, in, o, r) // 7, 8
+}
+
+// learned is the outcome's start: what is known, and what a listing of HNS
+// taken since the last sync showed of the sandbox (0).
+func learned(sn snap) outcome {
+	o := outcome{known: sn.known, pod: sn.pod}
+	if o.pod.ID == "" {
+		o.pod = Pod{ID: sn.id, Partial: true}
+	}
+	if !sn.listing {
+		return o
+	}
+	switch {
+	case !sn.known.committed: // nothing known of its own: the listing is what it holds
+		o.known.eps, o.known.epsKnown = sn.listed, true
+		for _, ep := range sn.listed {
+			o.known.ports = append(o.known.ports, ep.PortMappings...)
+			o.known.sandbox = true // an endpoint of ours: it was a sandbox
+		}
+	case !sn.known.epsKnown || !sameEndpoints(sn.listed, sn.known.eps):
+		o.known.eps, o.known.epsKnown = nil, false // HNS says otherwise: ask it
+	}
+	return o
+}
+
+// decideStopped plans the removal of what a stopped sandbox still has;
+// the sandbox is forgotten once containerd no longer has it either. A
+// listing of containerd that lacked it, or a start after the stop of a
+// container never seen as a sandbox, asks containerd (the one read of a
+// stop, and only then).
+func decideStopped(sn snap, f facts, in inputs, o outcome) plan {
+	removed, sandbox := sn.removed, sn.sandbox
+	if (sn.verify || (sn.started && !sandbox)) && !removed {
+		if !f.record.read {
+			return plan{ask: askRecord}
+		}
+		switch {
+		case errors.Is(f.record.err, ErrSandboxNotFound):
+			removed = true
+		case f.record.err == nil && f.record.v.IsSandbox:
+			o.known.sandbox, sandbox = true, true
+		}
+	}
+	p := removal(f, in, o, afterRemoval{gone: removed, forgetCNI: true})
+	p.notOurs = !sandbox
+	return p
+}
+
+// preview judges a whole pod whose annotation is the only source before
+// anything is read (2): a bad annotation is refused; one asking nothing,
+// with nothing in HNS, costs nothing.
+func preview(sn snap, f facts, in inputs, o outcome) (plan, bool) {
+	if sn.pod.Partial || sn.pod.ID == "" || in.sources.CRI || f.record.read {
+		return plan{}, false
+	}
+	ms, err := request.Annotated(sn.pod, in.sources, in.limits)
+	switch {
+	case err != nil:
+		return deny(f, in, o, err), true
+	case len(ms) == 0 && o.known.settled() && len(o.known.eps) == 0:
+		return plan{out: o}, true
+	}
+	return plan{}, false
+}
+
+// fromRecord asks for containerd's record (3): gone, nothing is left of
+// the sandbox; unreadable, it is tried again; an application container's
+// is not ours; a pod that asks nothing loses what it has, whether it runs
+// or not.
+func fromRecord(sn snap, f facts, in inputs, o *outcome) (plan, bool) {
+	if !f.record.read {
+		return plan{ask: askRecord}, true
+	}
+	switch {
+	case errors.Is(f.record.err, ErrSandboxNotFound):
+		p := removal(f, in, *o, afterRemoval{gone: true, forgetCNI: true})
+		p.err = f.record.err
+		return p, true
+	case f.record.err != nil:
+		return o.refuse(fmt.Errorf("reading the sandbox from containerd: %w", f.record.err)), true
+	case !f.record.v.IsSandbox:
+		return o.refuse(ErrNotSandbox), true
+	}
+	o.known.sandbox = true
+	if r := f.request.v; f.request.err == nil && r.Known && r.Unreadable == nil && len(r.Mappings) == 0 {
+		o.pod = r.Pod
+		return removal(f, in, *o, afterRemoval{}), true
+	}
+	return plan{}, false
+}
+
+// live says whether the sandbox runs (4): a start seen since the last
+// sync says so; otherwise containerd's task (stopped: for good) and HCN's
+// namespace (it must still exist) tell, each asked for when needed. A
+// sandbox without a Windows namespace runs for containerd alone. One that
+// does not run loses its endpoints.
+func live(sn snap, f facts, in inputs, o *outcome) (plan, bool) {
+	if sn.started {
+		return plan{}, false
+	}
+	netns := f.record.v.NetNS
+	switch {
+	case !f.task.read:
+		return plan{ask: askTask}, true
+	case f.task.err != nil:
+		return o.refuse(fmt.Errorf("deciding whether the sandbox is live: %w", f.task.err)), true
+	case f.task.v == TaskStopped: // containerd says so: CRI never starts a sandbox again
+		o.known.final, o.known.cni = true, nil
+		return removal(f, in, *o, afterRemoval{}), true
+	case netns == "" && f.task.v == TaskRunning:
+		return plan{}, false
+	case netns != "" && !f.ns.read:
+		return plan{ask: askNamespace}, true
+	case netns != "" && f.ns.err != nil:
+		return o.refuse(fmt.Errorf("deciding whether the sandbox is live: %w", f.ns.err)), true
+	case netns != "" && f.ns.v:
+		return plan{}, false
+	}
+	o.known.cni = nil // HCN says it no longer runs (no namespace): judged again next time
+	return removal(f, in, *o, afterRemoval{}), true
+}
+
+// admit is admission, a step of the decision (5): every mapping the
+// endpoint in place does not hold is judged as a new pod's would be, by
+// the node's rules, and those of the annotation also by the namespace's
+// Pod Security level, with the policy and the labels as of the sync (a
+// policy or a label that changed since never takes a mapping in place
+// away, nor lets a new one through unchecked). A pod whose request is not
+// known is not judged.
+func admit(in inputs, k known, r request.Request) error {
+	if in.policy == nil || !r.Known {
+		return nil
+	}
+	all, annotated := request.Unheld(r.Mappings, r.Annotated, in.policyOptions, k.ports)
+	return in.policy.AdmitRequest(admission.Pod{Namespace: r.Pod.Namespace, Labels: r.Pod.Labels}, all, annotated, in.labels)
+}
+
+// skip plans a pod whose endpoint of ours is not wanted (6): its request
+// is not known (containerd's record does not decode), it asks for
+// nothing, it has no Windows namespace, or it is Hyper-V isolated.
+func skip(sn snap, f facts, in inputs, o outcome, r request.Request) (plan, bool) {
+	switch netns := f.record.v.NetNS; {
+	case !r.Known:
+		if r.Unreadable != nil {
+			o.say(logrus.WarnLevel, "containerd's record of the sandbox does not decode: its request is not known",
+				logrus.Fields{"error": r.Unreadable.Error()})
+		}
+		return plan{out: o}, true // live, but its request is unknown here
+	case len(r.Mappings) == 0:
+		return removal(f, in, o, afterRemoval{}), true
+	case netns == "":
+		if sn.started {
+			o.say(logrus.InfoLevel, "sandbox has no Windows network namespace (Linux or HostProcess sandbox); skipped", nil)
+			o.skipped = append(o.skipped, SkipNoNetNS)
+		}
+		return removal(f, in, o, afterRemoval{}), true
+	}
+	if why := in.hyperV(r.Pod, f.record.v); why != "" {
+		o.line.fields = logrus.Fields{"isolation": why}
+		p := removal(f, in, o, afterRemoval{})
+		p.err = fmt.Errorf("%w (%s): its utility VM takes the namespace's endpoints only when it starts, "+
+			"so an endpoint added now would never reach it; map host ports of Hyper-V pods with the CNI's portMappings", ErrHyperV, why)
+		return p, true
+	}
+	return plan{}, false
+}
+
+// want plans the endpoint the pod asks for (7): its host ports less those
+// the CNI's endpoint maps itself, with its own DNS. The other endpoints of
+// the pod's namespace (the CNI's) are asked of HNS once, and only where
+// they matter: for hostPorts, which the CNI may map itself (it is given
+// them as portMappings; HNS would refuse the same mapping twice), and for
+// a pod whose record has no DNS, which gets the CNI endpoint's DNS on ours
+// instead of HNS's fill-in of the node's. The pod's own DNS, where its
+// record has it, is never replaced by the CNI's.
+func want(f facts, in inputs, o outcome, r request.Request) plan {
+	w := wanted{netns: f.record.v.NetNS, policies: r.Policies, dns: r.DNS}
+	if r.HostPorts || r.NoDNS {
+		if !f.neighbours.read {
+			return plan{ask: askNeighbours}
+		}
+		if f.neighbours.err != nil {
+			return o.refuse(f.neighbours.err)
+		}
+	}
+	if r.NoDNS {
+		w.dns = hcn.NeighbourDNS(f.neighbours.v)
+	}
+	if r.HostPorts {
+		if f.netTypes.err != nil {
+			return o.refuse(f.netTypes.err)
+		}
+		ours, cni, unknown := notProvided(f.neighbours.v, w.policies, f.netTypes.v, f.netTypes.read)
+		if len(unknown) > 0 {
+			return plan{ask: askNetworkTypes, networks: unknown}
+		}
+		w.policies, w.cni = ours, cni
+	}
+	if len(w.policies) == 0 { // the CNI maps them all: ours would hold host ports nobody asks for
+		return byTheCNI(f, in, o, w)
+	}
+	return build(f, in, o, w) // 8
+}
+
+// byTheCNI plans a pod whose host ports the CNI's endpoint maps, every
+// one: no endpoint of ours.
+func byTheCNI(f facts, in inputs, o outcome, w wanted) plan {
+	if !slices.Equal(o.known.cni, w.cni) {
+		o.countCNI(w.cni)
+		o.say(logrus.InfoLevel, "host ports all mapped by the CNI's endpoint in the pod's namespace", logrus.Fields{"cni": fmt.Sprint(w.cni)})
+	}
+	o.known.cni = w.cni
+	o.mapped = &mapped{cni: w.cni}
+	return removal(f, in, o, afterRemoval{})
+}
+
+// build plans HNS's steps for the endpoint w (8): the network as the
+// manager knows it and the sandbox's endpoints as HNS holds them (what is
+// known, or asked), diffed (hcn.Diff); the host ports are claimed first.
+func build(f facts, in inputs, o outcome, w wanted) plan {
+	if !f.target.read {
+		return plan{ask: askTarget}
+	}
+	if f.target.err != nil {
+		return o.refuse(f.target.err)
+	}
+	existing, p, ok := holding(f, o)
+	if !ok {
+		return p
+	}
+	t := f.target.v
+	steps := hcn.Diff(t.Spec(hcn.Desired{SandboxID: o.pod.ID, Namespace: w.netns, Policies: w.policies, DNS: w.dns}), w.netns, existing, t.RoutesStored)
+	return plan{out: o, want: &w, steps: steps}
+}
+
+// holding is the sandbox's endpoints as HNS holds them: what is known,
+// when that is settled (nothing a given-up call may still make), else the
+// fact asked of HNS (ok false: the plan that asks for it).
+func holding(f facts, o outcome) ([]hcn.Endpoint, plan, bool) {
+	switch {
+	case o.known.settled():
+		return o.known.eps, plan{}, true
+	case !f.endpoints.read:
+		return nil, plan{ask: askEndpoints}, false
+	case f.endpoints.err != nil:
+		return nil, o.refuse(f.endpoints.err), false
+	}
+	return f.endpoints.v, plan{}, true
+}
+
+// removal plans the deletion of every endpoint the sandbox has, and after
+// it what removed says; ports a given-up call asked for stay held while
+// that call may still take effect (unsure).
+func removal(f facts, in inputs, o outcome, removed afterRemoval) plan {
+	eps, p, ok := holding(f, o)
+	if !ok {
+		return p
+	}
+	return plan{out: o, steps: hcn.Removal(eps), removed: removed, remove: true, unsure: stillUnsure(o.known, eps, in.now)}
+}
+
+// deny plans a refused pod (5): it fails with err, and it holds nothing it
+// was not admitted for: an endpoint in place that maps exactly the ports
+// it holds (admitted when it was built) stays; any other endpoint of ours
+// (one HNS made late for a create given up on, one built under a policy
+// or labels that changed before it was committed) is deleted, found by
+// name where what HNS holds is not settled. A refusal is a verdict on
+// the pod; a failure to read (containerd, HNS) is refuse's, which takes
+// no step.
+func deny(f facts, in inputs, o outcome, err error) plan {
+	if o.known.settled() {
+		return o.refuse(err)
+	}
+	eps, p, ok := holding(f, o)
+	if !ok {
+		return p
+	}
+	var drop, keep []hcn.Endpoint
+	for _, ep := range eps {
+		if len(o.known.ports) > 0 && ep.Namespace != "" && hcn.SameBehaviour(ep.PortMappings, o.known.ports) {
+			keep = append(keep, ep)
+		} else {
+			drop = append(drop, ep)
+		}
+	}
+	return plan{out: o, steps: hcn.Removal(drop), err: err, denied: true, kept: keep, unsure: stillUnsure(o.known, eps, in.now)}
+}
+
+// stillUnsure is the ports a given-up call asked for that stay held after
+// a plan that found eps in HNS: none once HNS shows an endpoint of the
+// sandbox (the call took effect, and the plan deletes or keeps it), or
+// once config.LateCreateBound has passed since it was given up on; until
+// then the call may still take effect, and the port must not go to
+// another pod meanwhile.
+func stillUnsure(k known, eps []hcn.Endpoint, now time.Time) []hcn.PortMappingPolicy {
+	if len(k.unsure) == 0 || len(eps) > 0 || now.Sub(k.unsureSince) >= config.LateCreateBound {
+		return nil
+	}
+	return k.unsure
+}
+
+// sameEndpoints reports whether a and b are the same endpoints, attached
+// alike and mapping alike.
+func sameEndpoints(a, b []hcn.Endpoint) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for _, x := range a {
+		if !slices.ContainsFunc(b, func(y hcn.Endpoint) bool {
+			return x.ID == y.ID && x.Namespace == y.Namespace && hcn.SamePolicies(x.PortMappings, y.PortMappings)
+		}) {
+			return false
+		}
+	}
+	return true
+}
+
+// notProvided splits the pod's policies into those no other endpoint of
+// its namespace maps (ours to make) and those another one, the CNI's,
+// maps already (HNS takes a host port once), each with whether it will
+// work on the CNI's network (its type, from types); unknown lists the
+// networks whose type is needed and not in types, until they were read
+// (read: a network HNS did not know has no type).
+func notProvided(others []hcn.Endpoint, policies []hcn.PortMappingPolicy, types map[string]hcn.NetworkType, read bool) (ours []hcn.PortMappingPolicy, cni []CNIMapping, unknown []string) {
+	for _, p := range policies {
+		pv := hcn.ProvidedBy(p, others)
+		if pv == nil {
+			ours = append(ours, p)
+			continue
+		}
+		netType, ok := types[hcn.CanonicalGUID(pv.Endpoint.NetworkID)]
+		if !ok && !read {
+			if !slices.Contains(unknown, pv.Endpoint.NetworkID) {
+				unknown = append(unknown, pv.Endpoint.NetworkID)
+			}
+			continue
+		}
+		works, why, fix := pv.Effective(netType)
+		cni = append(cni, CNIMapping{Policy: p, Endpoint: pv.Endpoint.ID, Name: pv.Endpoint.Name, V1NAT: pv.V1NAT,
+			Works: works, Why: why, Fix: fix})
+	}
+	return ours, cni, unknown
+}

@@ -1,0 +1,175 @@
+package plugin
+
+import (
+	"slices"
+	"time"
+
+	"github.com/sirupsen/logrus"
+
+	"github.com/nri-hcn-portmap/nri-hcn-portmap/hcn"
+	"github.com/nri-hcn-portmap/nri-hcn-portmap/plugin/admission"
+	"github.com/nri-hcn-portmap/nri-hcn-portmap/plugin/request"
+)
+
+// The values decide works with and returns: the inputs as a sync began,
+// the facts the sync read for it, and the plan.
+
+// inputs are the values a sync decides with, taken once as it began: the
+// admission policy (a reload replaces it), the namespaces' labels as the
+// API server had last said them, the configuration's options, and the
+// moment. gen says which inputs these are: a sync whose inputs changed
+// before it committed is decided again (the worker compares).
+type inputs struct {
+	gen            uint64
+	now            time.Time
+	policy         *admission.Policy // nil: admit everything
+	labels         *admission.Labels // as of now; nil: they cannot be read
+	sources        request.Sources
+	limits         request.Limits
+	policyOptions  request.PolicyOptions
+	hyperVHandlers []string
+}
+
+// hyperV says why the sandbox is Hyper-V isolated, "" when it is not.
+func (in inputs) hyperV(p Pod, sb *SandboxInfo) string {
+	if sb.HyperV != "" {
+		return sb.HyperV
+	}
+	if h := p.RuntimeHandler; h != "" && slices.Contains(in.hyperVHandlers, h) {
+		return "runtime handler " + h
+	}
+	return ""
+}
+
+// fact is one thing a sync read for decide: its value or the error
+// reading it failed with, once it was read.
+type fact[T any] struct {
+	v    T
+	err  error
+	read bool
+}
+
+func (f *fact[T]) set(v T, err error) { f.v, f.err, f.read = v, err, true }
+
+// facts are what the sync read for decide, each only once decide asked
+// for it: containerd's record and the request resolved from it (once, as
+// the record is read), its task, HCN's namespace, the other endpoints of
+// the pod's namespace and their networks' types, the network the
+// plugin's endpoints go on, and the sandbox's endpoints as HNS holds them.
+type facts struct {
+	record     fact[*SandboxInfo]
+	request    fact[request.Request]
+	task       fact[TaskState]
+	ns         fact[bool]
+	neighbours fact[[]hcn.Endpoint]
+	netTypes   fact[map[string]hcn.NetworkType] // canonical network ID -> type
+	target     fact[hcn.Target]
+	endpoints  fact[[]hcn.Endpoint]
+}
+
+// ask is a fact decide needs before it can decide.
+type ask int
+
+const (
+	decided         ask = iota // nothing more: the plan's steps are the decision
+	askRecord                  // containerd's record of the sandbox (and the request resolved from it)
+	askTask                    // containerd's state of the sandbox's task
+	askNamespace               // whether HCN still has the pod's namespace
+	askNeighbours              // the other endpoints of the pod's namespace
+	askNetworkTypes            // the types of the networks in plan.networks
+	askTarget                  // the network the plugin's endpoints go on
+	askEndpoints               // the sandbox's endpoints as HNS holds them
+)
+
+// plan is a decision: a fact to read first (ask), or every step to take
+// and the outcome once they are done. The steps, each taken only when the
+// one before succeeded: claim want's host ports (when want is set), then
+// HNS's steps in order. Then err, if any, is what the sync failed with;
+// notOurs fails a stop that removed nothing of a container never known as
+// a sandbox (an application container's).
+type plan struct {
+	ask      ask
+	networks []string // askNetworkTypes: the network IDs
+	out      outcome
+	want     *wanted    // the endpoint the steps build, its host ports claimed first
+	steps    []hcn.Step // HNS's steps
+	remove   bool       // the steps remove everything the sandbox has
+	removed  afterRemoval
+	denied   bool           // a refusal: kept is what stays in HNS after the steps
+	kept     []hcn.Endpoint //
+	unsure   []hcn.PortMappingPolicy
+	err      error
+	notOurs  bool
+}
+
+// afterRemoval is what is known once a removal is done: containerd no
+// longer has the sandbox, and the CNI's mappings are forgotten.
+type afterRemoval struct{ gone, forgetCNI bool }
+
+// refuse is a plan that takes no step and fails with err.
+func (o outcome) refuse(err error) plan { return plan{out: o, err: err} }
+
+// wanted is the endpoint a sync decided the sandbox should have.
+type wanted struct {
+	netns    hcn.GUID
+	policies []hcn.PortMappingPolicy
+	cni      []CNIMapping
+	dns      hcn.DNS
+}
+
+// outcome is what one sync comes to: what is known of the sandbox now (the
+// worker commits it whole), what it did, and the error it failed with (not
+// yet naming the pod: the worker names it once). What the pod's owners are
+// told, the gauge, the log line and the retry all follow from the error's
+// row in the table (errors.go) or, on success, from mapped.
+type outcome struct {
+	known  known
+	change Change
+	err    error
+	pod    Pod     // the pod as the sync resolved it
+	mapped *mapped // a pod whose host ports are in place: who maps them
+	// unreadable: containerd's CRI record of the sandbox does not decode;
+	// its hostPorts are not known (reported, never a failure of the pod)
+	unreadable error
+	skipped    []string // Observer.Skipped reasons
+	line       line     // the sync's one log line when it succeeds
+	also       []string // other sandboxes to sync: a host port's holder
+	// recheck: the sandbox is synced again after this (ports a given-up
+	// call asked for stay held until it may no longer take effect)
+	recheck time.Duration
+}
+
+// mapped is who maps a pod's host ports: the plugin's endpoint (with
+// policies) and the CNI's.
+type mapped struct {
+	endpoint *hcn.Endpoint
+	policies []hcn.PortMappingPolicy
+	cni      []CNIMapping
+}
+
+// line is a log line: level, message, fields.
+type line struct {
+	level  logrus.Level
+	msg    string
+	fields logrus.Fields
+}
+
+func (o *outcome) fail(err error) outcome {
+	o.err = err
+	return *o
+}
+
+func (o *outcome) say(level logrus.Level, msg string, fields logrus.Fields) {
+	o.line = line{level: level, msg: msg, fields: fields}
+}
+
+// countCNI counts the host ports the CNI maps (once per change).
+func (o *outcome) countCNI(cni []CNIMapping) {
+	for _, m := range cni {
+		if m.Works {
+			o.skipped = append(o.skipped, SkipMappedByCNI)
+		} else {
+			o.skipped = append(o.skipped, SkipCNIIneffective)
+		}
+	}
+}
