@@ -593,3 +593,61 @@ func within(t *testing.T, d time.Duration, what string, cond func() bool) {
 		time.Sleep(5 * time.Millisecond)
 	}
 }
+
+// startPaths are the two ways a pod's start reaches the core, each giving
+// where the outcome of its first attempt arrives: the runtime's
+// RunPodSandbox (NRI), and containerd's /tasks/start (the event path,
+// which reads the pod from its record).
+var startPaths = []struct {
+	name  string
+	start func(f *fixture, p Pod) <-chan error
+	stop  func(f *fixture, p Pod) <-chan error
+}{
+	{"nri", func(f *fixture, p Pod) <-chan error {
+		done := make(chan error, 1)
+		go func() { _, err := f.start(p); done <- err }()
+		return done
+	}, func(f *fixture, p Pod) <-chan error {
+		done := make(chan error, 1)
+		go func() { _, err := f.stop(p); done <- err }()
+		return done
+	}},
+	{"events", func(f *fixture, p Pod) <-chan error {
+		seen := startedEvent(p.ID)
+		seen.wait.first = true
+		return f.event(seen)
+	}, func(f *fixture, p Pod) <-chan error {
+		seen := exitedEvent(p.ID)
+		seen.wait.first = true
+		return f.event(seen)
+	}},
+}
+
+// admitting is a fixture option: the default admission rules without
+// the Pod Security check (the annotation needs no labels), deny added.
+func admitting(deny ...string) func(*Options) {
+	return func(o *Options) { o.Admission = rules(deny...) }
+}
+
+// rules is the default admission policy without the Pod Security check,
+// with deny added to its deny list.
+func rules(deny ...string) *admission.Policy {
+	a := config.DefaultAdmission()
+	a.PodSecurity, a.PodSecurityDefaultLevel = config.PodSecurityOff, config.LevelPrivileged
+	a.Deny = append(a.Deny, deny...)
+	pol, err := admission.Compile(a)
+	if err != nil {
+		panic(err)
+	}
+	return pol
+}
+
+// bounded makes a fixture's HNS calls give up after d, as hcn.call_timeout
+// makes them (the call still takes effect when the simulator's latency
+// has passed, as HNS finishes what it started).
+func bounded(t *testing.T, f *fixture, d time.Duration) {
+	t.Helper()
+	f.core.Close()
+	f.core = NewCore(hcn.NewManager(hcn.Bounded(f.sim, d), testManagerConfig()), f.store, f.core.opt, f.core.log)
+	t.Cleanup(f.core.Close)
+}

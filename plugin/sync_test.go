@@ -9,6 +9,7 @@ import (
 	"reflect"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -1473,5 +1474,162 @@ func TestPortsHeldForACreateGivenUpOnAreAdmittedAgain(t *testing.T) {
 			}
 		}
 		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// Issue 51, late effects: a pod whose create was given up on (HNS made
+// the endpoint, its answer lost) and whose next sync is refused keeps
+// nothing: the endpoint HNS made late is found by name and deleted, and
+// the ports it asked go back. (It kept the endpoint, unattached, holding
+// the port, until the pod stopped.)
+func TestARefusedPodsLateEndpointIsDeletedAndItsPortsGoBack(t *testing.T) {
+	for _, path := range startPaths {
+		t.Run(path.name, func(t *testing.T) {
+			f := newFixture(t, admitting(), retryEvery(20*time.Millisecond))
+			a := f.eventPod("a", "9500:80")
+			if _, err := f.core.Reconcile(ctx, nil); err != nil {
+				t.Fatal(err)
+			}
+			for _, fault := range []hcnsim.Fault{
+				{Op: hcnsim.OpCreateEndpoint, Kind: "timeout", Count: 1, After: true},   // made, its answer lost
+				{Op: hcnsim.OpListEndpointsByName, Kind: "unavailable", Count: 1 << 20}, // a's retries cannot look
+			} {
+				if err := f.sim.InjectFault(fault); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if err := waitResult(t, path.start(f, a)); !errors.Is(err, hcn.ErrTimeout) {
+				t.Fatalf("a's start: %v, want HNS given up on", err)
+			}
+			if n := len(f.endpoints("a")); n != 1 {
+				t.Fatalf("%d endpoints of a in HNS, want the one made late", n)
+			}
+			f.core.SetAdmission(rules("9500"))
+			f.sim.ClearFaults()
+			eventually(t, "a refused, its late endpoint deleted, 9500 free", func() bool {
+				return errors.Is(f.core.st.lastErr("a"), admission.ErrDenied) && len(f.endpoints("a")) == 0 && f.free("a2", 9500)
+			})
+		})
+	}
+}
+
+// free reports whether a sandbox id may claim TCP host port port: no
+// other sandbox holds it in the index (the claim is not kept).
+func (f *fixture) free(id string, port uint16) bool {
+	f.core.st.mu.Lock()
+	defer f.core.st.mu.Unlock()
+	return f.core.st.index.conflict(id, []hcn.PortMappingPolicy{pp(hcn.TCP, port, "", hcn.NatFlagsLocalRoutedVip)}) == nil
+}
+
+// Issue 51, late effects: a pod stopped while the create it gave up on is
+// still in HNS keeps its ports held until that create lands, and the late
+// endpoint is deleted then: the next pod asking the port waits for it
+// instead of meeting the late endpoint as HNS's port-in-use. (The stop gave
+// the port back at once, the late endpoint landed as an orphan, and the
+// next pod was refused until a resync.)
+func TestAPodStoppedWhileItsCreateIsInHNSHoldsItsPortsUntilItLands(t *testing.T) {
+	for _, path := range startPaths {
+		t.Run(path.name, func(t *testing.T) {
+			f := newFixture(t, retryEvery(time.Second)) // no retry of a's create before its stop
+			bounded(t, f, 100*time.Millisecond)
+			a, b := f.eventPod("a", "9500:80"), f.eventPod("b", "9500:80")
+			if _, err := f.core.Reconcile(ctx, nil); err != nil {
+				t.Fatal(err)
+			}
+			f.sim.SetOpLatency(hcnsim.OpCreateEndpoint, 400*time.Millisecond)
+			if err := waitResult(t, path.start(f, a)); !errors.Is(err, hcn.ErrTimeout) {
+				t.Fatalf("a's start: %v, want HNS given up on", err)
+			}
+			if err := waitResult(t, path.stop(f, a)); err != nil {
+				t.Fatalf("a's stop: %v", err)
+			}
+			eventually(t, "a's create lands in HNS", func() bool { return len(f.endpoints("a")) == 1 })
+			f.sim.SetOpLatency(hcnsim.OpCreateEndpoint, 0)
+			done := path.start(f, b)
+			eventually(t, "b mapped, a's late endpoint gone", func() bool {
+				if errors.Is(f.core.st.lastErr("b"), hcn.ErrPortInUse) {
+					t.Fatalf("b met a's late endpoint as HNS's port-in-use: %v", f.core.st.lastErr("b"))
+				}
+				eps := f.endpoints("b")
+				return len(eps) == 1 && eps[0].Namespace != "" && len(f.endpoints("a")) == 0
+			})
+			<-done
+		})
+	}
+}
+
+// ... and a create that never lands holds the ports no longer than
+// config.LateCreateBound: then they go to the next pod.
+func TestThePortsOfACreateThatNeverLandsGoBackAfterTheBound(t *testing.T) {
+	var mu sync.Mutex
+	now := time.Now()
+	clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
+	f := newFixture(t, func(o *Options) { o.clock = clock }, retryEvery(10*time.Millisecond))
+	a, b := f.eventPod("a", "9500:80"), f.eventPod("b", "9500:80")
+	if _, err := f.core.Reconcile(ctx, nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.sim.InjectFault(hcnsim.Fault{Op: hcnsim.OpCreateEndpoint, Kind: "timeout", Count: 1}); err != nil { // never made
+		t.Fatal(err)
+	}
+	if _, err := f.start(a); !errors.Is(err, hcn.ErrTimeout) {
+		t.Fatalf("a's start: %v, want HNS given up on", err)
+	}
+	if _, err := f.stop(a); err != nil {
+		t.Fatal(err)
+	}
+	_, err := f.start(b)
+	if !errors.Is(err, errHolderPending) {
+		t.Fatalf("b's start: %v, want it to wait for a's given-up create", err)
+	}
+	never(t, 100*time.Millisecond, "b mapped while a's create may still land", func() bool { return len(f.endpoints("b")) > 0 })
+	mu.Lock()
+	now = now.Add(config.LateCreateBound)
+	mu.Unlock()
+	eventually(t, "b mapped once the bound has passed", func() bool {
+		eps := f.endpoints("b")
+		return len(eps) == 1 && eps[0].Namespace != ""
+	})
+}
+
+// Issue 51: a build gives back the ports a given-up create asked that its
+// endpoint does not map: here the CNI took over one of the pod's
+// hostPorts meanwhile, and another pod asking that port is not told this
+// one holds it.
+func TestABuildGivesBackTheUnsurePortsItDoesNotMap(t *testing.T) {
+	f := newFixture(t, func(o *Options) { o.Inputs = Inputs{Annotations: true, CRI: true} }, retryEvery(300*time.Millisecond))
+	a := f.namedPod("a", "ns", "", `{"container_port":80,"host_port":9500},{"container_port":81,"host_port":9501}`)
+	if _, err := f.core.Reconcile(ctx, nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.sim.InjectFault(hcnsim.Fault{Op: hcnsim.OpCreateEndpoint, Kind: "timeout", Count: 1}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.start(a); !errors.Is(err, hcn.ErrTimeout) {
+		t.Fatalf("a's start: %v, want HNS given up on", err)
+	}
+	if f.free("b", 9501) {
+		t.Fatal("9501, which a's given-up create asked, is not held")
+	}
+	// before a's retry the CNI maps 9501 on its own endpoint in a's
+	// namespace
+	bridge, err := f.sim.CreateNetwork(ctx, hcn.NetworkSpec{Name: "cbr0", Type: hcn.NetworkL2Bridge, Subnet: "10.244.0.0/24", Gateway: "10.244.0.1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cni, err := f.sim.CreateEndpoint(ctx, hcn.EndpointSpec{Name: "cbr0_a", NetworkID: bridge.ID,
+		PortMappings: []hcn.PortMappingPolicy{pp(hcn.TCP, 9501, "", hcn.NatFlagsLocalRoutedVip)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := f.sim.AddNamespaceEndpoint(ctx, f.store.sbs["a"].NetNS, cni.ID); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "a mapped with 9500 alone", func() bool {
+		eps := f.endpoints("a")
+		return len(eps) == 1 && eps[0].Namespace != "" && len(eps[0].PortMappings) == 1
+	})
+	if !f.free("b", 9501) {
+		t.Fatal("9501, which the CNI maps and a's endpoint does not, is still held by a")
 	}
 }

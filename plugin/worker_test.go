@@ -1,11 +1,13 @@
 package plugin
 
 import (
+	"errors"
 	"slices"
 	"testing"
 	"time"
 
 	"github.com/nri-hcn-portmap/nri-hcn-portmap/hcn/hcnsim"
+	"github.com/nri-hcn-portmap/nri-hcn-portmap/plugin/admission"
 )
 
 // 1: after a sandbox's sync succeeds its retry delay starts over: a later
@@ -42,5 +44,52 @@ func TestRetryDelayStartsOverAfterASuccess(t *testing.T) {
 	})
 	if got := lim.of("p"); !slices.Equal(got, append(grown, time.Millisecond)) {
 		t.Fatalf("retry delays %v: the failure after a success did not start over at %v", got, time.Millisecond)
+	}
+}
+
+// Issue 51: a reload acknowledged while a pod's create is in HNS judges
+// that mapping by the new policy: the sync that decided with the old one
+// is decided again once it commits, and the endpoint HNS made for it is
+// removed, on both paths. (It stayed mapped for the pod's life.)
+func TestAReloadDuringACreateJudgesItsMappingByTheNewPolicy(t *testing.T) {
+	for _, path := range startPaths {
+		t.Run(path.name, func(t *testing.T) {
+			f := newFixture(t, admitting())
+			p := f.eventPod("p", "9500:80")
+			f.sim.SetOpLatency(hcnsim.OpCreateEndpoint, 200*time.Millisecond)
+			done := path.start(f, p)
+			eventually(t, "the create is in HNS", func() bool { return f.sim.Calls()[hcnsim.OpCreateEndpoint] == 1 })
+			f.core.SetAdmission(rules("9500")) // the reload, acknowledged while the create runs
+			waitResult(t, done)
+			eventually(t, "the pod refused by the new policy, its endpoint gone", func() bool {
+				return errors.Is(f.core.st.lastErr("p"), admission.ErrDenied) && len(f.endpoints("p")) == 0
+			})
+			never(t, 100*time.Millisecond, "the denied port mapped again", func() bool { return len(f.endpoints("p")) > 0 })
+		})
+	}
+}
+
+// ... and a policy that allows what the one before denied maps a pod
+// whose refusal was decided with the old policy as the reload came.
+func TestAReloadDuringARefusalJudgesThePodByTheNewPolicy(t *testing.T) {
+	for _, path := range startPaths {
+		t.Run(path.name, func(t *testing.T) {
+			f := newFixture(t, admitting("9500"))
+			p := f.eventPod("p", "9500:80")
+			reloaded := make(chan struct{})
+			f.store.hookSandbox(func(string) { // while the sync that refuses decides
+				select {
+				case <-reloaded:
+				default:
+					close(reloaded)
+					f.core.SetAdmission(rules())
+				}
+			})
+			waitResult(t, path.start(f, p))
+			eventually(t, "the pod mapped under the policy in force", func() bool {
+				eps := f.endpoints("p")
+				return len(eps) == 1 && eps[0].Namespace != ""
+			})
+		})
 	}
 }

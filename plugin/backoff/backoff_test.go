@@ -82,3 +82,61 @@ func TestAQueueRetriesOnTheSameCurveAndAtABoundedRate(t *testing.T) {
 		t.Fatalf("the %dth key's first retry waits %v, want at least %v: the queue's retries are not bounded", config.RetryBurst+5, last, want)
 	}
 }
+
+// The jitter spreads the retries over their window: of many first
+// delays, none is below the delay and some are in the upper half of
+// [d, d·(1+Jitter)) (a rule that always waits d, the bottom of the window,
+// fails); and the cap clamps: with a cap the doubling would pass (10, 20,
+// 40 against 30), the third delay and every one after is within the
+// cap's window, [30, 30·(1+Jitter)), never the doubling's. Both rules,
+// the queue's and the reconnect loops'.
+func TestARetrySpreadsOverItsWindowAndTheCapClamps(t *testing.T) {
+	const base, cap = 10 * time.Millisecond, 30 * time.Millisecond
+	window := func(d time.Duration) (time.Duration, time.Duration) {
+		return d, time.Duration(float64(d) * (1 + Jitter))
+	}
+	for _, rule := range []struct {
+		name string
+		// delays are the first n delays of a fresh key (or loop)
+		delays func(n int) []time.Duration
+	}{
+		{"queue", func(n int) []time.Duration {
+			lim := QueueLimiter(base, cap)
+			var out []time.Duration
+			for range n {
+				out = append(out, lim.When("a"))
+			}
+			return out
+		}},
+		{"reconnect", func(n int) []time.Duration {
+			b := New(base, cap)
+			var out []time.Duration
+			for range n {
+				out = append(out, b.cur.Step())
+			}
+			return out
+		}},
+	} {
+		t.Run(rule.name, func(t *testing.T) {
+			lo, hi := window(base)
+			upper := 0
+			for range 200 {
+				d := rule.delays(1)[0]
+				if d < lo || d >= hi {
+					t.Fatalf("a first delay of %v, want within [%v, %v)", d, lo, hi)
+				}
+				if d >= lo+(hi-lo)/2 {
+					upper++
+				}
+			}
+			if upper == 0 {
+				t.Fatalf("none of 200 first delays in the upper half of [%v, %v): the retries are not spread", lo, hi)
+			}
+			for i, d := range rule.delays(6)[2:] {
+				if lo, hi := window(cap); d < lo || d >= hi {
+					t.Fatalf("delay %d: %v, want clamped to the cap's window [%v, %v)", i+3, d, lo, hi)
+				}
+			}
+		})
+	}
+}
