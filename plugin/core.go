@@ -176,16 +176,3 @@ func (c *Core) Failing() map[string]int { return c.st.failing() }
 func (c *Core) PodLog(p Pod) *logrus.Entry {
 	return c.log.WithFields(logrus.Fields{"pod": p.Name, "namespace": p.Namespace, "sandbox": p.ID})
 }
-
-// Change says what an operation did to one sandbox's endpoint (hcn.Outcome
-// tells apart how an endpoint was built; Change adds "nothing to do" and
-// "removed", which the core reports for every kind of operation).
-type Change int
-
-// Changes.
-const (
-	NoChange Change = iota // nothing to do (no mappings, no namespace)
-	Kept                   // the right endpoint already existed
-	Built                  // endpoint created (or replaced, or re-attached)
-	Removed                // endpoint(s) removed
-)

@@ -4,8 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/nri-hcn-portmap/nri-hcn-portmap/config"
 	"slices"
+
+	"github.com/nri-hcn-portmap/nri-hcn-portmap/config"
 
 	"github.com/sirupsen/logrus"
 

@@ -4,10 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/nri-hcn-portmap/nri-hcn-portmap/config"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/nri-hcn-portmap/nri-hcn-portmap/config"
 
 	"github.com/nri-hcn-portmap/nri-hcn-portmap/hcn"
 	"github.com/nri-hcn-portmap/nri-hcn-portmap/hcn/hcnsim"

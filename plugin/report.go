@@ -3,78 +3,7 @@ package plugin
 import (
 	"fmt"
 	"strings"
-
-	"github.com/nri-hcn-portmap/nri-hcn-portmap/hcn"
 )
-
-// Reporter tells a pod's owners what became of its host ports (Kubernetes
-// events and a pod condition, package kube). Report must return at once:
-// the API server is never on the path of HCN work.
-type Reporter interface {
-	Report(PodReport)
-}
-
-// PodReport is the outcome of one start or repair of a pod with mappings.
-type PodReport struct {
-	Pod      Pod
-	Mapped   bool
-	Endpoint string                  // ours, when it maps some of the pod's host ports
-	Policies []hcn.PortMappingPolicy // what ours maps
-	// CNI: the pod's host ports another endpoint of its namespace (the
-	// CNI's) maps already; one that will not work makes the report a
-	// failure (ReasonCNIMapping).
-	CNI []CNIMapping
-	// Reason says why mapping failed (Reason* constants); Err is the same
-	// text the NRI path returns.
-	Reason string
-	Err    error
-}
-
-// Reasons a pod's mappings failed, as its owners see them.
-const (
-	ReasonInvalid  = "InvalidPortMappings"
-	ReasonDenied   = "HostPortDenied"
-	ReasonConflict = "HostPortConflict"
-	ReasonHyperV   = "HyperVIsolated"
-	ReasonHNS      = "HNSError"
-	// ReasonCNIMapping: a host port the CNI's endpoint maps in a way known
-	// not to work (the plugin cannot map it too: HNS takes a port once).
-	ReasonCNIMapping = "CNIPortMappingIneffective"
-	// ReasonHostPortsUnknown: containerd's CRI record of the sandbox, where
-	// its hostPorts are, does not decode (a containerd whose format
-	// changed): they are not mapped; the annotation's are.
-	ReasonHostPortsUnknown = "HostPortsUnknown"
-	// ReasonPodSecurity: the annotation refused by the namespace's Pod
-	// Security level (baseline, restricted), as hostPort is.
-	ReasonPodSecurity = "PodSecurityForbidsHostPorts"
-	// ReasonPodSecurityUnknown: the annotation held back while the
-	// namespace's level has not been read from the API server.
-	ReasonPodSecurityUnknown = "PodSecurityLevelUnknown"
-	// ReasonContainerd: containerd did not answer, so what the pod asks
-	// for could not be read (retried until it answers).
-	ReasonContainerd = "ContainerdUnavailable"
-)
-
-// CNIMapping is one of the pod's host ports that another endpoint of its
-// namespace, the CNI's, maps already.
-type CNIMapping struct {
-	Policy   hcn.PortMappingPolicy `json:"policy"`   // what the pod asks for
-	Endpoint string                `json:"endpoint"` // the CNI endpoint's ID
-	Name     string                `json:"name"`
-	V1NAT    bool                  `json:"v1NAT,omitempty"` // as an HNS v1 NAT policy
-	Works    bool                  `json:"works"`
-	Why      string                `json:"why,omitempty"` // when it will not work
-	Fix      string                `json:"fix,omitempty"`
-}
-
-// String says who maps the port.
-func (m CNIMapping) String() string {
-	s := m.Policy.String() + " by the CNI's endpoint " + m.Endpoint
-	if !m.Works {
-		s += " (will not work)"
-	}
-	return s
-}
 
 // ineffective returns the CNI mappings that will not work, as an error
 // naming each endpoint, policy and the fix.
@@ -92,10 +21,6 @@ func ineffective(p Pod, cni []CNIMapping) error {
 	}
 	return fmt.Errorf("pod %s: %s; fix: %s", p, strings.Join(why, "; "), fix)
 }
-
-type nopReporter struct{}
-
-func (nopReporter) Report(PodReport) {}
 
 // ownersReport is what a pod's owners are told of a sync, derived once
 // from its outcome: a failure whose row in the table of errors has a
