@@ -331,3 +331,75 @@ func NamespaceGone(err error) bool {
 	var se *StepError
 	return errors.As(err, &se) && se.Step == StepAttachEndpoint && errors.Is(err, ErrNotFound)
 }
+
+// Reading is what one HNS answer means to the call that asked it: an
+// error of the table above means one thing to every call (its kind), and
+// for some calls also something of its own, each a row of readings.
+type Reading int
+
+// Readings of an answer.
+const (
+	// ReadFailure: the call failed; the step fails with the answer.
+	ReadFailure Reading = iota
+	// ReadDone: what the step wanted is so already (it succeeded).
+	ReadDone
+	// ReadAbsent: what was asked for is not there: HNS answered.
+	ReadAbsent
+	// ReadBack: HNS may have done what was asked: what it holds is read
+	// back.
+	ReadBack
+	// ReadAgain: HNS changed while it was read: it is read again
+	// (ManagerConfig.ListingAttempts times at most).
+	ReadAgain
+	// ReadChanged: what the step stood on is gone (the network an endpoint
+	// was asked on): the step fails as HNS having changed, and the plan is
+	// made again.
+	ReadChanged
+	// ReadTakeOne: HNS takes one of these only: the one that exists is
+	// used.
+	ReadTakeOne
+	// ReadDetachSays: the endpoint is still attached, as its detach
+	// failed: the detach's error is the one that says why.
+	ReadDetachSays
+)
+
+// readingRow is one answer's meaning to one call (Service's method name,
+// as the metrics name it); Err nil matches every error.
+type readingRow struct {
+	Call    string
+	Err     error
+	Reading Reading
+	Why     string
+}
+
+// readings is the one place an answer is given a meaning of its call's:
+// the manager asks ReadingOf wherever it reads an answer. First match wins.
+var readings = []readingRow{
+	{"ListEndpointsByName", ErrNotFound, ReadAgain, "hcsshim opens each endpoint it lists: one deleted in between fails the listing whole"},
+	{"ListEndpointsOfNetwork", ErrNotFound, ReadAgain, "as ListEndpointsByName"},
+	{"ListEndpoints", ErrNotFound, ReadAgain, "as ListEndpointsByName"},
+	{"GetNetworkByName", ErrNotFound, ReadAbsent, "no network of that name: created where the manager creates it"},
+	{"CreateNetwork", ErrExists, ReadTakeOne, "HNS takes one NAT network and refuses a second (docker/for-win 1384)"},
+	{"CreateEndpoint", ErrNotFound, ReadChanged, "the network the endpoint was asked on is gone (HNS restarted, an operator removed it)"},
+	{"CreateEndpoint", nil, ReadBack, "a create given up on, or whose answer was lost, may have taken effect: found by name"},
+	{"AddNamespaceEndpoint", ErrAlreadyAttached, ReadBack, "an earlier attach HNS completed after the plugin gave up on it"},
+	{"RemoveNamespaceEndpoint", ErrNotFound, ReadDone, "detached already, or its namespace is gone (Azure CNI PR 1272)"},
+	{"DeleteEndpoint", ErrNotFound, ReadDone, "deleted already"},
+	{"DeleteEndpoint", ErrInUse, ReadDetachSays, "still attached: HNS deletes no attached endpoint (unverified)"},
+	{"GetNamespace", ErrNotFound, ReadAbsent, "the namespace is gone: its sandbox stopped"},
+	{"GetEndpoint", ErrNotFound, ReadAbsent, "an endpoint deleted meanwhile"},
+}
+
+// ReadingOf is what err, the answer to call, means to it: ReadDone for
+// nil, its row's reading, else ReadFailure.
+func ReadingOf(call string, err error) Reading {
+	if err == nil {
+		return ReadDone
+	}
+	for _, r := range readings {
+		if r.Call == call && (r.Err == nil || errors.Is(err, r.Err)) {
+			return r.Reading
+		}
+	}
+	return ReadFailure
+}

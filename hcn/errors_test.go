@@ -3,6 +3,7 @@ package hcn
 import (
 	"errors"
 	"fmt"
+	"reflect"
 	"testing"
 )
 
@@ -105,5 +106,45 @@ func TestTableOfHNSErrors(t *testing.T) {
 	}
 	if !Retryable(fmt.Errorf("%w: %w", ErrChanged, ErrNotFound)) || Permanent(fmt.Errorf("%w: %w", ErrChanged, ErrNotFound)) {
 		t.Error("a listing that raced a delete is final")
+	}
+}
+
+// Every reading names a call the Service makes, and says why; the answers
+// the manager reads per call mean what their rows say.
+func TestEachCallReadsItsAnswersByItsRow(t *testing.T) {
+	calls := map[string]bool{}
+	svc := reflect.TypeFor[Service]()
+	for i := range svc.NumMethod() {
+		calls[svc.Method(i).Name] = true
+	}
+	for _, r := range readings {
+		if !calls[r.Call] || r.Why == "" {
+			t.Errorf("reading %+v: not a call of Service, or no why", r)
+		}
+	}
+	for _, tc := range []struct {
+		call string
+		err  error
+		want Reading
+	}{
+		{"DeleteEndpoint", nil, ReadDone},
+		{"DeleteEndpoint", fmt.Errorf("x: %w", ErrNotFound), ReadDone},
+		{"DeleteEndpoint", ErrInUse, ReadDetachSays},
+		{"DeleteEndpoint", ErrUnavailable, ReadFailure},
+		{"RemoveNamespaceEndpoint", ErrNotFound, ReadDone},
+		{"GetEndpoint", ErrNotFound, ReadAbsent},
+		{"GetNamespace", ErrNotFound, ReadAbsent},
+		{"CreateEndpoint", ErrNotFound, ReadChanged},
+		{"CreateEndpoint", ErrTimeout, ReadBack},
+		{"CreateEndpoint", ErrPortInUse, ReadBack},
+		{"AddNamespaceEndpoint", ErrAlreadyAttached, ReadBack},
+		{"AddNamespaceEndpoint", ErrNotFound, ReadFailure},
+		{"ListEndpoints", ErrNotFound, ReadAgain},
+		{"CreateNetwork", ErrExists, ReadTakeOne},
+		{"GetNetworkByName", ErrNotFound, ReadAbsent},
+	} {
+		if got := ReadingOf(tc.call, tc.err); got != tc.want {
+			t.Errorf("ReadingOf(%s, %v) = %d, want %d", tc.call, tc.err, got, tc.want)
+		}
 	}
 }

@@ -97,7 +97,7 @@ func (m *Manager) Lookup(ctx context.Context, sandboxID string) ([]Endpoint, err
 // byName lists the endpoints named exactly name: HNS's name filter may fold
 // case, and an endpoint named like ours in other case is someone else's.
 func (m *Manager) byName(ctx context.Context, name string) ([]Endpoint, error) {
-	eps, err := listing(m.cfg.ListingAttempts, func() ([]Endpoint, error) { return m.svc.ListEndpointsByName(ctx, name) })
+	eps, err := listing(m.cfg.ListingAttempts, "ListEndpointsByName", func() ([]Endpoint, error) { return m.svc.ListEndpointsByName(ctx, name) })
 	return slices.DeleteFunc(eps, func(ep Endpoint) bool { return ep.Name != name }), err
 }
 
@@ -106,11 +106,11 @@ func (m *Manager) byName(ctx context.Context, name string) ([]Endpoint, error) {
 // whole listing with not-found, which says nothing about what was asked
 // for. Such a listing is taken again; if HNS keeps changing, the error is
 // ErrChanged (retried by the caller), not a final not-found.
-func listing(attempts int, list func() ([]Endpoint, error)) ([]Endpoint, error) {
+func listing(attempts int, call string, list func() ([]Endpoint, error)) ([]Endpoint, error) {
 	var err error
 	for range attempts {
 		var eps []Endpoint
-		if eps, err = list(); !errors.Is(err, ErrNotFound) {
+		if eps, err = list(); ReadingOf(call, err) != ReadAgain {
 			return eps, err
 		}
 	}
@@ -164,7 +164,7 @@ func (m *Manager) EnsureNetwork(ctx context.Context) (string, error) {
 		return id, nil // created while we waited
 	}
 	n, err := m.svc.GetNetworkByName(ctx, m.cfg.Network.Name)
-	if errors.Is(err, ErrNotFound) && m.cfg.CreateNetwork {
+	if ReadingOf("GetNetworkByName", err) == ReadAbsent && m.cfg.CreateNetwork {
 		n, err = m.createNetwork(ctx)
 	}
 	if err == nil && !n.Type.Is(NetworkNAT) && !m.cfg.AllowCNINetwork {
@@ -257,7 +257,7 @@ func (m *Manager) createNetwork(ctx context.Context) (*Network, error) {
 		m.announce(*n, what)
 		return n, nil
 	}
-	if !errors.Is(err, ErrExists) || !spec.Type.Is(NetworkNAT) {
+	if ReadingOf("CreateNetwork", err) != ReadTakeOne || !spec.Type.Is(NetworkNAT) {
 		return nil, err
 	}
 	all, lerr := m.svc.ListNetworks(ctx)
@@ -462,13 +462,15 @@ func (m *Manager) Apply(ctx context.Context, steps []Step) (Result, error) {
 // ours by name, and it also explains a port conflict with ourselves.
 func (m *Manager) create(ctx context.Context, spec EndpointSpec) (*Endpoint, error) {
 	ep, err := m.svc.CreateEndpoint(ctx, spec)
-	if errors.Is(err, ErrNotFound) {
+	if ReadingOf("CreateEndpoint", err) == ReadChanged {
 		m.forgetNetwork()
 		err = fmt.Errorf("network %s (%s): %w: %w", m.cfg.Network.Name, spec.NetworkID, ErrNetworkGone, err)
 	}
 	if err != nil {
-		if late := m.findLate(ctx, spec); late != nil {
-			return late, nil
+		if ReadingOf("CreateEndpoint", err) == ReadBack {
+			if late := m.findLate(ctx, spec); late != nil {
+				return late, nil
+			}
 		}
 		return nil, stepErr(StepCreateEndpoint, spec.Name+" on network "+m.cfg.Network.Name, err)
 	}
@@ -482,7 +484,7 @@ func (m *Manager) create(ctx context.Context, spec EndpointSpec) (*Endpoint, err
 // attached to ns, it is done, and the working endpoint is kept.
 func (m *Manager) attach(ctx context.Context, ep *Endpoint, ns GUID, rollback bool) error {
 	err := m.svc.AddNamespaceEndpoint(ctx, ns, ep.ID)
-	if errors.Is(err, ErrAlreadyAttached) {
+	if err != nil && ReadingOf("AddNamespaceEndpoint", err) == ReadBack {
 		if back, gerr := m.svc.GetEndpoint(ctx, ep.ID); gerr == nil && back.Namespace == ns {
 			ep.Namespace = ns
 			return nil
@@ -493,7 +495,7 @@ func (m *Manager) attach(ctx context.Context, ep *Endpoint, ns GUID, rollback bo
 		if !rollback {
 			return attachErr
 		}
-		if derr := m.svc.DeleteEndpoint(ctx, ep.ID); derr != nil && !errors.Is(derr, ErrNotFound) {
+		if derr := m.svc.DeleteEndpoint(ctx, ep.ID); ReadingOf("DeleteEndpoint", derr) != ReadDone {
 			return errors.Join(attachErr, stepErr(StepDeleteEndpoint, ep.ID+" (rollback)", derr))
 		}
 		return attachErr
@@ -573,15 +575,18 @@ func (m *Manager) removeEndpoint(ctx context.Context, ep Endpoint) error {
 	var detachErr error
 	if ep.Namespace != "" {
 		err := m.svc.RemoveNamespaceEndpoint(ctx, ep.Namespace, ep.ID)
-		if err != nil && !errors.Is(err, ErrNotFound) {
+		if ReadingOf("RemoveNamespaceEndpoint", err) != ReadDone {
 			detachErr = stepErr(StepDetachEndpoint, ep.Name+" ("+ep.ID+") from namespace "+ep.Namespace.String(), err)
 		}
 	}
 	err := m.svc.DeleteEndpoint(ctx, ep.ID)
-	switch {
-	case err == nil || errors.Is(err, ErrNotFound):
+	switch ReadingOf("DeleteEndpoint", err) {
+	case ReadDone:
 		return nil
-	case detachErr != nil && errors.Is(err, ErrInUse):
+	case ReadDetachSays:
+		if detachErr == nil {
+			break
+		}
 		return detachErr // still attached, as the detach failed: its error is the one that says why
 	}
 	return errors.Join(detachErr, stepErr(StepDeleteEndpoint, ep.Name+" ("+ep.ID+")", err))
@@ -602,7 +607,7 @@ func (m *Manager) Owned(ctx context.Context) ([]Endpoint, error) {
 	if err != nil {
 		return nil, stepErr(StepListEndpoints, m.cfg.Network.Name, err)
 	}
-	all, err := listing(m.cfg.ListingAttempts, func() ([]Endpoint, error) { return m.svc.ListEndpointsOfNetwork(ctx, netID) })
+	all, err := listing(m.cfg.ListingAttempts, "ListEndpointsOfNetwork", func() ([]Endpoint, error) { return m.svc.ListEndpointsOfNetwork(ctx, netID) })
 	if err != nil {
 		return nil, stepErr(StepListEndpoints, "of network "+m.cfg.Network.Name, err)
 	}
@@ -616,7 +621,7 @@ func (m *Manager) Owned(ctx context.Context) ([]Endpoint, error) {
 // configuration no longer names are shown and removed too). It opens every
 // endpoint of the node.
 func (m *Manager) OwnedEverywhere(ctx context.Context) ([]Endpoint, error) {
-	all, err := listing(m.cfg.ListingAttempts, func() ([]Endpoint, error) { return m.svc.ListEndpoints(ctx) })
+	all, err := listing(m.cfg.ListingAttempts, "ListEndpoints", func() ([]Endpoint, error) { return m.svc.ListEndpoints(ctx) })
 	if err != nil {
 		return nil, stepErr(StepListEndpoints, "", err)
 	}
@@ -631,7 +636,7 @@ func (m *Manager) ours(all []Endpoint) []Endpoint {
 // exist, unless the manager creates it with the first endpoint.
 func (m *Manager) Health(ctx context.Context) error {
 	_, err := m.svc.GetNetworkByName(Unobserved(ctx), m.cfg.Network.Name)
-	if errors.Is(err, ErrNotFound) && m.cfg.CreateNetwork {
+	if ReadingOf("GetNetworkByName", err) == ReadAbsent && m.cfg.CreateNetwork {
 		return nil // reachable; the network comes with the first endpoint
 	}
 	return err
@@ -640,10 +645,10 @@ func (m *Manager) Health(ctx context.Context) error {
 // NamespaceExists reports whether the HCN namespace exists.
 func (m *Manager) NamespaceExists(ctx context.Context, id GUID) (bool, error) {
 	_, err := m.svc.GetNamespace(ctx, id)
-	switch {
-	case err == nil:
+	switch ReadingOf("GetNamespace", err) {
+	case ReadDone:
 		return true, nil
-	case errors.Is(err, ErrNotFound):
+	case ReadAbsent:
 		return false, nil
 	}
 	return false, stepErr(StepLookupNS, id.String(), err)
@@ -684,7 +689,7 @@ func (m *Manager) NetworkType(ctx context.Context, networkID string) (NetworkTyp
 // ID) are not opened: they are not neighbours.
 func (m *Manager) Neighbours(ctx context.Context, ns GUID, sandboxID string, ours ...string) ([]Endpoint, error) {
 	n, err := m.svc.GetNamespace(ctx, ns)
-	if errors.Is(err, ErrNotFound) {
+	if ReadingOf("GetNamespace", err) == ReadAbsent {
 		return nil, nil
 	}
 	if err != nil {
@@ -698,7 +703,7 @@ func (m *Manager) Neighbours(ctx context.Context, ns GUID, sandboxID string, our
 		}
 		ep, err := m.svc.GetEndpoint(ctx, id)
 		switch {
-		case errors.Is(err, ErrNotFound):
+		case ReadingOf("GetEndpoint", err) == ReadAbsent:
 			continue
 		case err != nil:
 			return nil, stepErr(StepLookupEndpoint, id+" of namespace "+ns.String(), err)

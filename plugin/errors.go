@@ -27,6 +27,10 @@ var ErrDeadline = errors.New("HCN did not finish within the deadline")
 // itself.
 var ErrContainerd = errors.New("containerd did not answer")
 
+// ErrUndecodableEvent: an event of containerd's the plugin cannot decode
+// (a newer containerd's payload): nothing to act on, said once.
+var ErrUndecodableEvent = errors.New("undecodable containerd event")
+
 // errHolderPending: a conflict whose holder's own sync has not yet told
 // whether the holder still runs (it may be stopping right now, or gone
 // while nobody listened); the holder is synced and the conflict decided on
@@ -95,6 +99,7 @@ func byNamespace(k errorKind) errorKind {
 var errorTable = []row{
 	{is(ErrClosed), errorKind{retry: retryNever, class: ClassError, quiet: true, counted: true, level: logrus.DebugLevel, says: "not done: the plugin is stopping"}},
 	{is(context.Canceled), errorKind{retry: retryNever, class: ClassError, quiet: true, counted: true, level: logrus.DebugLevel, says: "not done: the plugin is stopping"}},
+	{is(ErrUndecodableEvent), errorKind{retry: retryNever, quiet: true, level: logrus.WarnLevel, says: "undecodable containerd event: ignored"}},
 	{is(ErrNotSandbox), errorKind{retry: retryNever, quiet: true, level: logrus.DebugLevel, says: "not a sandbox"}},
 	{is(ErrSandboxNotFound), errorKind{retry: retryNever, class: ClassError, quiet: true, counted: true, level: logrus.DebugLevel, says: "container gone before its start was handled"}},
 	{hcn.NamespaceGone, errorKind{retry: retryNever, class: ClassError, quiet: true, counted: true, level: logrus.InfoLevel, says: "sandbox stopped before its endpoint could be attached; nothing left behind"}},
@@ -178,6 +183,13 @@ func Reconnects(err error) bool {
 // at boot): waited out for as long as the work matters, never given up on.
 func Passes(err error) bool { return err != nil && kindOf(err).retry == retryAlways }
 
+// Said is how err is logged where it is the last word on something (the
+// table's level and words).
+func Said(err error) (logrus.Level, string) {
+	k := kindOf(err)
+	return k.level, k.says
+}
+
 // Classify is an operation's result for the metrics.
 func Classify(err error) string { return kindOf(err).class }
 
@@ -195,10 +207,11 @@ type verdict struct {
 
 // judge names the pod in err once and reads its row: every reader of a
 // sync's failure (the retry, the commit, the owners' report, the gauge,
-// the log line) takes it from here.
-func judge(p Pod, err error, attempt int) verdict {
+// the log line) takes it from here. A core that is closing retries
+// nothing.
+func judge(p Pod, err error, attempt int, closing bool) verdict {
 	err = errPod(p, err)
-	return verdict{err: err, kind: kindOf(err), again: err != nil && retries(err, attempt)}
+	return verdict{err: err, kind: kindOf(err), again: err != nil && !closing && retries(err, attempt)}
 }
 
 // errPod wraps err with the pod it concerns.

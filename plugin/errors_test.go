@@ -69,12 +69,17 @@ func TestEveryErrorIsJudgedByItsRow(t *testing.T) {
 		{fmt.Errorf("x: %w", ErrSandboxNotFound), retryNever, ClassError, ""},
 		{fmt.Errorf("x: %w", ErrNotSandbox), retryNever, "", ""},
 		{ErrClosed, retryNever, ClassError, ""},
+		{fmt.Errorf("x: %w", ErrUndecodableEvent), retryNever, "", ""},
+		{ErrDeadline, retryNever, ClassDeadline, ReasonHNS},
 	}
 	for _, tt := range tests {
 		k := kindOf(tt.err)
 		if k.retry != tt.retry || k.class != tt.class || k.reason != tt.reason {
 			t.Errorf("%v: retry %v, class %q, reason %q; want %v, %q, %q", tt.err, k.retry, k.class, k.reason, tt.retry, tt.class, tt.reason)
 		}
+	}
+	if v := judge(Pod{ID: "s"}, hcn.ErrUnavailable, 1, true); v.again {
+		t.Error("a closing core retries")
 	}
 	if !retries(errors.New("E_FAIL"), config.UnclassifiedAttempts-1) || retries(errors.New("E_FAIL"), config.UnclassifiedAttempts) {
 		t.Errorf("an unclassified error is not tried exactly %d times", config.UnclassifiedAttempts)

@@ -35,7 +35,8 @@ func (r *Resyncer) Once(ctx context.Context, reason string) (Summary, error) {
 	sum, err := r.core.ReconcileAll(ctx)
 	log := r.log.WithField("reason", reason)
 	if err != nil {
-		log.WithError(err).Error("resync failed")
+		k := kindOf(err) // the plugin stopping is no failure
+		log.WithError(err).Log(k.level, "resync failed: "+k.says)
 		return sum, err
 	}
 	sum.Log(log, "resync")

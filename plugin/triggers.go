@@ -37,7 +37,7 @@ func (c *Core) StartPod(ctx context.Context, p Pod) error {
 		c.opt.Observer.Operation("start", Classify(err))
 		return err
 	}
-	c.opt.Observer.Operation("start", ClassDeadline)
+	c.opt.Observer.Operation("start", Classify(ErrDeadline))
 	return c.pastDeadline(p)
 }
 
@@ -63,7 +63,7 @@ func (c *Core) stopPod(ctx context.Context, p Pod, removed bool) {
 	case answered:
 		c.opt.Observer.Operation("stop", Classify(err))
 	case ctx.Err() == nil:
-		c.opt.Observer.Operation("stop", ClassDeadline)
+		c.opt.Observer.Operation("stop", Classify(ErrDeadline))
 		c.PodLog(p).Warn("HCN is slower than the deadline: the endpoint is removed in the background")
 	}
 }

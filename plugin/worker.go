@@ -88,14 +88,13 @@ func (c *Core) process(id string) {
 	if overtaken {
 		unadmitted(sn, &out, c.now())
 	}
-	v := judge(out.pod, out.err, sn.attempt) // the pod named once, the row read once
+	v := judge(out.pod, out.err, sn.attempt, c.closing.Load()) // the pod named once, the row read once
 	out.err, out.known.err, out.known.reason = v.err, v.err, v.kind.reason
 	if out.pod.Name != "" {
 		out.known.name, out.known.namespace = out.pod.HolderName(), out.pod.Namespace
 	}
 	mapped := out.err == nil && !sn.known.timed && !sn.startedAt.IsZero() && len(out.known.eps) > 0
 	out.known.timed = sn.known.timed || mapped
-	v.again = v.again && !c.closing.Load()
 	if !v.again {
 		out.known.waitFor = nil // a conflict's wait ends with its work
 	}

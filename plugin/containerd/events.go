@@ -4,9 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/nri-hcn-portmap/nri-hcn-portmap/config"
 	"sync/atomic"
 	"time"
+
+	"github.com/nri-hcn-portmap/nri-hcn-portmap/config"
 
 	apievents "github.com/containerd/containerd/api/events"
 	"github.com/containerd/containerd/v2/pkg/namespaces"
@@ -178,7 +179,9 @@ func (s *EventSource) handle(topic string, payload typeurl.Any) {
 	}
 	ev, err := typeurl.UnmarshalAny(payload)
 	if err != nil {
-		s.log.WithError(err).WithField("topic", topic).Warn("undecodable containerd event")
+		err = fmt.Errorf("%w: %w", plugin.ErrUndecodableEvent, err)
+		level, says := plugin.Said(err)
+		s.log.WithError(err).WithField("topic", topic).Log(level, says)
 		return
 	}
 	switch id, a := Decode(ev); a {

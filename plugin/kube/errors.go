@@ -26,6 +26,12 @@ var (
 	ErrUnavailable = errors.New("the API server is unavailable")
 )
 
+// ErrWatchSilent: a watch stayed open past the timeout it asked for
+// without a word (no event, no bookmark): a silent connection is not news,
+// so what is held is no longer current, and the namespaces are listed
+// again.
+var ErrWatchSilent = errors.New("the watch stayed open past its timeout")
+
 // ErrAPI: the API server answered a request with an error status. Each
 // such error also wraps its kind (ErrGone, ErrRefused, ErrDenied,
 // ErrUnavailable), which the table judges.
@@ -55,8 +61,9 @@ func kindOfStatus(code int) error {
 type errorKind struct {
 	retry bool // a report is tried again, up to config.APIReportAttempts (then dropped: the next outcome is reported again)
 	// relist: a watch that ends with it is followed by a list at once,
-	// and it is not a failure (the labels held stay current)
-	relist bool
+	// and it is not a failure; stale: what is held is no longer current
+	// meanwhile (it ages from the API server's last word as always)
+	relist, stale bool
 	level  logrus.Level // how a report given up on is logged
 	says   string
 	// check is what an operator checks, said with a failing list or
@@ -71,6 +78,7 @@ var errorTable = []struct {
 	kind errorKind
 }{
 	{ErrExpired, errorKind{relist: true, level: logrus.DebugLevel, says: "the watch's resource version is too old: listing again"}},
+	{ErrWatchSilent, errorKind{relist: true, stale: true, level: logrus.WarnLevel, says: "the watch stayed open past its timeout: listing again"}},
 	{ErrGone, errorKind{level: logrus.DebugLevel, says: "not reported: the pod is gone"}},
 	{ErrRefused, errorKind{level: logrus.ErrorLevel, says: "not reported: the API server refused it"}},
 	{ErrDenied, errorKind{retry: true, level: logrus.ErrorLevel, says: "not reported: the API server denied it (check the plugin's RBAC and token)",

@@ -194,18 +194,19 @@ func (n *Namespaces) Run(ctx context.Context) {
 				}
 				n.apply(ev)
 			})
-			silent := wctx.Err() != nil && ctx.Err() == nil
-			cancel()
-			if silent {
-				n.notCurrent()
-				n.log.WithField("timeout", timeout.String()).Warn("the namespace watch stayed open past its timeout: listing again")
-				break // list again
+			if wctx.Err() != nil && ctx.Err() == nil {
+				err = fmt.Errorf("watching namespaces (timeout %s): %w", timeout, ErrWatchSilent)
 			}
+			cancel()
 			if err == nil {
 				retry.Reset()
 				continue // the API server ended it: take it up again
 			}
-			if kindOf(err).relist || ctx.Err() != nil {
+			if k := kindOf(err); k.relist || ctx.Err() != nil {
+				if k.stale {
+					n.notCurrent()
+				}
+				n.log.WithError(err).Log(k.level, k.says)
 				break // list again
 			}
 			failed++
