@@ -45,8 +45,9 @@ type Options struct {
 	ShutdownGrace time.Duration
 	// Workers bounds the sandboxes worked on at once.
 	Workers int
-	// limiter is the queue's rate limiter; nil: client-go's exponential
-	// one from RetryMin to RetryMax (tests record the delays it gives).
+	// limiter is the queue's rate limiter; nil: the one retry rule,
+	// backoff.QueueLimiter from RetryMin to RetryMax (tests record the
+	// delays theirs gives).
 	limiter workqueue.TypedRateLimiter[string]
 	// clock is the time (nil: the wall clock; tests set their own)
 	clock func() time.Time

@@ -5,9 +5,11 @@ import (
 )
 
 // The entry points: each builds a sighting of what its trigger saw, which
-// the state records in the sandbox's inbox, and adds the sandbox to the
-// queue; none decides anything or does I/O. The NRI ones wait for the
-// sync's outcome within the runtime's deadline.
+// the state records in the sandbox's inbox (Core.enqueue), and adds the
+// sandbox to the queue; none does I/O or decides what a sandbox gets. The
+// NRI ones wait for the outcome of a sync that began after them, within
+// the runtime's deadline; past it the failure policy answers
+// (pastDeadline, worker.go).
 
 // await enqueues and waits for the outcome until ctx ends or the core
 // closes; answered is false when ctx ended first (the work goes on).

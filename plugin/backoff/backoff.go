@@ -1,8 +1,9 @@
-// Package backoff is the capped exponential delay of the plugin's retry
-// loops (NRI reconnects, containerd resubscriptions, the Kubernetes
-// reporter, HNS at boot): apimachinery's wait.Backoff, waited out under a
-// context. Retries of pod work are the controller queue's (client-go's
-// rate limiter).
+// Package backoff is the plugin's one retry rule, a capped, jittered
+// exponential delay: Backoff for its retry loops (NRI reconnects,
+// containerd resubscriptions, the namespace watch, HNS at boot),
+// apimachinery's wait.Backoff waited out under a context; QueueLimiter for
+// its work queues (the controller's, the Kubernetes reporter's), the same
+// curve as a client-go rate limiter, with an overall rate.
 package backoff
 
 import (

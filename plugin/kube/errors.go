@@ -64,8 +64,8 @@ type errorKind struct {
 	// and it is not a failure; stale: what is held is no longer current
 	// meanwhile (it ages from the API server's last word as always)
 	relist, stale bool
-	level  logrus.Level // how a report given up on is logged
-	says   string
+	level         logrus.Level // how a report given up on is logged
+	says          string
 	// check is what an operator checks, said with a failing list or
 	// watch of namespaces (logged as an error then, not a warning)
 	check string
