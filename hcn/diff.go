@@ -56,20 +56,6 @@ type Step struct {
 	Rollback bool
 }
 
-func (s Step) String() string {
-	switch s.Kind {
-	case StepCreate:
-		return "create " + s.Spec.Name
-	case StepAttach:
-		what := s.Endpoint.ID
-		if what == "" {
-			what = "the created endpoint"
-		}
-		return "attach " + what + " to " + s.Namespace.String()
-	}
-	return s.Kind.String() + " " + s.Endpoint.ID
-}
-
 // Diff is the plan that makes existing (a sandbox's endpoints as HNS holds
 // them) into the one endpoint spec describes, attached to ns, a function of
 // values: one endpoint that matches is kept, preferring one attached where
@@ -106,17 +92,6 @@ func Removal(eps []Endpoint) []Step {
 		steps = append(steps, Step{Kind: StepDelete, Endpoint: ep})
 	}
 	return steps
-}
-
-// Deletes counts the deletions of a plan.
-func Deletes(steps []Step) int {
-	n := 0
-	for _, s := range steps {
-		if s.Kind == StepDelete {
-			n++
-		}
-	}
-	return n
 }
 
 // Matches reports whether an existing endpoint (attached or not) is the

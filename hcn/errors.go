@@ -337,29 +337,24 @@ func NamespaceGone(err error) bool {
 // for some calls also something of its own, each a row of readings.
 type Reading int
 
-// Readings of an answer.
+// Readings of an answer: the call failed, and the step with it
+// (ReadFailure); what the step wanted is so already (ReadDone); what was
+// asked for is not there, an answer (ReadAbsent); HNS may have done what
+// was asked, so what it holds is read back (ReadBack); HNS changed while
+// it was read, so it is read again, ManagerConfig.ListingAttempts times at
+// most (ReadAgain); what the step stood on is gone, so it fails as HNS
+// having changed and the plan is made again (ReadChanged); HNS takes one
+// of these only, so the one that exists is used (ReadTakeOne); the
+// endpoint is still attached as its detach failed, whose error says why
+// (ReadDetachSays).
 const (
-	// ReadFailure: the call failed; the step fails with the answer.
 	ReadFailure Reading = iota
-	// ReadDone: what the step wanted is so already (it succeeded).
 	ReadDone
-	// ReadAbsent: what was asked for is not there: HNS answered.
 	ReadAbsent
-	// ReadBack: HNS may have done what was asked: what it holds is read
-	// back.
 	ReadBack
-	// ReadAgain: HNS changed while it was read: it is read again
-	// (ManagerConfig.ListingAttempts times at most).
 	ReadAgain
-	// ReadChanged: what the step stood on is gone (the network an endpoint
-	// was asked on): the step fails as HNS having changed, and the plan is
-	// made again.
 	ReadChanged
-	// ReadTakeOne: HNS takes one of these only: the one that exists is
-	// used.
 	ReadTakeOne
-	// ReadDetachSays: the endpoint is still attached, as its detach
-	// failed: the detach's error is the one that says why.
 	ReadDetachSays
 )
 

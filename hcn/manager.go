@@ -416,12 +416,9 @@ type Result struct {
 }
 
 // Apply takes a plan's steps (Diff, Removal), in order, each only when the
-// one before succeeded, and fails when HNS answers otherwise than the step
-// expects: a delete of what is gone is done; a create whose answer is lost
-// but that took effect is read back by name; a create on a network that is
-// gone fails with ErrNetworkGone (the network is looked up again by the
-// next Target); an attach HNS says is done already is read back, and a
-// failed one is rolled back where the step says so. On an error, Result
+// one before succeeded, each answer read as its call's row of readings
+// says, and fails when HNS answers otherwise than the step expects (a
+// create on a network that is gone: ErrNetworkGone). On an error, Result
 // says what was done before it.
 func (m *Manager) Apply(ctx context.Context, steps []Step) (Result, error) {
 	var r Result

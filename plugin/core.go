@@ -108,16 +108,6 @@ func (c *Core) now() time.Time {
 	return time.Now()
 }
 
-// enqueue records what a trigger saw of a sandbox and adds it to the
-// queue.
-func (c *Core) enqueue(id string, seen sighting) {
-	if c.closing.Load() {
-		return
-	}
-	c.st.trigger(id, seen)
-	c.q.Add(id)
-}
-
 // shutdownQueue stops taking work and lets the workers finish the syncs
 // that run; whoever waits for work that will not run is told ErrClosed.
 func (c *Core) shutdownQueue() {

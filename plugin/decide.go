@@ -19,35 +19,13 @@ import (
 // as the sync began. It reads nothing else and changes nothing. Its plan
 // either asks for one more fact (the sync reads it and decides again) or
 // names every step to take, in order: the host ports to claim, then HNS's
-// steps (hcn.Diff's: keep, delete, create, attach; hcn.Removal's:
-// delete), and what is known once they are done. The steps of the
-// decision:
-//
-//  0. a listing of HNS: what it showed is what a sandbox known to nobody
-//     holds; a disagreement with what is known means HNS is asked. A
-//     listing alone (start-up) asks for nothing more;
-//  1. a stopped or removed sandbox loses its endpoints and its host ports
-//     (decideStopped);
-//  2. a whole pod whose annotation is the only source is judged before
-//     any read: a bad annotation is refused, none costs nothing (preview);
-//  3. containerd's record, and the request resolved from it once (a
-//     fact): gone means nothing is left, an application container is not
-//     ours; a pod that asks nothing needs no more reads (fromRecord);
-//  4. live? a start seen says so; otherwise containerd's task and HCN's
-//     namespace tell; a sandbox that no longer runs loses its endpoints
-//     (live);
-//  5. the request: invalid, or not admitted (admission, a step of its
-//     own: every mapping the endpoint in place does not hold is judged by
-//     the node's rules and, for the annotation's, the namespace's Pod
-//     Security level, with the policy and labels as of the sync): refused,
-//     and nothing it was not admitted for is left in HNS (deny);
-//  6. nothing asked for, no Windows namespace, or Hyper-V isolation: no
-//     endpoint of ours (skip);
-//  7. the endpoint it wants, with the pod's DNS (the CNI endpoint's where
-//     the pod's record has none), less what the CNI maps itself (want);
-//  8. the plan for HNS: the network as the manager knows it (a fact) and
-//     the sandbox's endpoints as HNS holds them (known, or a fact), diffed
-//     (build).
+// steps (hcn.Diff's, hcn.Removal's), and what is known once they are done.
+// The steps of the decision, each a function below: 0 learned (what a
+// listing of HNS showed), 1 decideStopped, 2 preview (a whole pod judged
+// before any read), 3 fromRecord (containerd's record, and the request
+// resolved from it once), 4 live, 5 admit (a step of its own) or deny,
+// 6 skip, 7 want, 8 build (the network and the sandbox's endpoints,
+// diffed).
 func decide(sn snap, f facts, in inputs) plan {
 	o := learned(sn)
 	switch {
@@ -173,9 +151,8 @@ func fromRecord(sn snap, f facts, in inputs, o *outcome) (plan, bool) {
 
 // live says whether the sandbox runs (4): a start seen since the last
 // sync says so; otherwise containerd's task (stopped: for good) and HCN's
-// namespace (it must still exist) tell, each asked for when needed. A
-// sandbox without a Windows namespace runs for containerd alone. One that
-// does not run loses its endpoints.
+// namespace tell, each asked for when needed. One that does not run loses
+// its endpoints.
 func live(sn snap, f facts, in inputs, o *outcome) (plan, bool) {
 	if sn.started {
 		return plan{}, false
@@ -204,11 +181,8 @@ func live(sn snap, f facts, in inputs, o *outcome) (plan, bool) {
 
 // admit is admission, a step of the decision (5): every mapping the
 // endpoint in place does not hold is judged as a new pod's would be, by
-// the node's rules, and those of the annotation also by the namespace's
-// Pod Security level, with the policy and the labels as of the sync (a
-// policy or a label that changed since never takes a mapping in place
-// away, nor lets a new one through unchecked). A pod whose request is not
-// known is not judged.
+// the node's rules and, for the annotation's, the namespace's Pod
+// Security level, with the policy and the labels as of the sync.
 func admit(in inputs, k known, r request.Request) error {
 	if in.policy == nil || !r.Known {
 		return nil
@@ -341,14 +315,11 @@ func removal(f facts, in inputs, o outcome, removed afterRemoval) plan {
 	return plan{out: o, steps: hcn.Removal(eps), removed: removed, remove: true, unsure: stillUnsure(o.known, eps, in.now)}
 }
 
-// deny plans a refused pod (5): it fails with err, and it holds nothing it
-// was not admitted for: an endpoint in place that maps exactly the ports
-// it holds (admitted when it was built) stays; any other endpoint of ours
-// (one HNS made late for a create given up on, one built under a policy
-// or labels that changed before it was committed) is deleted, found by
-// name where what HNS holds is not settled. A refusal is a verdict on
-// the pod; a failure to read (containerd, HNS) is refuse's, which takes
-// no step.
+// deny plans a refused pod (5): it fails with err and holds nothing it
+// was not admitted for: an endpoint in place mapping exactly the ports it
+// holds stays; any other of ours (made late for a given-up create, or
+// built under inputs that changed before its commit) is deleted. A
+// failure to read (containerd, HNS) is refuse's, which takes no step.
 func deny(f facts, in inputs, o outcome, err error) plan {
 	if o.known.settled() {
 		return o.refuse(err)
@@ -370,10 +341,8 @@ func deny(f facts, in inputs, o outcome, err error) plan {
 
 // stillUnsure is the ports a given-up call asked for that stay held after
 // a plan that found eps in HNS: none once HNS shows an endpoint of the
-// sandbox (the call took effect, and the plan deletes or keeps it), or
-// once config.LateCreateBound has passed since it was given up on; until
-// then the call may still take effect, and the port must not go to
-// another pod meanwhile.
+// sandbox (the call took effect) or config.LateCreateBound has passed;
+// until then the call may still land, and the ports go to nobody else.
 func stillUnsure(k known, eps []hcn.Endpoint, now time.Time) []hcn.PortMappingPolicy {
 	if len(k.unsure) == 0 || len(eps) > 0 || now.Sub(k.unsureSince) >= config.LateCreateBound {
 		return nil
@@ -422,4 +391,40 @@ func notProvided(others []hcn.Endpoint, policies []hcn.PortMappingPolicy, types 
 			Works: works, Why: why, Fix: fix})
 	}
 	return ours, cni, unknown
+}
+
+// hyperV says why the sandbox is Hyper-V isolated, "" when it is not.
+func (in inputs) hyperV(p Pod, sb *SandboxInfo) string {
+	if sb.HyperV != "" {
+		return sb.HyperV
+	}
+	if h := p.RuntimeHandler; h != "" && slices.Contains(in.hyperVHandlers, h) {
+		return "runtime handler " + h
+	}
+	return ""
+}
+
+func (f *fact[T]) set(v T, err error) { f.v, f.err, f.read = v, err, true }
+
+// refuse is a plan that takes no step and fails with err.
+func (o outcome) refuse(err error) plan { return plan{out: o, err: err} }
+
+func (o *outcome) fail(err error) outcome {
+	o.err = err
+	return *o
+}
+
+func (o *outcome) say(level logrus.Level, msg string, fields logrus.Fields) {
+	o.line = line{level: level, msg: msg, fields: fields}
+}
+
+// countCNI counts the host ports the CNI maps (once per change).
+func (o *outcome) countCNI(cni []CNIMapping) {
+	for _, m := range cni {
+		if m.Works {
+			o.skipped = append(o.skipped, SkipMappedByCNI)
+		} else {
+			o.skipped = append(o.skipped, SkipCNIIneffective)
+		}
+	}
 }

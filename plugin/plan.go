@@ -1,7 +1,6 @@
 package plugin
 
 import (
-	"slices"
 	"time"
 
 	"github.com/sirupsen/logrus"
@@ -30,17 +29,6 @@ type inputs struct {
 	hyperVHandlers []string
 }
 
-// hyperV says why the sandbox is Hyper-V isolated, "" when it is not.
-func (in inputs) hyperV(p Pod, sb *SandboxInfo) string {
-	if sb.HyperV != "" {
-		return sb.HyperV
-	}
-	if h := p.RuntimeHandler; h != "" && slices.Contains(in.hyperVHandlers, h) {
-		return "runtime handler " + h
-	}
-	return ""
-}
-
 // fact is one thing a sync read for decide: its value or the error
 // reading it failed with, once it was read.
 type fact[T any] struct {
@@ -48,8 +36,6 @@ type fact[T any] struct {
 	err  error
 	read bool
 }
-
-func (f *fact[T]) set(v T, err error) { f.v, f.err, f.read = v, err, true }
 
 // facts are what the sync read for decide, each only once decide asked
 // for it: containerd's record and the request resolved from it (once, as
@@ -95,8 +81,8 @@ type plan struct {
 	steps    []hcn.Step // HNS's steps
 	remove   bool       // the steps remove everything the sandbox has
 	removed  afterRemoval
-	denied   bool           // a refusal: kept is what stays in HNS after the steps
-	kept     []hcn.Endpoint //
+	denied   bool // a refusal: kept is what stays in HNS after the steps
+	kept     []hcn.Endpoint
 	unsure   []hcn.PortMappingPolicy
 	err      error
 	notOurs  bool
@@ -105,9 +91,6 @@ type plan struct {
 // afterRemoval is what is known once a removal is done: containerd no
 // longer has the sandbox, and the CNI's mappings are forgotten.
 type afterRemoval struct{ gone, forgetCNI bool }
-
-// refuse is a plan that takes no step and fails with err.
-func (o outcome) refuse(err error) plan { return plan{out: o, err: err} }
 
 // wanted is the endpoint a sync decided the sandbox should have.
 type wanted struct {
@@ -152,24 +135,4 @@ type line struct {
 	level  logrus.Level
 	msg    string
 	fields logrus.Fields
-}
-
-func (o *outcome) fail(err error) outcome {
-	o.err = err
-	return *o
-}
-
-func (o *outcome) say(level logrus.Level, msg string, fields logrus.Fields) {
-	o.line = line{level: level, msg: msg, fields: fields}
-}
-
-// countCNI counts the host ports the CNI maps (once per change).
-func (o *outcome) countCNI(cni []CNIMapping) {
-	for _, m := range cni {
-		if m.Works {
-			o.skipped = append(o.skipped, SkipMappedByCNI)
-		} else {
-			o.skipped = append(o.skipped, SkipCNIIneffective)
-		}
-	}
 }

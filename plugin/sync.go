@@ -15,16 +15,10 @@ import (
 )
 
 // sync is the controller's one piece of work for a sandbox, for every
-// trigger alike (an NRI request, a containerd event, Synchronize, a
-// resync, a retry): decide (decide.go), a function of the snapshot, the
-// facts read for it and the inputs as the sync began, says which fact it
-// needs next (read here: containerd's record, from which the request is
-// resolved once, and task, HCN's namespace and its other endpoints, their
-// networks' types, the plugin's network and the sandbox's endpoints) and,
-// once it has them, every step to take; apply takes them. Its I/O goes
-// through containerd's record (SandboxStore) and hcn.Manager alone; of
-// the state it reads the snapshot and writes one thing, its claim of host
-// ports (the commit is the worker's).
+// trigger alike: decide (decide.go) says which fact it needs next, read
+// here, and once it has them every step to take; apply takes them. Its I/O
+// goes through containerd (SandboxStore) and hcn.Manager alone; of the
+// state it writes one thing, its claim of host ports.
 func (c *Core) sync(ctx context.Context, sn snap, in inputs) outcome {
 	var f facts
 	for {
@@ -122,9 +116,8 @@ func (c *Core) apply(ctx context.Context, sn snap, p plan) outcome {
 
 // conflicted is the outcome of a claim another sandbox holds a port of:
 // decided once the holder's own sync has confirmed it live since this
-// sandbox first waited for it (the claim says how often it had been
-// confirmed); until then the holder is synced (does it still run? a gone
-// or stopping holder gives the ports back) and the wait recorded.
+// sandbox first waited for it; until then the holder is synced (a gone or
+// stopping one gives the ports back) and the wait recorded.
 func conflicted(sn snap, o outcome, ce *ConflictError) outcome {
 	if prev := sn.known.waitFor; prev != nil && prev.holder == ce.HolderID && ce.confirmed > prev.seen {
 		return o.fail(ce)
@@ -137,12 +130,9 @@ func conflicted(sn snap, o outcome, ce *ConflictError) outcome {
 }
 
 // failed is the outcome of a plan whose step failed with err: what HNS
-// holds now is not known, and the sandbox's ports stay held. Where HNS may
-// have made what it was asked (a create given up on finishes late, an
-// attach fails after the create), the ports asked stay held as unsure
-// until the sandbox's next sync finds what HNS did, or the call can no
-// longer take effect (config.LateCreateBound); a sync admits them again,
-// whatever the policy is then.
+// holds is not known, its ports stay held, and where HNS may still make
+// what it was asked (a create given up on) the ports asked are held as
+// unsure (stillUnsure says until when), admitted again by the next sync.
 func (c *Core) failed(o outcome, p plan, err error) outcome {
 	o.known.eps, o.known.epsKnown = nil, false
 	if p.want != nil && !hcn.Permanent(err) {

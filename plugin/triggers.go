@@ -2,6 +2,7 @@ package plugin
 
 import (
 	"context"
+	"fmt"
 )
 
 // The entry points: each builds a sighting of what its trigger saw, which
@@ -9,7 +10,7 @@ import (
 // sandbox to the queue; none does I/O or decides what a sandbox gets. The
 // NRI ones wait for the outcome of a sync that began after them, within
 // the runtime's deadline; past it the failure policy answers
-// (pastDeadline, worker.go).
+// (pastDeadline).
 
 // await enqueues and waits for the outcome until ctx ends or the core
 // closes; answered is false when ctx ended first (the work goes on).
@@ -116,3 +117,38 @@ func (c *Core) Mappings() []SandboxMappings { return c.st.mappings() }
 // ForeignDNS counts the pods whose endpoint carries DNS other than theirs
 // (SandboxMappings.ForeignDNS).
 func (c *Core) ForeignDNS() int { return c.st.foreignDNS() }
+
+// enqueue records what a trigger saw of a sandbox and adds it to the
+// queue.
+func (c *Core) enqueue(id string, seen sighting) {
+	if c.closing.Load() {
+		return
+	}
+	c.st.trigger(id, seen)
+	c.q.Add(id)
+}
+
+// pastDeadline is the answer to a runtime whose RunPodSandbox waited the
+// whole deadline (HCN slower than that): fail-open lets the pod proceed,
+// its endpoint completed in the background (retrying what passes, until
+// it exists or the pod is gone); fail-closed fails the pod with
+// ErrDeadline, naming what held it up, and records a stop, whose sync
+// removes whatever the start made.
+func (c *Core) pastDeadline(p Pod) error {
+	log := c.PodLog(p).WithField("deadline", c.opt.Deadline.String())
+	last := c.st.lastErr(p.ID) // what held it up, when a sync has said
+	if last != nil {
+		log = log.WithError(last)
+	}
+	if c.opt.FailOpen {
+		log.Warn("host ports not in place within the deadline: the pod proceeds, its endpoint is completed in the background (fail-open)")
+		return nil
+	}
+	c.enqueue(p.ID, sighting{stop: true}) // the runtime is told the pod failed: leave nothing behind
+	log.Warn("host ports not in place within the deadline: the pod fails, its endpoint is rolled back (fail-closed)")
+	if last != nil {
+		return fmt.Errorf("pod %s: %w (%s, failure_policy fail-closed); what was started is rolled back; the last attempt: %w",
+			p, ErrDeadline, c.opt.Deadline, last)
+	}
+	return fmt.Errorf("pod %s: %w (%s, failure_policy fail-closed); what was started is rolled back", p, ErrDeadline, c.opt.Deadline)
+}

@@ -2,7 +2,6 @@ package plugin
 
 import (
 	"context"
-	"fmt"
 	"slices"
 	"time"
 
@@ -173,29 +172,4 @@ func (c *Core) tell(sn snap, out outcome, v verdict, waiters []waiter) {
 	default:
 		log.WithFields(out.line.fields).WithError(out.err).Log(k.level, k.says)
 	}
-}
-
-// pastDeadline is the answer to a runtime whose RunPodSandbox waited the
-// whole deadline (HCN slower than that): fail-open lets the pod proceed,
-// its endpoint completed in the background (retrying what passes, until
-// it exists or the pod is gone); fail-closed fails the pod with
-// ErrDeadline, naming what held it up, and records a stop, whose sync
-// removes whatever the start made.
-func (c *Core) pastDeadline(p Pod) error {
-	log := c.PodLog(p).WithField("deadline", c.opt.Deadline.String())
-	last := c.st.lastErr(p.ID) // what held it up, when a sync has said
-	if last != nil {
-		log = log.WithError(last)
-	}
-	if c.opt.FailOpen {
-		log.Warn("host ports not in place within the deadline: the pod proceeds, its endpoint is completed in the background (fail-open)")
-		return nil
-	}
-	c.enqueue(p.ID, sighting{stop: true}) // the runtime is told the pod failed: leave nothing behind
-	log.Warn("host ports not in place within the deadline: the pod fails, its endpoint is rolled back (fail-closed)")
-	if last != nil {
-		return fmt.Errorf("pod %s: %w (%s, failure_policy fail-closed); what was started is rolled back; the last attempt: %w",
-			p, ErrDeadline, c.opt.Deadline, last)
-	}
-	return fmt.Errorf("pod %s: %w (%s, failure_policy fail-closed); what was started is rolled back", p, ErrDeadline, c.opt.Deadline)
 }
