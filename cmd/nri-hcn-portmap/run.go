@@ -400,7 +400,7 @@ func (a *app) reload() (string, error) {
 		return "", err
 	}
 	a.core.SetAdmission(policy)
-	msg := "admission policy applied to new pods"
+	msg := "admission policy applied to every mapping not in place (mappings in place stay)"
 	if pending := a.cfg.RestartNeeded(next); len(pending) > 0 {
 		msg += "; changes to " + strings.Join(pending, ", ") + " take effect after a restart"
 	}

@@ -214,7 +214,7 @@ func TestReload(t *testing.T) {
 	}
 	write(admission("deny = [\"8950-8959\"]\n"))
 	out, _, err := env.Command(ctx, "reload")
-	if err != nil || out != "reloaded: admission policy applied to new pods\n" {
+	if err != nil || out != "reloaded: admission policy applied to every mapping not in place (mappings in place stay)\n" {
 		t.Fatalf("reload: %q, %v", out, err)
 	}
 	if _, err := env.RunPod(ctx, pod("reload-denied", "8951:80")); err == nil || !strings.Contains(err.Error(), `admission.deny[0] = "8950-8959"`) {
