@@ -47,12 +47,29 @@ type Admission struct {
 	// PodSecurityExemptNamespaces mirrors the API server's Pod Security
 	// exemptions.namespaces: the level of these namespaces is not checked.
 	PodSecurityExemptNamespaces []string `toml:"pod_security_exempt_namespaces"`
+	// NetworkPolicy says how a host port meets the cluster's NetworkPolicy
+	// (the plugin's endpoint is one no policy engine filters): "kubernetes"
+	// maps a port only where the Kubernetes NetworkPolicies that select the
+	// pod admit every source to it, and refuses host ports while the API
+	// server serves a policy kind the plugin does not evaluate;
+	// "kubernetes-only" evaluates Kubernetes NetworkPolicy alone, the
+	// operator stating that no other kind served selects a pod with host
+	// ports; "off": the operator states that host ports on this node are
+	// not filtered by any policy.
+	NetworkPolicy string `toml:"network_policy"`
 }
 
 // Pod Security modes of the annotation (admission.pod_security).
 const (
 	PodSecurityEnforce = "enforce"
 	PodSecurityOff     = "off"
+)
+
+// NetworkPolicy modes (admission.network_policy).
+const (
+	NetworkPolicyKubernetes     = "kubernetes"
+	NetworkPolicyKubernetesOnly = "kubernetes-only"
+	NetworkPolicyOff            = "off"
 )
 
 // Pod Security levels, as Kubernetes names them
@@ -81,6 +98,9 @@ func DefaultAdmission() Admission {
 		// look at hostPort alone)
 		PodSecurityDefaultLevel:     LevelBaseline,
 		PodSecurityExemptNamespaces: []string{},
+		// a port the policies do not admit to everyone is not mapped: the
+		// open mode is the operator's to state
+		NetworkPolicy: NetworkPolicyKubernetes,
 	}
 }
 
@@ -111,6 +131,8 @@ type AdmissionRules struct {
 	PodSecurity      bool
 	DefaultLevel     string
 	ExemptNamespaces []string
+	// NetworkPolicy: the NetworkPolicy mode, checked
+	NetworkPolicy string
 }
 
 // Parse checks the rules. Errors name the key and the bad value.
@@ -162,12 +184,13 @@ func (r Admission) Parse() (AdmissionRules, error) {
 		}
 		out.Deny = append(out.Deny, pr)
 	}
-	for _, kv := range [][2]string{{"admission.pod_security", r.PodSecurity}, {"admission.pod_security_default_level", r.PodSecurityDefaultLevel}} {
+	for _, kv := range [][2]string{{"admission.pod_security", r.PodSecurity}, {"admission.pod_security_default_level", r.PodSecurityDefaultLevel},
+		{"admission.network_policy", r.NetworkPolicy}} {
 		if l, _ := LimitOf(kv[0]); !slices.Contains(l.Words, kv[1]) {
 			bad(kv[0], kv[1], l.Rule())
 		}
 	}
-	out.PodSecurity = r.PodSecurity == PodSecurityEnforce
+	out.PodSecurity, out.NetworkPolicy = r.PodSecurity == PodSecurityEnforce, r.NetworkPolicy
 	if slices.Contains(Levels(), r.PodSecurityDefaultLevel) {
 		out.DefaultLevel = r.PodSecurityDefaultLevel
 	}

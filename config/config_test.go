@@ -46,6 +46,7 @@ deny = []
 pod_security = "enforce"
 pod_security_default_level = "baseline"
 pod_security_exempt_namespaces = ["kube-system"]
+network_policy = "kubernetes-only"
 
 [nri]
 socket = "/run/nri/nri.sock"
@@ -110,7 +111,8 @@ max_files = 2
 			HyperVRuntimeHandlers: []string{"runhcs-wcow-hypervisor", "wcow-vm"}},
 		Admission: Admission{Namespaces: []string{"ingress", "kube-system"}, PodSelector: "hostports=allowed",
 			HostPortRanges: []string{"80", "443", "30000-32767"}, HostIPs: []string{"10.0.0.0/24"}, Deny: []string{},
-			PodSecurity: "enforce", PodSecurityDefaultLevel: "baseline", PodSecurityExemptNamespaces: []string{"kube-system"}},
+			PodSecurity: "enforce", PodSecurityDefaultLevel: "baseline", PodSecurityExemptNamespaces: []string{"kube-system"},
+			NetworkPolicy: "kubernetes-only"},
 		NRI:        NRI{Socket: "/run/nri/nri.sock", PluginName: "portmap", PluginIndex: "10", ReconnectMax: Duration{5 * time.Second}},
 		Containerd: Containerd{Address: "/run/containerd/containerd.sock", Namespace: "k8s.io"},
 		HCN: HCN{Backend: "simulated", SimulatorAddress: "unix:///tmp/sim.sock", Network: "pods", CreateNetwork: true, AllowCNINetwork: true,

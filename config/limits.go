@@ -49,6 +49,7 @@ func Limits() []Limit {
 		whole("plugin.max_annotation_bytes", 64, MaxAnnotationLimit, "Kubernetes' limit for all of a pod's annotations"),
 		words("admission.pod_security", PodSecurityEnforce, PodSecurityOff),
 		words("admission.pod_security_default_level", Levels()...),
+		words("admission.network_policy", NetworkPolicyKubernetes, NetworkPolicyKubernetesOnly, NetworkPolicyOff),
 		positive("nri.reconnect_max"),
 		words("hcn.backend", BackendWindows, BackendSimulated),
 		words("hcn.network_type", "NAT", "L2Bridge"),

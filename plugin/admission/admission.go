@@ -64,6 +64,8 @@ type Policy struct {
 	deny         []config.PortRange
 	own          []config.OwnPort // the plugin's own ports: denied like deny's
 	dualStack    bool
+	// networkPolicy: admission.network_policy (AdmitNetwork)
+	networkPolicy string
 }
 
 // WithDualStack makes a mapping without host IP count as binding every IPv6
@@ -91,7 +93,7 @@ func Compile(r config.Admission) (*Policy, error) {
 	}
 	p := &Policy{anyNamespace: rules.AnyNamespace, namespaces: map[string]bool{}, selectorText: rules.PodSelector,
 		ranges: rules.Ranges, hostIPs: rules.HostIPs, deny: rules.Deny,
-		podSecurity: rules.PodSecurity, defaultLevel: rules.DefaultLevel, exempt: map[string]bool{}}
+		podSecurity: rules.PodSecurity, defaultLevel: rules.DefaultLevel, exempt: map[string]bool{}, networkPolicy: rules.NetworkPolicy}
 	for _, ns := range rules.Namespaces {
 		p.namespaces[ns] = true
 	}
