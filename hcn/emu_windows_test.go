@@ -560,7 +560,7 @@ func TestRemovalGetsToTheDelete(t *testing.T) {
 				}
 			}
 			emu(t, "Emu.InjectHRESULT", tc.fn, tc.hr)
-			if _, err := mgr.Delete(emuBG, []hcn.Endpoint{view}); err != nil {
+			if _, err := mgr.Apply(emuBG, hcn.Removal([]hcn.Endpoint{view})); err != nil {
 				t.Fatalf("Delete: %v", err)
 			}
 			if eps, err := svc.ListEndpointsByName(emuBG, mgr.EndpointName(id)); err != nil || len(eps) != 0 {
