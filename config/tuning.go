@@ -42,6 +42,11 @@ const (
 	// open and silent itself.
 	NamespaceWatchTimeout = 5 * time.Minute
 	NamespaceWatchGrace   = 15 * time.Second
+	// PolicyKindsEvery is how often the API server is asked which policy
+	// kinds it serves (discovery; half kubernetes.labels_max_age where
+	// that is shorter): a kind installed later refuses host ports from
+	// then on.
+	PolicyKindsEvery = time.Minute
 	// HealthCheckTimeout bounds each check of /healthz and /livez.
 	HealthCheckTimeout = 2 * time.Second
 	// StartRetryMin and StartRetryMax bound the wait between tries to
@@ -105,11 +110,11 @@ const (
 	// APIReportAttempts bounds the tries of a report to the API server
 	// that fails in a way that may pass; ReportsRemembered bounds the
 	// pods the reporter remembers having told (forgetting costs one
-	// repeated report); NamespaceListPage is how many namespaces one list
+	// repeated report); APIListPage is how many objects one list
 	// request reads.
 	APIReportAttempts = 5
 	ReportsRemembered = 8192
-	NamespaceListPage = 500
+	APIListPage       = 500
 
 	// ServiceProgressEvery is how often a stopping service tells the SCM
 	// it is still making progress; ServiceRecovery are the delays of the

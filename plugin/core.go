@@ -74,6 +74,9 @@ type Core struct {
 	// (kubernetes.enabled = false), and where the policy checks Pod
 	// Security the annotation is refused
 	labels atomic.Pointer[admission.Labels]
+	// netpols is the NetworkPolicies as package kube's cache last
+	// published them (SetNetworkPolicies); nil: they cannot be read
+	netpols atomic.Pointer[admission.NetworkPolicies]
 	// inputsGen counts the changes of the policy and the labels: a sync
 	// whose inputs changed before it committed is decided again
 	inputsGen atomic.Uint64
@@ -97,6 +100,14 @@ func (c *Core) SetAdmission(p *admission.Policy) {
 // and event); a sync ages them as of its start.
 func (c *Core) SetLabels(l admission.Labels) {
 	c.labels.Store(&l)
+	c.inputsGen.Add(1)
+}
+
+// SetNetworkPolicies replaces the NetworkPolicies each sync decides with,
+// as the API server last said them (package kube publishes them after
+// every change); a sync ages them as of its start.
+func (c *Core) SetNetworkPolicies(n admission.NetworkPolicies) {
+	c.netpols.Store(&n)
 	c.inputsGen.Add(1)
 }
 

@@ -270,10 +270,21 @@ func byTheCNI(f facts, in inputs, o outcome, w wanted) plan {
 	return removal(f, in, o, afterRemoval{})
 }
 
-// build plans HNS's steps for the endpoint w (8): the network as the
-// manager knows it and the sandbox's endpoints as HNS holds them (what is
-// known, or asked), diffed (hcn.Diff); the host ports are claimed first.
+// build plans HNS's steps for the endpoint w (8): the host ports its
+// NetworkPolicies admit (every one of ours, held or not: a policy that
+// changed unmaps what is in place; the CNI's are filtered by the policy
+// engine), then the network as the manager knows it and the sandbox's
+// endpoints as HNS holds them (what is known, or asked), diffed
+// (hcn.Diff); the host ports are claimed first.
 func build(f facts, in inputs, o outcome, w wanted) plan {
+	if in.policy != nil {
+		pod := admission.Pod{Namespace: o.pod.Namespace, Labels: o.pod.Labels}
+		if err := in.policy.AdmitNetwork(pod, w.policies, in.netpols); err != nil {
+			p := removal(f, in, o, afterRemoval{})
+			p.err = err
+			return p
+		}
+	}
 	if !f.target.read {
 		return plan{ask: askTarget}
 	}

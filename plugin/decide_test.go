@@ -22,7 +22,7 @@ func TestDecideFromValues(t *testing.T) {
 	const ns hcn.GUID = "8F6A9B2C-1D3E-4F50-8A6B-7C8D9E0F1A2B"
 	podDNS := hcn.DNS{Domain: "ns.svc.cluster.local", Search: []string{"ns.svc.cluster.local"}, ServerList: []string{"10.96.0.10"}}
 	cniDNS := hcn.DNS{Domain: "cni.example", ServerList: []string{"10.244.0.2"}}
-	pol, err := admission.Compile(config.DefaultAdmission())
+	pol, err := admission.Compile(testAdmission())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -70,6 +70,13 @@ type errorKind struct {
 	// byNamespace: the pod's namespace's labels decide it (its Pod
 	// Security level): when they change, the pod is synced again at once.
 	byNamespace bool
+	// byPolicy: the NetworkPolicies decide it: when they change, the pod
+	// is synced again at once
+	byPolicy bool
+	// starts: a runtime's RunPodSandbox is not failed for it (the pod runs
+	// without the host ports, and is told why), as it runs on containerd's
+	// event path; a policy that changes later unmaps a running pod alike
+	starts bool
 }
 
 // row is one row of the table: which errors, and their kind.
@@ -83,6 +90,13 @@ func is(target error) func(error) bool { return func(err error) bool { return er
 // rejected is the kind of a pod's request refused for good.
 func rejected(class, reason string) errorKind {
 	return errorKind{retry: retryNever, class: class, reason: reason, counted: true, level: logrus.ErrorLevel, says: "port mappings rejected"}
+}
+
+// byPolicy marks a row as decided by the NetworkPolicies: the pod starts,
+// its host ports unmapped.
+func byPolicy(k errorKind) errorKind {
+	k.byPolicy, k.starts = true, true
+	return k
 }
 
 // byNamespace marks a row as decided by the pod's namespace's labels.
@@ -113,6 +127,11 @@ var errorTable = []row{
 	// never granted meanwhile
 	{is(admission.ErrLevelUnknown), byNamespace(errorKind{retry: retryAlways, class: ClassDenied, reason: ReasonPodSecurityUnknown, counted: true,
 		level: logrus.WarnLevel, says: "host ports held back: the namespace's Pod Security level is not known yet"})},
+	{is(admission.ErrNetworkPolicy), byPolicy(rejected(ClassDenied, ReasonNetworkPolicy))},
+	// the policies not known (not read, too old, a kind not evaluated):
+	// nothing new granted; the pod is synced again when they change
+	{is(admission.ErrNetworkPolicyUnknown), byPolicy(errorKind{retry: retryNever, class: ClassDenied, reason: ReasonNetworkPolicyUnknown,
+		counted: true, level: logrus.WarnLevel, says: "host ports held back: the NetworkPolicies that may select the pod are not known"})},
 	{is(ErrPortConflict), rejected(ClassConflict, ReasonConflict)},
 	// containerd not answering (restarting, overloaded): waited out while
 	// the work matters, told as containerd's, not HNS's

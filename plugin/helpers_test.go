@@ -482,7 +482,7 @@ func (n *namespaces) set(ns, label string) {
 // Security enforced, unlabelled namespaces privileged) over nss.
 func podSecurityFixture(t *testing.T, nss *namespaces, opts ...func(*Options)) (*fixture, *reports) {
 	t.Helper()
-	pol, err := admission.Compile(config.DefaultAdmission())
+	pol, err := admission.Compile(testAdmission())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -572,7 +572,7 @@ func (f *fixture) namedPod(id, namespace, annotation, portMappings string) Pod {
 // hostIPs sets admission.host_ips.
 func hostIPs(ips ...string) func(*Options) {
 	return func(o *Options) {
-		a := config.DefaultAdmission()
+		a := testAdmission()
 		a.HostIPs = ips
 		pol, err := admission.Compile(a)
 		if err != nil {
@@ -632,7 +632,7 @@ func admitting(deny ...string) func(*Options) {
 // rules is the default admission policy without the Pod Security check,
 // with deny added to its deny list.
 func rules(deny ...string) *admission.Policy {
-	a := config.DefaultAdmission()
+	a := testAdmission()
 	a.PodSecurity, a.PodSecurityDefaultLevel = config.PodSecurityOff, config.LevelPrivileged
 	a.Deny = append(a.Deny, deny...)
 	pol, err := admission.Compile(a)
@@ -650,4 +650,13 @@ func bounded(t *testing.T, f *fixture, d time.Duration) {
 	f.core.Close()
 	f.core = NewCore(hcn.NewManager(hcn.Bounded(f.sim, d), testManagerConfig()), f.store, f.core.opt, f.core.log)
 	t.Cleanup(f.core.Close)
+}
+
+// testAdmission is the default admission rules without the NetworkPolicy
+// check: the tests of other rules run no NetworkPolicy cache (the check's
+// own tests publish policies).
+func testAdmission() config.Admission {
+	a := config.DefaultAdmission()
+	a.NetworkPolicy = config.NetworkPolicyOff
+	return a
 }

@@ -21,7 +21,7 @@ func TestNoPodMapsThePluginsOwnPorts(t *testing.T) {
 	chart.Admin.MetricsListen = ":9467"
 	moved := config.Default()
 	moved.Admin.Listen, moved.Admin.MetricsListen = "127.0.0.1:19466", ":19467"
-	open := config.DefaultAdmission() // a reload's rules, without a deny list
+	open := testAdmission() // a reload's rules, without a deny list
 	open.Deny = nil
 	pod := admission.Pod{Namespace: "default"}
 	for _, tc := range []struct {

@@ -21,8 +21,9 @@ import (
 type inputs struct {
 	gen            uint64
 	now            time.Time
-	policy         *admission.Policy // nil: admit everything
-	labels         *admission.Labels // as of now; nil: they cannot be read
+	policy         *admission.Policy          // nil: admit everything
+	labels         *admission.Labels          // as of now; nil: they cannot be read
+	netpols        *admission.NetworkPolicies // as of now; nil: they cannot be read
 	sources        request.Sources
 	limits         request.Limits
 	policyOptions  request.PolicyOptions

@@ -362,12 +362,12 @@ func (s *state) lastErr(id string) error {
 
 // inNamespace returns the sandboxes of Kubernetes namespace ns whose last
 // sync failed for a reason the namespace's labels decide.
-func (s *state) inNamespace(ns string, decided func(error) bool) []string {
+func (s *state) inNamespace(ns string, decided func(known) bool) []string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	var out []string
 	for id, r := range s.recs {
-		if r.known.namespace == ns && r.known.err != nil && decided(r.known.err) {
+		if (ns == "" || r.known.namespace == ns) && decided(r.known) {
 			out = append(out, id)
 		}
 	}

@@ -41,6 +41,11 @@ func (c *Core) inputs() inputs {
 		v.At = now
 		in.labels = &v
 	}
+	if n := c.netpols.Load(); n != nil {
+		v := *n
+		v.At = now
+		in.netpols = &v
+	}
 	return in
 }
 

@@ -18,6 +18,7 @@ import (
 	"github.com/nri-hcn-portmap/nri-hcn-portmap/hcn/hcnsim"
 	"github.com/nri-hcn-portmap/nri-hcn-portmap/plugin/admission"
 	"github.com/nri-hcn-portmap/nri-hcn-portmap/plugin/request"
+	"k8s.io/apimachinery/pkg/labels"
 )
 
 // 3: a sandbox that a resync finds stopped in containerd is final: a later
@@ -500,7 +501,7 @@ func TestAnnotationObeysPodSecurity(t *testing.T) {
 	}
 	// the operator says the cluster's default is privileged: an
 	// unlabelled namespace's next pod is mapped
-	def := config.DefaultAdmission()
+	def := testAdmission()
 	def.PodSecurityDefaultLevel = config.LevelPrivileged
 	pol, err := admission.Compile(def)
 	if err != nil {
@@ -1058,7 +1059,7 @@ func TestAnEndpointInPlaceExemptsOnlyTheMappingsItHolds(t *testing.T) {
 					c.mgr(&mc)
 				}
 				f.restartWith(t, mc, func(o *Options) {
-					pol, err := admission.Compile(config.DefaultAdmission())
+					pol, err := admission.Compile(testAdmission())
 					if err != nil {
 						t.Fatal(err)
 					}
@@ -1316,9 +1317,16 @@ func TestEachStartStopAndResyncCostsOnlyWhatItNeeds(t *testing.T) {
 		{"annotation, no DNS anywhere in the record", "9010:80", record("9010:80", "", "", ""), asksNS, live.plus(cost{ns: 1, get: 1, opened: 1}), stop},
 		{"a pod that asks nothing", "", record("", "", "10.96.0.10", ""), cost{}, cost{sb: 1}, cost{}},
 	} {
-		for _, path := range []string{"nri", "events"} {
+		for _, path := range []string{"nri", "events", "nri, NetworkPolicy checked", "events, NetworkPolicy checked"} {
 			t.Run(tc.name+"/"+path, func(t *testing.T) {
 				f := newFixture(t)
+				if checked := strings.HasSuffix(path, "checked"); checked { // issue 52: policies that select other pods cost nothing
+					var ps *policies
+					f, ps, _ = policyFixture(t)
+					ps.by["ns"] = []admission.NetworkPolicy{{Namespace: "ns", Name: "db", Selector: labels.SelectorFromSet(labels.Set{"app": "db"}), Ingress: true}}
+					ps.publish(time.Now())
+					path, _, _ = strings.Cut(path, ",")
+				}
 				f.core.opt.Inputs = Inputs{Annotations: true, CRI: true}
 				if _, err := f.core.mgr.EnsureNetwork(ctx); err != nil {
 					t.Fatal(err)
@@ -1458,7 +1466,7 @@ func TestPortsHeldForACreateGivenUpOnAreAdmittedAgain(t *testing.T) {
 	if _, err := f.start(a); !errors.Is(err, hcn.ErrTimeout) {
 		t.Fatalf("a's start: %v, want HNS given up on", err)
 	}
-	deny := config.DefaultAdmission()
+	deny := testAdmission()
 	deny.Deny = append(deny.Deny, "9500")
 	pol, err := admission.Compile(deny)
 	if err != nil {

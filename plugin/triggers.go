@@ -38,6 +38,9 @@ func (c *Core) StartPod(ctx context.Context, p Pod) error {
 	_, err, answered := c.await(dctx, p.ID, sighting{pod: &p, start: true, claim: true, path: PathNRI}, false)
 	if answered {
 		c.opt.Observer.Operation("start", Classify(err))
+		if kindOf(err).starts { // the pod runs without those host ports; its owners are told why
+			return nil
+		}
 		return err
 	}
 	c.opt.Observer.Operation("start", Classify(ErrDeadline))
@@ -92,7 +95,21 @@ func (c *Core) Deleted(id string) { c.enqueue(id, deletedEvent(id)) }
 // that refused the annotation) are synced again at once, not on their
 // retry timer.
 func (c *Core) NamespaceChanged(ns string) {
-	for _, id := range c.st.inNamespace(ns, func(err error) bool { return kindOf(err).byNamespace }) {
+	for _, id := range c.st.inNamespace(ns, func(k known) bool { return k.err != nil && kindOf(k.err).byNamespace }) {
+		c.enqueue(id, sighting{})
+	}
+}
+
+// NetworkPoliciesChanged: the NetworkPolicies of Kubernetes namespace ns
+// changed ("": of every namespace, or what the plugin knows of them
+// became too old, or known again). Its sandboxes whose host ports are in
+// place, and those whose last sync a NetworkPolicy decided, are synced
+// again at once: a policy that now isolates a mapped pod unmaps it, one
+// removed or widened maps a pod without a restart.
+func (c *Core) NetworkPoliciesChanged(ns string) {
+	for _, id := range c.st.inNamespace(ns, func(k known) bool {
+		return len(k.eps) > 0 || len(k.ports) > 0 || (k.err != nil && kindOf(k.err).byPolicy)
+	}) {
 		c.enqueue(id, sighting{})
 	}
 }

@@ -3,10 +3,15 @@ package plugin
 import (
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	networkingv1 "k8s.io/api/networking/v1"
+	"sigs.k8s.io/yaml"
 
 	"github.com/nri-hcn-portmap/nri-hcn-portmap/config"
 	"github.com/nri-hcn-portmap/nri-hcn-portmap/hcn/hcnsim"
@@ -302,7 +307,7 @@ func TestStartPodFinalErrorsFailAtOnce(t *testing.T) {
 }
 
 func testStartPodFinalErrorsFailAtOnce(t *testing.T, f *fixture) {
-	pol, err := admission.Compile(config.DefaultAdmission())
+	pol, err := admission.Compile(testAdmission())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -424,5 +429,164 @@ func TestARelabelMapsThePodItsLevelRefused(t *testing.T) {
 	eventually(t, "the refused pod mapped once its namespace allows it", func() bool { return len(f.endpoints("web")) == 1 })
 	if got := f.core.Failing(); len(got) != 0 {
 		t.Fatalf("failing %v once mapped, want none", got)
+	}
+}
+
+// policies is the cluster's NetworkPolicies as the cache publishes them to
+// a core: the test sets them, from the policies' YAML specs.
+type policies struct {
+	t   *testing.T
+	f   *fixture
+	now time.Time // the last word heard
+	by  map[string][]admission.NetworkPolicy
+}
+
+// policyFixture is a core whose admission checks NetworkPolicy
+// ("kubernetes"), with no policy yet, the pods' requests read from their
+// records (the event path reads them there; NRI is given them whole).
+func policyFixture(t *testing.T, opts ...func(*Options)) (*fixture, *policies, *reports) {
+	t.Helper()
+	a := testAdmission()
+	a.NetworkPolicy = config.NetworkPolicyKubernetes
+	a.PodSecurity = config.PodSecurityOff // its own tests read labels
+	pol, err := admission.Compile(a)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rep := &reports{}
+	f := newFixture(t, append([]func(*Options){func(o *Options) { o.Admission, o.Reporter = pol, rep }}, opts...)...)
+	ps := &policies{t: t, f: f, by: map[string][]admission.NetworkPolicy{}}
+	ps.publish(time.Now())
+	return f, ps, rep
+}
+
+// set makes spec (a NetworkPolicy's YAML spec; "" removes it) namespace
+// team's policy name, published, and tells the core.
+func (ps *policies) set(name, spec string) {
+	ps.t.Helper()
+	ps.by["team"] = slices.DeleteFunc(ps.by["team"], func(p admission.NetworkPolicy) bool { return p.Name == name })
+	if spec != "" {
+		var np networkingv1.NetworkPolicy
+		doc := "metadata: {name: " + name + ", namespace: team}\nspec:\n  " + strings.ReplaceAll(spec, "\n", "\n  ")
+		if err := yaml.UnmarshalStrict([]byte(doc), &np); err != nil {
+			ps.t.Fatal(err)
+		}
+		c, err := admission.CompileNetworkPolicy(&np)
+		if err != nil {
+			ps.t.Fatal(err)
+		}
+		ps.by["team"] = append(slices.Clone(ps.by["team"]), c)
+	}
+	ps.publish(time.Now())
+	ps.f.core.NetworkPoliciesChanged("team")
+}
+
+// publish gives the core the policies as heard at heard.
+func (ps *policies) publish(heard time.Time) {
+	ps.now = heard
+	ps.f.core.SetNetworkPolicies(admission.NetworkPolicies{ByNamespace: maps.Clone(ps.by), Heard: heard, KindsHeard: heard, MaxAge: time.Minute})
+}
+
+// webPod is a running sandbox of namespace team labelled app=web, whose
+// record asks 9500:80.
+func webPod(f *fixture, id string) Pod {
+	p := f.sandbox(id, "9500:80")
+	p.Namespace, p.Labels = "team", map[string]string{"app": "web"}
+	f.store.mu.Lock()
+	f.store.sbs[id].Metadata = []byte(`{"Version":"v1","Metadata":{"ID":"x","Name":"` + p.Name + `","Config":{"metadata":{"name":"` + p.Name +
+		`","uid":"uid","namespace":"team"},"labels":{"app":"web"},"annotations":{"` + request.AnnotationPortMappings + `":"9500:80"}}}}`)
+	f.store.mu.Unlock()
+	return p
+}
+
+const (
+	denyAll   = "podSelector: {}\npolicyTypes: [Ingress]"
+	onlyFrom  = "podSelector: {matchLabels: {app: web}}\ningress: [{from: [{podSelector: {matchLabels: {role: client}}}]}]"
+	allowPort = "podSelector: {}\ningress: [{ports: [{port: 80}]}]"
+)
+
+// Issue 52: a host port never lets in what the pod's NetworkPolicy keeps
+// out, on both paths: a pod whose policy admits only role=client is not
+// mapped at its start (the pod itself starts: RunPodSandbox is not
+// failed), told why naming the policy; a policy that admits every source
+// to the port maps it without a restart; one created later that isolates
+// it unmaps it.
+func TestAHostPortNeverLetsInWhatThePodsNetworkPolicyKeepsOut(t *testing.T) {
+	for _, path := range startPaths {
+		t.Run(path.name, func(t *testing.T) {
+			f, ps, rep := policyFixture(t)
+			ps.set("clients", onlyFrom)
+			p := webPod(f, "web")
+			if path.name == "nri" {
+				if err := f.core.StartPod(ctx, p); err != nil {
+					t.Fatalf("RunPodSandbox failed: %v; want the pod started without its host port", err)
+				}
+			} else {
+				waitResult(t, path.start(f, p))
+			}
+			var npe *admission.NetworkPolicyError
+			if err := f.core.st.lastErr("web"); !errors.As(err, &npe) || npe.Policies[0] != "team/clients" {
+				t.Fatalf("the start: %v, want refused naming team/clients", err)
+			}
+			if r, ok := rep.last(); !ok || r.Reason != ReasonNetworkPolicy || f.core.Failing()[ReasonNetworkPolicy] != 1 {
+				t.Fatalf("told %+v, failing %v: want %s", r, f.core.Failing(), ReasonNetworkPolicy)
+			}
+			never(t, 50*time.Millisecond, "an endpoint for the isolated pod", func() bool { return len(f.endpoints("web")) > 0 })
+			ps.set("open-80", allowPort) // widened: every source to port 80
+			eventually(t, "mapped once a policy admits every source to its port", func() bool {
+				eps := f.endpoints("web")
+				return len(eps) == 1 && eps[0].Namespace != ""
+			})
+			ps.set("open-80", "")
+			ps.set("deny", denyAll)
+			eventually(t, "unmapped once a policy isolates it", func() bool {
+				return len(f.endpoints("web")) == 0 && errors.Is(f.core.st.lastErr("web"), admission.ErrNetworkPolicy)
+			})
+			if r, _ := rep.last(); r.Mapped || r.Reason != ReasonNetworkPolicy {
+				t.Fatalf("told %+v after the unmapping: want %s", r, ReasonNetworkPolicy)
+			}
+		})
+	}
+}
+
+// What the plugin cannot know grants nothing: policies heard too long ago
+// unmap the pods mapped meanwhile, as soon as the cache says so, and a
+// word heard again maps them back.
+func TestPoliciesHeardTooLongAgoUnmapThePodsInPlace(t *testing.T) {
+	f, ps, _ := policyFixture(t)
+	p := webPod(f, "web")
+	if err := startedAndWait(t, f, p); err != nil {
+		t.Fatal(err)
+	}
+	if len(f.endpoints("web")) != 1 {
+		t.Fatal("not mapped while no policy selects it")
+	}
+	ps.publish(time.Now().Add(-2 * time.Minute)) // the cache ages out: nothing heard for longer than the bound
+	f.core.NetworkPoliciesChanged("")
+	eventually(t, "unmapped, the policies unknown", func() bool {
+		return len(f.endpoints("web")) == 0 && errors.Is(f.core.st.lastErr("web"), admission.ErrNetworkPolicyUnknown)
+	})
+	ps.publish(time.Now())
+	f.core.NetworkPoliciesChanged("")
+	eventually(t, "mapped again once heard", func() bool { return len(f.endpoints("web")) == 1 })
+}
+
+// A policy change racing a start: the start ends mapped only if the
+// policy in force when its endpoint lands admits it.
+func TestAPolicyThatChangesDuringAStartDecidesIt(t *testing.T) {
+	for _, path := range startPaths {
+		t.Run(path.name, func(t *testing.T) {
+			f, ps, _ := policyFixture(t)
+			p := webPod(f, "web")
+			f.sim.SetOpLatency(hcnsim.OpCreateEndpoint, 200*time.Millisecond)
+			done := path.start(f, p)
+			eventually(t, "the create is in HNS", func() bool { return f.sim.Calls()[hcnsim.OpCreateEndpoint] == 1 })
+			ps.by["team"] = []admission.NetworkPolicy{} // published only: no namespace told, the race alone decides
+			ps.set("deny", denyAll)
+			waitResult(t, done)
+			eventually(t, "the pod ends unmapped", func() bool {
+				return len(f.endpoints("web")) == 0 && errors.Is(f.core.st.lastErr("web"), admission.ErrNetworkPolicy)
+			})
+		})
 	}
 }

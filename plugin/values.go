@@ -63,6 +63,15 @@ const (
 	// ReasonPodSecurityUnknown: the annotation held back while the
 	// namespace's level has not been read from the API server.
 	ReasonPodSecurityUnknown = "PodSecurityLevelUnknown"
+	// ReasonNetworkPolicy: a NetworkPolicy selects the pod for ingress and
+	// does not admit every source to a host port's container port: the
+	// port is not mapped (the plugin's endpoint would let in what the
+	// policy keeps out).
+	ReasonNetworkPolicy = "NetworkPolicyIsolatesPod"
+	// ReasonNetworkPolicyUnknown: the NetworkPolicies that may select the
+	// pod are not known (not read yet, read too long ago, a policy kind
+	// the plugin does not evaluate): host ports are not mapped.
+	ReasonNetworkPolicyUnknown = "NetworkPolicyUnknown"
 	// ReasonContainerd: containerd did not answer, so what the pod asks
 	// for could not be read (retried until it answers).
 	ReasonContainerd = "ContainerdUnavailable"

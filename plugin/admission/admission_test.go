@@ -118,10 +118,11 @@ func TestAdmit(t *testing.T) {
 	}
 }
 
-// withoutPodSecurity is rules with the Pod Security check off (its own
-// test is TestAdmitAnnotation).
+// withoutPodSecurity is rules with the Pod Security and NetworkPolicy
+// checks off (their own tests are TestAdmitAnnotation and netpol_test.go).
 func withoutPodSecurity(rules config.Admission) config.Admission {
 	rules.PodSecurity, rules.PodSecurityDefaultLevel = config.PodSecurityOff, config.LevelPrivileged
+	rules.NetworkPolicy = config.NetworkPolicyOff
 	return rules
 }
 

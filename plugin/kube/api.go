@@ -6,15 +6,18 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/nri-hcn-portmap/nri-hcn-portmap/config"
 	"io"
 	"net/http"
 	"net/url"
+	"slices"
 	"strings"
 	"time"
 
+	"github.com/nri-hcn-portmap/nri-hcn-portmap/config"
+
 	corev1 "k8s.io/api/core/v1"
 	eventsv1 "k8s.io/api/events/v1"
+	networkingv1 "k8s.io/api/networking/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/rest"
 )
@@ -198,13 +201,41 @@ const (
 	metadataAccept     = "application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1,application/json"
 )
 
-// ListNamespaces implements NamespaceAPI: pages of config.NamespaceListPage, one
+// ListNamespaces implements NamespaceAPI: pages of config.APIListPage, one
 // consistent list.
 func (a *RESTAPI) ListNamespaces(ctx context.Context) ([]Namespace, string, error) {
 	var out []Namespace
+	rv, err := a.listPages(ctx, "namespaces", "/api/v1/namespaces", metadataListAccept, func(raw json.RawMessage) error {
+		var o objectMeta
+		if err := json.Unmarshal(raw, &o); err != nil {
+			return err
+		}
+		out = append(out, o.namespace())
+		return nil
+	})
+	return out, rv, err
+}
+
+// WatchNamespaces implements NamespaceAPI: a watch with bookmarks, read as
+// the API server streams it.
+func (a *RESTAPI) WatchNamespaces(ctx context.Context, resourceVersion string, timeout time.Duration, each func(WatchEvent)) error {
+	return a.watchStream(ctx, "namespaces", "/api/v1/namespaces", metadataAccept, resourceVersion, timeout, func(typ string, raw json.RawMessage) error {
+		var obj objectMeta
+		if err := json.Unmarshal(raw, &obj); err != nil {
+			return err
+		}
+		each(WatchEvent{Type: typ, Namespace: obj.namespace(), ResourceVersion: obj.Metadata.ResourceVersion})
+		return nil
+	})
+}
+
+// listPages lists path in pages of config.APIListPage, one
+// consistent list, handing each item to each; it returns the resource
+// version the list is as of. what names the objects in errors.
+func (a *RESTAPI) listPages(ctx context.Context, what, path, accept string, each func(json.RawMessage) error) (string, error) {
 	cont := ""
 	for {
-		q := url.Values{"limit": {fmt.Sprint(config.NamespaceListPage)}}
+		q := url.Values{"limit": {fmt.Sprint(config.APIListPage)}}
 		if cont != "" {
 			q.Set("continue", cont)
 		}
@@ -213,35 +244,39 @@ func (a *RESTAPI) ListNamespaces(ctx context.Context) ([]Namespace, string, erro
 				ResourceVersion string `json:"resourceVersion"`
 				Continue        string `json:"continue"`
 			} `json:"metadata"`
-			Items []objectMeta `json:"items"`
+			Items []json.RawMessage `json:"items"`
 		}
-		if err := a.doAccept(ctx, http.MethodGet, "/api/v1/namespaces?"+q.Encode(), metadataListAccept, &page); err != nil {
-			return nil, "", fmt.Errorf("listing namespaces: %w", err)
+		if err := a.doAccept(ctx, http.MethodGet, path+"?"+q.Encode(), accept, &page); err != nil {
+			return "", fmt.Errorf("listing %s: %w", what, err)
 		}
 		for _, it := range page.Items {
-			out = append(out, it.namespace())
+			if err := each(it); err != nil {
+				return "", fmt.Errorf("listing %s: %w", what, err)
+			}
 		}
 		if cont = page.Metadata.Continue; cont == "" {
-			return out, page.Metadata.ResourceVersion, nil
+			return page.Metadata.ResourceVersion, nil
 		}
 	}
 }
 
-// WatchNamespaces implements NamespaceAPI: a watch with bookmarks, read as
-// the API server streams it.
-func (a *RESTAPI) WatchNamespaces(ctx context.Context, resourceVersion string, timeout time.Duration, each func(WatchEvent)) error {
+// watchStream watches path from resourceVersion, with bookmarks, handing
+// each event's type and object to each as the API server streams them,
+// until the API server ends the watch (nil), ctx ends, or it fails.
+func (a *RESTAPI) watchStream(ctx context.Context, what, path, accept, resourceVersion string, timeout time.Duration,
+	each func(typ string, obj json.RawMessage) error) error {
 	q := url.Values{"watch": {"true"}, "allowWatchBookmarks": {"true"}, "resourceVersion": {resourceVersion},
 		"timeoutSeconds": {fmt.Sprint(int(max(timeout, time.Second) / time.Second))}}
-	res, err := a.send(ctx, http.MethodGet, "/api/v1/namespaces?"+q.Encode(), metadataAccept, "", nil)
+	res, err := a.send(ctx, http.MethodGet, path+"?"+q.Encode(), accept, "", nil)
 	if err != nil {
-		return fmt.Errorf("watching namespaces: %w", err)
+		return fmt.Errorf("watching %s: %w", what, err)
 	}
 	defer res.Body.Close()
 	if res.StatusCode == http.StatusGone {
-		return fmt.Errorf("watching namespaces: %w", errWatch(res.StatusCode, "resource version "+resourceVersion))
+		return fmt.Errorf("watching %s: %w", what, errWatch(res.StatusCode, "resource version "+resourceVersion))
 	}
 	if err := statusError(res); err != nil {
-		return fmt.Errorf("watching namespaces: %w", err)
+		return fmt.Errorf("watching %s: %w", what, err)
 	}
 	dec := json.NewDecoder(res.Body)
 	for {
@@ -253,17 +288,77 @@ func (a *RESTAPI) WatchNamespaces(ctx context.Context, resourceVersion string, t
 			if errors.Is(err, io.EOF) || ctx.Err() != nil {
 				return ctx.Err() // the API server ended it (nil), or we did
 			}
-			return fmt.Errorf("watching namespaces: %w: %w", ErrUnavailable, err)
+			return fmt.Errorf("watching %s: %w: %w", what, ErrUnavailable, err)
 		}
 		if ev.Type == "ERROR" {
 			var st metav1.Status
 			_ = json.Unmarshal(ev.Object, &st)
 			return errWatch(int(st.Code), st.Message)
 		}
-		var obj objectMeta
-		if err := json.Unmarshal(ev.Object, &obj); err != nil {
-			return fmt.Errorf("watching namespaces: a %s event: %w", ev.Type, err)
+		if err := each(ev.Type, ev.Object); err != nil {
+			return fmt.Errorf("watching %s: a %s event: %w", what, ev.Type, err)
 		}
-		each(WatchEvent{Type: ev.Type, Namespace: obj.namespace(), ResourceVersion: obj.Metadata.ResourceVersion})
 	}
+}
+
+var _ NetworkPolicyAPI = (*RESTAPI)(nil)
+
+const networkPolicies = "/apis/networking.k8s.io/v1/networkpolicies"
+
+// ListNetworkPolicies implements NetworkPolicyAPI: every namespace's, in
+// pages, one consistent list.
+func (a *RESTAPI) ListNetworkPolicies(ctx context.Context) ([]*networkingv1.NetworkPolicy, string, error) {
+	var out []*networkingv1.NetworkPolicy
+	rv, err := a.listPages(ctx, "network policies", networkPolicies, "application/json", func(raw json.RawMessage) error {
+		np := &networkingv1.NetworkPolicy{}
+		if err := json.Unmarshal(raw, np); err != nil {
+			return err
+		}
+		np.ManagedFields = nil // what the plugin keeps is compiled; nothing of this is read again
+		out = append(out, np)
+		return nil
+	})
+	return out, rv, err
+}
+
+// WatchNetworkPolicies implements NetworkPolicyAPI.
+func (a *RESTAPI) WatchNetworkPolicies(ctx context.Context, resourceVersion string, timeout time.Duration, each func(PolicyEvent)) error {
+	return a.watchStream(ctx, "network policies", networkPolicies, "application/json", resourceVersion, timeout, func(typ string, raw json.RawMessage) error {
+		np := &networkingv1.NetworkPolicy{}
+		if err := json.Unmarshal(raw, np); err != nil {
+			return err
+		}
+		each(PolicyEvent{Type: typ, Policy: np, ResourceVersion: np.ResourceVersion})
+		return nil
+	})
+}
+
+// ServedKinds implements NetworkPolicyAPI by discovery: the API groups the
+// API server serves (/apis), then the resources of each version of those
+// groups kinds name. Discovery is open to every authenticated account
+// (system:discovery): the token needs nothing more.
+func (a *RESTAPI) ServedKinds(ctx context.Context, kinds []string) ([]string, error) {
+	var groups metav1.APIGroupList
+	if err := a.do(ctx, http.MethodGet, "/apis", "", nil, &groups); err != nil {
+		return nil, fmt.Errorf("discovering the API groups: %w", err)
+	}
+	var served []string
+	for _, g := range groups.Groups {
+		for _, v := range g.Versions {
+			if !slices.ContainsFunc(kinds, func(k string) bool { return strings.HasPrefix(k, g.Name+"/") }) {
+				continue
+			}
+			var rs metav1.APIResourceList
+			if err := a.do(ctx, http.MethodGet, "/apis/"+v.GroupVersion, "", nil, &rs); err != nil {
+				return nil, fmt.Errorf("discovering the resources of %s: %w", v.GroupVersion, err)
+			}
+			for _, r := range rs.APIResources {
+				if k := g.Name + "/" + r.Name; slices.Contains(kinds, k) && !slices.Contains(served, k) {
+					served = append(served, k)
+				}
+			}
+		}
+	}
+	slices.Sort(served)
+	return served, nil
 }

@@ -82,7 +82,7 @@ var errorTable = []struct {
 	{ErrGone, errorKind{level: logrus.DebugLevel, says: "not reported: the pod is gone"}},
 	{ErrRefused, errorKind{level: logrus.ErrorLevel, says: "not reported: the API server refused it"}},
 	{ErrDenied, errorKind{retry: true, level: logrus.ErrorLevel, says: "not reported: the API server denied it (check the plugin's RBAC and token)",
-		check: "the plugin's ClusterRole needs get, list and watch on namespaces"}},
+		check: "the plugin's ClusterRole needs list and watch on"}},
 	{ErrUnavailable, errorKind{retry: true, level: logrus.ErrorLevel, says: "not reported: the API server did not take it"}},
 }
 

@@ -14,7 +14,6 @@ import (
 
 	"github.com/nri-hcn-portmap/nri-hcn-portmap/config"
 	"github.com/nri-hcn-portmap/nri-hcn-portmap/plugin/admission"
-	"github.com/nri-hcn-portmap/nri-hcn-portmap/plugin/backoff"
 )
 
 // Namespace is what the plugin reads of a namespace: its name and labels.
@@ -157,83 +156,26 @@ func labelOf(ns Namespace) admission.Label {
 	return admission.Label{Value: v, Labelled: ok}
 }
 
-// Run lists the namespaces, then watches them, until ctx ends: a watch the
-// API server ends is taken up again from where it was, a failed one after
-// a wait, and an expired one by listing again.
+// Run lists the namespaces, then watches them, until ctx ends (reflector).
 func (n *Namespaces) Run(ctx context.Context) {
-	retry := backoff.New(n.retryMin, max(n.retryMax, n.retryMin))
-	failed := 0
-	for ctx.Err() == nil {
-		items, rv, err := n.api.ListNamespaces(ctx)
-		if err != nil {
-			n.notCurrent()
-			failed++
-			n.failure(ctx, err, failed, "listing namespaces failed: annotations in namespaces not read yet are held back")
-			if !retry.Wait(ctx) {
-				return
+	reflector{what: "namespaces", listed: "their Pod Security levels are known",
+		listFailed:  "annotations in namespaces not read yet are held back",
+		watchFailed: "the labels last read stay in force for kubernetes.labels_max_age",
+		list: func(ctx context.Context) (string, int, error) {
+			items, rv, err := n.api.ListNamespaces(ctx)
+			if err == nil {
+				n.replace(items)
 			}
-			continue
-		}
-		n.replace(items)
-		level := logrus.DebugLevel
-		if failed > 0 {
-			level = logrus.InfoLevel // said once it works again
-		}
-		n.log.WithField("namespaces", len(items)).Log(level, "namespaces listed: their Pod Security levels are known")
-		failed = 0
-		retry.Reset()
-		for ctx.Err() == nil {
-			n.synced(true)
-			// ended here a little after the timeout it asks for: a
-			// connection that stays open and silent past it is not a watch
-			timeout := n.watchTimeout()
-			wctx, cancel := context.WithTimeout(ctx, timeout+n.grace)
-			err = n.api.WatchNamespaces(wctx, rv, timeout, func(ev WatchEvent) {
-				if ev.ResourceVersion != "" {
-					rv = ev.ResourceVersion
-				}
+			return rv, len(items), err
+		},
+		watch: func(ctx context.Context, rv string, timeout time.Duration, seen func(string)) error {
+			return n.api.WatchNamespaces(ctx, rv, timeout, func(ev WatchEvent) {
+				seen(ev.ResourceVersion)
 				n.apply(ev)
 			})
-			if wctx.Err() != nil && ctx.Err() == nil {
-				err = fmt.Errorf("watching namespaces (timeout %s): %w", timeout, ErrWatchSilent)
-			}
-			cancel()
-			if err == nil {
-				retry.Reset()
-				continue // the API server ended it: take it up again
-			}
-			if k := kindOf(err); k.relist || ctx.Err() != nil {
-				if k.stale {
-					n.notCurrent()
-				}
-				n.log.WithError(err).Log(k.level, k.says)
-				break // list again
-			}
-			failed++
-			n.notCurrent() // what it holds is what was read last
-			n.failure(ctx, err, failed, "watching namespaces failed: the labels last read stay in force for kubernetes.labels_max_age")
-			if !retry.Wait(ctx) {
-				return
-			}
-			break // list again: a token refused or an API server restarted answers a list as it answers a watch
-		}
-	}
-}
-
-// failure logs a failed list or watch: the first, and then every tenth,
-// at warning level (or error when the plugin is denied: its RBAC).
-func (n *Namespaces) failure(ctx context.Context, err error, failed int, msg string) {
-	if ctx.Err() != nil {
-		return
-	}
-	level := logrus.DebugLevel
-	if failed == 1 || failed%10 == 0 {
-		level = logrus.WarnLevel
-		if check := kindOf(err).check; check != "" { // the table's word: the operator's to fix
-			level, msg = logrus.ErrorLevel, msg+" ("+check+")"
-		}
-	}
-	n.log.WithError(err).WithField("attempt", failed).Log(level, msg)
+		},
+		notCurrent: n.notCurrent, synced: n.synced, timeout: n.watchTimeout, grace: n.grace,
+		retryMin: n.retryMin, retryMax: n.retryMax, log: n.log}.run(ctx)
 }
 
 func (n *Namespaces) synced(on bool) {

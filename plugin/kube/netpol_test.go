@@ -1,0 +1,209 @@
+package kube
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/sirupsen/logrus"
+	networkingv1 "k8s.io/api/networking/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/rest"
+
+	"github.com/nri-hcn-portmap/nri-hcn-portmap/plugin/admission"
+)
+
+// fakePolicies is an API server's NetworkPolicies and the kinds it
+// serves: the test changes them, and what it pushes reaches the watch.
+type fakePolicies struct {
+	mu      sync.Mutex
+	items   []*networkingv1.NetworkPolicy
+	served  []string
+	kindErr error
+	watches chan chan any // each watch asks for its stream: PolicyEvent or error
+}
+
+func (f *fakePolicies) ListNetworkPolicies(context.Context) ([]*networkingv1.NetworkPolicy, string, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return slices.Clone(f.items), "1", nil
+}
+
+func (f *fakePolicies) WatchNetworkPolicies(ctx context.Context, rv string, timeout time.Duration, each func(PolicyEvent)) error {
+	stream := make(chan any)
+	select {
+	case f.watches <- stream:
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	for {
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case x := <-stream:
+			switch v := x.(type) {
+			case PolicyEvent:
+				each(v)
+			case error:
+				if errors.Is(v, io.EOF) {
+					return nil
+				}
+				return v
+			}
+		}
+	}
+}
+
+func (f *fakePolicies) ServedKinds(context.Context, []string) ([]string, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return slices.Clone(f.served), f.kindErr
+}
+
+func np(ns, name, rv string) *networkingv1.NetworkPolicy {
+	return &networkingv1.NetworkPolicy{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, ResourceVersion: rv},
+		Spec: networkingv1.NetworkPolicySpec{PolicyTypes: []networkingv1.PolicyType{networkingv1.PolicyTypeIngress}}}
+}
+
+// a clocked cache over a fake API server, whose publications and changes
+// the test reads
+type policyRig struct {
+	api     *fakePolicies
+	n       *NetworkPolicies
+	advance func(time.Duration)
+	mu      sync.Mutex
+	told    []string
+	last    admission.NetworkPolicies
+}
+
+func newPolicyRig(t *testing.T, kinds bool) *policyRig {
+	t.Helper()
+	r := &policyRig{api: &fakePolicies{watches: make(chan chan any)}}
+	log := logrus.New()
+	log.SetOutput(io.Discard)
+	r.n = NewNetworkPolicies(r.api, kinds, time.Minute, nil, logrus.NewEntry(log))
+	var mu sync.Mutex
+	now := time.Now()
+	r.n.now = func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
+	r.advance = func(d time.Duration) { mu.Lock(); now = now.Add(d); mu.Unlock() }
+	r.n.every, r.n.maxAge = 20*time.Millisecond, time.Minute
+	r.n.OnChange(func(ns string) { r.mu.Lock(); r.told = append(r.told, ns); r.mu.Unlock() })
+	r.n.OnPublish(func(v admission.NetworkPolicies) { r.mu.Lock(); r.last = v; r.mu.Unlock() })
+	return r
+}
+
+func (r *policyRig) heard() ([]string, admission.NetworkPolicies) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return slices.Clone(r.told), r.last
+}
+
+// Issue 52: the cache follows the API server's NetworkPolicies, lists then
+// watches, publishes them compiled as a value after every change and tells
+// which namespace changed; the kinds it does not evaluate are discovered
+// and published too.
+func TestNetworkPoliciesAreFollowedAndPublished(t *testing.T) {
+	r := newPolicyRig(t, true)
+	r.api.items = []*networkingv1.NetworkPolicy{np("team", "deny", "1")}
+	r.api.served = []string{"crd.antrea.io/clusternetworkpolicies"}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { r.n.Run(ctx); close(done) }()
+	defer func() { cancel(); <-done }()
+	stream := nextWatch(t, r.api.watches)
+	eventually(t, "the list and the kinds published", func() bool {
+		_, v := r.heard()
+		return len(v.ByNamespace["team"]) == 1 && slices.Equal(v.Unevaluated, r.api.served) && r.n.Stale() == ""
+	})
+	stream <- PolicyEvent{Type: "ADDED", Policy: np("shop", "allow", "2"), ResourceVersion: "2"}
+	eventually(t, "the event published and its namespace told", func() bool {
+		told, v := r.heard()
+		return len(v.ByNamespace["shop"]) == 1 && slices.Contains(told, "shop")
+	})
+	stream <- PolicyEvent{Type: "DELETED", Policy: np("team", "deny", "3"), ResourceVersion: "3"}
+	eventually(t, "the deletion published", func() bool { _, v := r.heard(); return len(v.ByNamespace["team"]) == 0 })
+	r.api.mu.Lock()
+	r.api.served = nil
+	r.api.mu.Unlock()
+	eventually(t, "a kind no longer served told to every namespace", func() bool {
+		told, v := r.heard()
+		return len(v.Unevaluated) == 0 && slices.Contains(told, "")
+	})
+}
+
+// ... and when nothing has been heard for longer than the bound, every
+// namespace is told once (the mappings in place are judged again), and the
+// view says why it grants nothing.
+func TestNetworkPoliciesThatAgeOutAreToldToEveryNamespace(t *testing.T) {
+	r := newPolicyRig(t, false)
+	r.n.maxAge = 300 * time.Millisecond
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { r.n.Run(ctx); close(done) }()
+	defer func() { cancel(); <-done }()
+	nextWatch(t, r.api.watches)
+	eventually(t, "listed", func() bool { return r.n.Stale() == "" })
+	before, _ := r.heard()
+	r.advance(time.Second)
+	eventually(t, "every namespace told", func() bool {
+		told, _ := r.heard()
+		return len(told) > len(before) && told[len(told)-1] == "" && r.n.Stale() != ""
+	})
+}
+
+func nextWatch(t *testing.T, watches chan chan any) chan any {
+	t.Helper()
+	select {
+	case s := <-watches:
+		return s
+	case <-time.After(10 * time.Second): // a guard against a hang
+		t.Fatal("the cache never watched")
+		return nil
+	}
+}
+
+// Discovery finds the policy kinds a real API server's answers list: a
+// kind whose group is served but not its resource is not one.
+func TestTheKindsServedAreFoundByDiscovery(t *testing.T) {
+	answers := map[string]any{
+		"/apis": metav1.APIGroupList{Groups: []metav1.APIGroup{
+			{Name: "apps", Versions: []metav1.GroupVersionForDiscovery{{GroupVersion: "apps/v1"}}},
+			{Name: "crd.antrea.io", Versions: []metav1.GroupVersionForDiscovery{{GroupVersion: "crd.antrea.io/v1beta1"}, {GroupVersion: "crd.antrea.io/v1alpha1"}}},
+			{Name: "crd.projectcalico.org", Versions: []metav1.GroupVersionForDiscovery{{GroupVersion: "crd.projectcalico.org/v1"}}},
+		}},
+		"/apis/crd.antrea.io/v1beta1":       metav1.APIResourceList{APIResources: []metav1.APIResource{{Name: "clusternetworkpolicies"}, {Name: "tiers"}}},
+		"/apis/crd.antrea.io/v1alpha1":      metav1.APIResourceList{APIResources: []metav1.APIResource{{Name: "externalentities"}}},
+		"/apis/crd.projectcalico.org/v1":    metav1.APIResourceList{APIResources: []metav1.APIResource{{Name: "ippools"}}},
+		"/apis/networking.k8s.io/v1":        metav1.APIResourceList{APIResources: []metav1.APIResource{{Name: "networkpolicies"}}},
+		"/apis/policy.networking.k8s.io/v1": nil,
+	}
+	asked := map[string]int{}
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		asked[req.URL.Path]++
+		a, ok := answers[req.URL.Path]
+		if !ok {
+			http.NotFound(w, req)
+			return
+		}
+		_ = json.NewEncoder(w).Encode(a)
+	}))
+	defer srv.Close()
+	api, err := NewRESTAPI(&rest.Config{Host: srv.URL})
+	if err != nil {
+		t.Fatal(err)
+	}
+	served, err := api.ServedKinds(context.Background(), PolicyKinds())
+	if err != nil || !slices.Equal(served, []string{"crd.antrea.io/clusternetworkpolicies"}) {
+		t.Fatalf("served %v, %v", served, err)
+	}
+	if asked["/apis/apps/v1"] > 0 {
+		t.Errorf("asked a group no policy kind is in: %v", asked)
+	}
+}
