@@ -72,6 +72,11 @@ const (
 	NetworkPolicyOff            = "off"
 )
 
+// NetworkPolicyOffSays is what run, doctor and the chart's notes say of
+// admission.network_policy = "off", in these words.
+const NetworkPolicyOffSays = `host ports on this node are not filtered by any NetworkPolicy (admission.network_policy = "off"): ` +
+	`anyone who can reach the node reaches a mapped port, whatever the pod's policies say`
+
 // Pod Security levels, as Kubernetes names them
 // (k8s.io/pod-security-admission/api).
 const (

@@ -22,6 +22,10 @@ func (c Config) RestartNeeded(next Config) []string {
 	changed("log", c.Log == next.Log)
 	changed("nri", c.NRI == next.NRI)
 	changed("plugin", c.Plugin.sameAs(next.Plugin))
+	// the NetworkPolicy cache runs, or not, as the plugin started
+	if c.Admission.NetworkPolicy != next.Admission.NetworkPolicy {
+		out = append(out, "admission.network_policy")
+	}
 	return out
 }
 

@@ -39,7 +39,7 @@ func NodePolicy(adm config.Admission, running config.Config) (*admission.Policy,
 	if err != nil {
 		return nil, err
 	}
-	return policy.WithDualStack(running.HCN.DualStack).WithOwnPorts(running.Admin.OwnPorts()), nil
+	return policy.WithDualStack(running.HCN.DualStack).WithOwnPorts(running.Admin.OwnPorts()).WithNetworkPolicy(running.Admission.NetworkPolicy), nil
 }
 
 // ManagerConfig is the HCN manager's configuration for a configuration's

@@ -16,6 +16,7 @@ import (
 	"github.com/nri-hcn-portmap/nri-hcn-portmap/plugin/admin"
 	"github.com/nri-hcn-portmap/nri-hcn-portmap/plugin/containerd"
 	"github.com/nri-hcn-portmap/nri-hcn-portmap/plugin/doctor"
+	"github.com/nri-hcn-portmap/nri-hcn-portmap/plugin/kube"
 )
 
 // doctorCmd checks the node (and with --selftest builds, reads back and
@@ -67,6 +68,14 @@ func doctorCmd(args []string, stdout, stderr io.Writer) error {
 			ctx, cancel := context.WithTimeout(ctx, config.APICallTimeout)
 			defer cancel()
 			return api.ProbeNodeRestriction(ctx, node)
+		}
+		d.PolicyKinds = func(ctx context.Context) ([]string, error) {
+			if err != nil {
+				return nil, err
+			}
+			ctx, cancel := context.WithTimeout(ctx, config.APICallTimeout)
+			defer cancel()
+			return api.ServedKinds(ctx, kube.PolicyKinds())
 		}
 	}
 	d.HNS, d.HNSErr = newNode(ctx, cfg.HCN)

@@ -172,9 +172,10 @@ type app struct {
 	srcs    *sources.Sources
 	admin   *admin.Admin
 	metrics *telemetry.Metrics
-	kube    *kube.Reporter   // nil unless kubernetes.enabled
-	nss     *kube.Namespaces // nil unless kubernetes.enabled
-	reloads sync.Mutex       // one reload at a time (SIGHUP, /reload, SCM)
+	kube    *kube.Reporter        // nil unless kubernetes.enabled
+	nss     *kube.Namespaces      // nil unless kubernetes.enabled
+	nps     *kube.NetworkPolicies // nil unless kubernetes.enabled and admission.network_policy is not off
+	reloads sync.Mutex            // one reload at a time (SIGHUP, /reload, SCM)
 }
 
 // build wires the plugin: HCN (bounded, instrumented), containerd, the core
@@ -205,6 +206,11 @@ func build(ctx context.Context, cfg config.Config, flags *config.Flags, log *log
 		if err == nil {
 			a.nss = kube.NewNamespaces(api, cfg.Kubernetes.LabelsMaxAge.Duration, a.metrics, log.WithField("component", "namespaces"))
 			a.metrics.WatchNamespaces(func() bool { return a.nss.Stale() != "" })
+			if mode := cfg.Admission.NetworkPolicy; mode != config.NetworkPolicyOff {
+				a.nps = kube.NewNetworkPolicies(api, mode == config.NetworkPolicyKubernetes, cfg.Kubernetes.LabelsMaxAge.Duration, a.metrics,
+					log.WithField("component", "network-policies"))
+				a.metrics.WatchNetworkPolicies(func() bool { return a.nps.Stale() != "" })
+			}
 			a.kube, err = newKubeReporter(cfg.Kubernetes, api, a.metrics, log)
 		}
 		if err != nil {
@@ -217,11 +223,16 @@ func build(ctx context.Context, cfg config.Config, flags *config.Flags, log *log
 		}
 	}
 	sayPodSecurity(cfg, a.nss != nil, log)
+	sayNetworkPolicy(cfg, a.nps != nil, log)
 	opt.Observer, opt.Reporter = a.metrics, reporter
 	a.core = plugin.NewCore(mgr, a.store, opt, log)
 	if a.nss != nil {
 		a.nss.OnPublish(a.core.SetLabels)       // each sync decides with the labels as last published
 		a.nss.OnChange(a.core.NamespaceChanged) // a level known or changed syncs the pods held back for it
+	}
+	if a.nps != nil {
+		a.nps.OnPublish(a.core.SetNetworkPolicies)    // each sync decides with the policies as last published
+		a.nps.OnChange(a.core.NetworkPoliciesChanged) // a policy changed syncs the pods it may decide
 	}
 	a.metrics.CountEndpoints(a.core.Endpoints)
 	a.metrics.CountFailing(plugin.FailureReasons(), a.core.Failing)
@@ -254,6 +265,9 @@ func build(ctx context.Context, cfg config.Config, flags *config.Flags, log *log
 	}
 	if a.nss != nil { // labels too old to grant: new annotations wait
 		a.admin.Checks = append(a.admin.Checks, admin.HealthCheck{Name: "kubernetes namespaces", Check: a.nss.Health})
+	}
+	if a.nps != nil { // policies too old to grant: no host port is mapped
+		a.admin.Checks = append(a.admin.Checks, admin.HealthCheck{Name: "kubernetes network policies", Check: a.nps.Health})
 	}
 	return a, nil
 }
@@ -289,6 +303,9 @@ func (a *app) run(ctx context.Context) error {
 	}
 	if a.nss != nil { // until it has listed, annotations wait (never granted)
 		go a.nss.Run(ctx)
+	}
+	if a.nps != nil { // until it has listed, host ports wait (never granted)
+		go a.nps.Run(ctx)
 	}
 	a.log.WithFields(logrus.Fields{"version": version, "backend": a.cfg.HCN.Backend, "network": a.cfg.HCN.Network,
 		"containerd": a.cfg.Containerd.Address, "nri_socket": a.cfg.NRI.Socket, "source": a.cfg.Plugin.Source,
@@ -379,6 +396,25 @@ func sayPodSecurity(cfg config.Config, readable bool, log *logrus.Entry) {
 		log.WithFields(logrus.Fields{"admission.pod_security": a.PodSecurity, "default_level": a.PodSecurityDefaultLevel,
 			"exempt": fmt.Sprint(a.PodSecurityExemptNamespaces)}).Info("the port-mappings annotation obeys the namespaces' Pod Security levels: " +
 			"host ports by annotation only in namespaces labelled privileged (an unlabelled one counts as " + a.PodSecurityDefaultLevel + ")")
+	}
+}
+
+// sayNetworkPolicy says at start how host ports meet the cluster's
+// NetworkPolicy: checked, off (the operator's word that nothing on this
+// node needs filtering), or every host port refused because no policy can
+// be read.
+func sayNetworkPolicy(cfg config.Config, readable bool, log *logrus.Entry) {
+	mode := cfg.Admission.NetworkPolicy
+	fields := logrus.Fields{"admission.network_policy": mode}
+	switch {
+	case mode == config.NetworkPolicyOff:
+		log.WithFields(fields).Warn(config.NetworkPolicyOffSays)
+	case !readable:
+		log.WithFields(fields).Warn("the cluster's NetworkPolicies cannot be read (kubernetes.enabled = false, or no API server configuration): " +
+			"no host port is mapped; enable [kubernetes], or set admission.network_policy = \"off\" where no NetworkPolicy needs to filter host ports")
+	default:
+		log.WithFields(fields).Info("host ports obey the cluster's NetworkPolicies: a port is mapped only where the policies selecting the pod " +
+			"admit every source to it (no NetworkPolicy engine filters the plugin's endpoint)")
 	}
 }
 

@@ -76,6 +76,14 @@ func (p *Policy) WithDualStack(on bool) *Policy {
 	return &c
 }
 
+// WithNetworkPolicy is p with the NetworkPolicy mode the plugin runs
+// (its cache runs, or not, as it started: a reload does not change it).
+func (p *Policy) WithNetworkPolicy(mode string) *Policy {
+	c := *p
+	c.networkPolicy = mode
+	return &c
+}
+
 // WithOwnPorts denies the plugin's own TCP ports (admin's, config.Admin
 // OwnPorts), whatever they are set to, beside the deny list.
 func (p *Policy) WithOwnPorts(own []config.OwnPort) *Policy {

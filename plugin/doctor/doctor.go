@@ -84,6 +84,9 @@ type Doctor struct {
 	// policy holds the plugin's token to its node (nil: no API server is
 	// configured).
 	NodeRestriction func(ctx context.Context) (bool, error)
+	// PolicyKinds asks the API server which policy kinds it serves that
+	// the plugin does not evaluate (nil: not asked)
+	PolicyKinds func(ctx context.Context) ([]string, error)
 	// Timeout bounds each check (hcn.call_timeout when zero).
 	Timeout time.Duration
 
@@ -114,7 +117,7 @@ func (d *Doctor) Run(ctx context.Context) Report {
 	d.seen = &seen{}
 	defer func() { d.seen = nil }()
 	checks := []func(context.Context) Result{d.checkHNS, d.checkNetwork, d.checkIPv6, d.checkContainerd,
-		d.checkEvents, d.checkNRISocket, d.checkAdmin, d.checkHyperV, d.checkPodSecurity, d.checkNodeRestriction}
+		d.checkEvents, d.checkNRISocket, d.checkAdmin, d.checkHyperV, d.checkPodSecurity, d.checkNetworkPolicy, d.checkNodeRestriction}
 	for _, c := range checks {
 		cctx, cancel := context.WithTimeout(ctx, d.timeout())
 		r.Results = append(r.Results, c(cctx))
@@ -341,6 +344,37 @@ func (d *Doctor) checkPodSecurity(context.Context) Result {
 	}
 	return Result{name, Pass, fmt.Sprintf("enforced: the annotation gets host ports only in namespaces labelled privileged "+
 		"(an unlabelled namespace counts as %s: admission.pod_security_default_level)", a.PodSecurityDefaultLevel), ""}
+}
+
+// checkNetworkPolicy says how host ports meet the cluster's NetworkPolicy:
+// checked, off (in the words run and the chart's notes use), or no host
+// port mapped (nothing to read policies from, or a kind served the plugin
+// does not evaluate).
+func (d *Doctor) checkNetworkPolicy(ctx context.Context) Result {
+	const name = "NetworkPolicy"
+	mode := d.Config.Admission.NetworkPolicy
+	switch {
+	case mode == config.NetworkPolicyOff:
+		return Result{name, Warn, config.NetworkPolicyOffSays,
+			`set admission.network_policy = "kubernetes" unless no NetworkPolicy needs to filter this node's host ports`}
+	case !d.Config.Kubernetes.Enabled:
+		return Result{name, Fail, "no host port is mapped: the plugin cannot read the cluster's NetworkPolicies, which decide whether a host port may " +
+			"let anyone in (no NetworkPolicy engine filters the plugin's endpoint)",
+			"give the plugin an API server ([kubernetes] enabled = true, docs/kubernetes.md; the chart does it), or set " +
+				`admission.network_policy = "off" where no NetworkPolicy needs to filter host ports`}
+	case mode == config.NetworkPolicyKubernetes && d.PolicyKinds != nil:
+		kinds, err := d.PolicyKinds(ctx)
+		switch {
+		case err != nil:
+			return Result{name, Warn, "cannot tell which policy kinds the API server serves: " + err.Error(), "check that the API server answers"}
+		case len(kinds) > 0:
+			return Result{name, Fail, "no host port is mapped: the API server serves " + strings.Join(kinds, ", ") +
+				", policy kinds the plugin does not evaluate, which may isolate a pod",
+				`set admission.network_policy = "kubernetes-only" if none of them selects a pod with host ports`}
+		}
+	}
+	return Result{name, Pass, "host ports are mapped only where the Kubernetes NetworkPolicies selecting the pod admit every source to the port" +
+		map[bool]string{true: " (other policy kinds: the operator says none selects a pod with host ports)"}[mode == config.NetworkPolicyKubernetesOnly], ""}
 }
 
 // checkNodeRestriction says whether an admission policy keeps the plugin's

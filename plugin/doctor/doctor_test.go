@@ -141,11 +141,30 @@ func TestChecks(t *testing.T) {
 		{"Pod Security with a privileged default", func(d *Doctor, _ *hcnsim.Sim) { d.Config.Admission.PodSecurityDefaultLevel = config.LevelPrivileged },
 			"Pod Security", Warn, "an unlabelled namespace counts as privileged", "defaults.enforce"},
 		{"Pod Security off", func(d *Doctor, _ *hcnsim.Sim) { d.Config.Admission.PodSecurity = config.PodSecurityOff }, "Pod Security", Warn, "not checked", "another policy engine"},
-		{"Pod Security without the API server (a default install)", func(d *Doctor, _ *hcnsim.Sim) { d.Config.Kubernetes.Enabled = false }, "Pod Security", Warn,
-			"hostPort is mapped; every pod's port-mappings annotation is refused", "kubeconfig = "},
+		{"Pod Security without the API server (NetworkPolicy off)", func(d *Doctor, _ *hcnsim.Sim) {
+			d.Config.Kubernetes.Enabled, d.Config.Admission.NetworkPolicy = false, config.NetworkPolicyOff
+		}, "Pod Security", Warn, "hostPort is mapped; every pod's port-mappings annotation is refused", "kubeconfig = "},
 		{"no annotations", func(d *Doctor, _ *hcnsim.Sim) {
-			d.Config.Kubernetes.Enabled, d.Config.Plugin.MappingSources = false, []string{config.MappingsCRI}
+			d.Config.Kubernetes.Enabled, d.Config.Plugin.MappingSources, d.Config.Admission.NetworkPolicy = false, []string{config.MappingsCRI}, config.NetworkPolicyOff
 		}, "Pod Security", Pass, "not a mapping source", ""},
+		// issue 52
+		{"NetworkPolicy checked, no other kind served", func(d *Doctor, _ *hcnsim.Sim) {
+			d.PolicyKinds = func(context.Context) ([]string, error) { return nil, nil }
+		}, "NetworkPolicy", Pass, "only where the Kubernetes NetworkPolicies selecting the pod admit every source", ""},
+		{"NetworkPolicy checked, another kind served", func(d *Doctor, _ *hcnsim.Sim) {
+			d.PolicyKinds = func(context.Context) ([]string, error) { return []string{"crd.antrea.io/clusternetworkpolicies"}, nil }
+		}, "NetworkPolicy", Fail, "serves crd.antrea.io/clusternetworkpolicies", `"kubernetes-only"`},
+		{"NetworkPolicy, the kinds not known", func(d *Doctor, _ *hcnsim.Sim) {
+			d.PolicyKinds = func(context.Context) ([]string, error) { return nil, errors.New("connection refused") }
+		}, "NetworkPolicy", Warn, "cannot tell", ""},
+		{"NetworkPolicy kubernetes-only", func(d *Doctor, _ *hcnsim.Sim) {
+			d.Config.Admission.NetworkPolicy = config.NetworkPolicyKubernetesOnly
+			d.PolicyKinds = func(context.Context) ([]string, error) { return []string{"crd.antrea.io/clusternetworkpolicies"}, nil }
+		}, "NetworkPolicy", Pass, "the operator says none selects", ""},
+		{"NetworkPolicy off: said in the words run says", func(d *Doctor, _ *hcnsim.Sim) { d.Config.Admission.NetworkPolicy = config.NetworkPolicyOff },
+			"NetworkPolicy", Warn, config.NetworkPolicyOffSays, `"kubernetes"`},
+		{"NetworkPolicy without the API server (a default service install)", func(d *Doctor, _ *hcnsim.Sim) { d.Config.Kubernetes.Enabled = false },
+			"NetworkPolicy", Fail, "no host port is mapped", `admission.network_policy = "off"`},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -31,6 +31,7 @@ type Metrics struct {
 	kubeDrop   prometheus.Counter
 	kubeUp     prometheus.Gauge
 	nsSynced   prometheus.Gauge
+	npSynced   prometheus.Gauge
 	mapped     *prometheus.HistogramVec
 	// kubeUpRegistered: the gauge is there only with kubernetes.enabled
 	kubeUpRegistered bool
@@ -78,6 +79,8 @@ func New(version, revision string) *Metrics {
 		Help: "Reports dropped because the queue to the API server was full (the oldest goes)."})
 	m.kubeUp = prometheus.NewGauge(prometheus.GaugeOpts{Name: "nri_hcn_portmap_kubernetes_reporter_up",
 		Help: "With kubernetes.enabled: 1 when the reporter runs, 0 when it could not be built (no API server configuration); ports are mapped either way."})
+	m.npSynced = prometheus.NewGauge(prometheus.GaugeOpts{Name: "nri_hcn_portmap_kubernetes_network_policies_synced",
+		Help: "With kubernetes.enabled and admission.network_policy other than off: 1 while the NetworkPolicies follow the API server (listed, watched), 0 while not (what was read last stays in force for kubernetes.labels_max_age)."})
 	m.nsSynced = prometheus.NewGauge(prometheus.GaugeOpts{Name: "nri_hcn_portmap_kubernetes_namespaces_synced",
 		Help: "With kubernetes.enabled: 1 while the namespaces' labels (their Pod Security levels) are listed and watched, 0 while not (annotations in namespaces never read wait)."})
 	m.mapped = prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "nri_hcn_portmap_start_to_mapped_seconds",
@@ -221,7 +224,7 @@ func (m *Metrics) KubeReport(what, result string) { m.kube.WithLabelValues(what,
 // KubeReporter records whether the Kubernetes reporter runs.
 func (m *Metrics) KubeReporter(up bool) {
 	if !m.kubeUpRegistered {
-		m.reg.MustRegister(m.kubeUp, m.nsSynced)
+		m.reg.MustRegister(m.kubeUp, m.nsSynced, m.npSynced)
 		m.kubeUpRegistered = true
 	}
 	v := 0.0
@@ -238,6 +241,28 @@ func (m *Metrics) NamespacesSynced(synced bool) {
 		v = 1
 	}
 	m.nsSynced.Set(v)
+}
+
+// NetworkPoliciesSynced records whether the NetworkPolicies are current.
+func (m *Metrics) NetworkPoliciesSynced(synced bool) {
+	v := 0.0
+	if synced {
+		v = 1
+	}
+	m.npSynced.Set(v)
+}
+
+// WatchNetworkPolicies registers the gauge saying whether the
+// NetworkPolicies are too old to grant host ports, read at every scrape.
+func (m *Metrics) WatchNetworkPolicies(stale func() bool) {
+	m.reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "nri_hcn_portmap_kubernetes_network_policies_stale",
+		Help: "With kubernetes.enabled and admission.network_policy other than off: 1 while the NetworkPolicies (or the policy kinds served) were last read longer ago than kubernetes.labels_max_age: no host port is mapped, those in place are removed; 0 otherwise."},
+		func() float64 {
+			if stale() {
+				return 1
+			}
+			return 0
+		}))
 }
 
 // KubeDropped counts a report dropped from a full queue.
