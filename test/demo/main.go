@@ -52,9 +52,10 @@ func run(out io.Writer) error {
 		return err
 	}
 	defer env.Close()
-	say("== the plugin's configuration turns one check off: admission.pod_security = \"off\". The demo runs no API server,\n" +
-		"   and the annotation obeys its namespace's Pod Security level, which is read from one (on a node: [kubernetes],\n" +
-		"   docs/safety.md); with the check on and no API server every annotation would be refused (hostPort still mapped)\n")
+	say("== the plugin's configuration turns two checks off: admission.pod_security = \"off\" and admission.network_policy = \"off\".\n" +
+		"   The demo runs no API server, and both read one (on a node: [kubernetes], docs/safety.md): the annotation obeys its\n" +
+		"   namespace's Pod Security level, and a host port is mapped only where the pod's NetworkPolicies admit every source\n" +
+		"   to it; with the checks on and no API server no host port would be mapped\n")
 	if os.Getenv("KEEP_E2E_DIR") != "" {
 		say("== the plugin's log, kept after the demo: %s/plugin.log\n", env.Dir)
 	} else {

@@ -14,7 +14,7 @@ func TestTheDemoEndsAsItMeans(t *testing.T) {
 	if err := run(&out); err != nil {
 		t.Fatalf("demo: %v\n%s", err, out.String())
 	}
-	for _, want := range []string{"admission.pod_security = \"off\"", "refused, as meant (RDP's port is on the node's deny list)",
+	for _, want := range []string{"admission.pod_security = \"off\"", "admission.network_policy = \"off\"", "refused, as meant (RDP's port is on the node's deny list)",
 		"== summary: 4 pods mapped, 3 refused as meant, 0 unexpected"} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("the demo does not say %q:\n%s", want, out.String())

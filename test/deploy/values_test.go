@@ -41,6 +41,7 @@ var chartOwned = map[string]string{
 	"admission.pod_security":                   "config.admission.podSecurity",
 	"admission.pod_security_default_level":     "config.admission.podSecurityDefaultLevel",
 	"admission.pod_security_exempt_namespaces": "config.admission.podSecurityExemptNamespaces",
+	"admission.network_policy":                 "config.admission.networkPolicy",
 	"hcn.network":                              "config.network",
 	"hcn.create_network":                       "config.createNetwork",
 	"hcn.allow_cni_network":                    "config.allowCNINetwork",

@@ -30,7 +30,7 @@ retry_max = "1s"
 
 [log]
 level = "info"
-` + harness.NoPodSecurity
+` + harness.NoAPIServer
 
 // chaosPod is a pod of the chaos run and what HCN should hold for it.
 type chaosPod struct {

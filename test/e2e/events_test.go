@@ -413,7 +413,10 @@ func TestDefaultConfigMapsAPodOnAFreshNode(t *testing.T) {
 		{"HNS wants a NAT network's subnet (unverified)", hcnsim.Rules{NATNeedsSubnet: true}, "", "nat"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			env, ctx := newEnv(t, "[plugin]\nresync_interval = \"0s\"\n") // defaults for everything else
+			// defaults for everything else but the NetworkPolicy check, which
+			// reads the API server a fresh node's plugin has not been given
+			// (TestTheDefaultConfigMapsNoHostPortItCannotCheck)
+			env, ctx := newEnv(t, "[plugin]\nresync_interval = \"0s\"\n[admission]\nnetwork_policy = \"off\"\n")
 			if err := env.SimClient.SetRules(ctx, tc.rules); err != nil {
 				t.Fatal(err)
 			}
@@ -445,6 +448,23 @@ func TestDefaultConfigMapsAPodOnAFreshNode(t *testing.T) {
 				t.Fatalf("the endpoint is on network %q, want %q (networks %+v)", netName, tc.want, st.Networks)
 			}
 		})
+	}
+}
+
+// Issue 52: the default configuration (no [kubernetes]) cannot read the
+// NetworkPolicies that may isolate a pod, so it maps no host port: the pod
+// starts, unmapped, and the plugin's status and metrics say why, naming
+// the way out.
+func TestTheDefaultConfigMapsNoHostPortItCannotCheck(t *testing.T) {
+	env, ctx := newEnv(t, "[plugin]\nresync_interval = \"0s\"\n")
+	must(t, env.StartPluginEvents(ctx))
+	p := pod("fresh-node", "")
+	p.HostPorts = []*runtimeapi.PortMapping{hostPort(runtimeapi.Protocol_TCP, 80, 8691, "")}
+	runSandbox(t, ctx, env, p)
+	waitMetric(t, env, `nri_hcn_portmap_pods_failing{reason="NetworkPolicyUnknown"}`, 1)
+	wantNoEndpoint(t, ctx, env, p.ID)
+	if log := env.Plugin.Tail(200); !strings.Contains(log, "kubernetes.enabled = false") || !strings.Contains(log, `admission.network_policy = \"off\"`) {
+		t.Errorf("the plugin's log does not name the way out:\n%s", log)
 	}
 }
 

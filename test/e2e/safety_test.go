@@ -30,6 +30,7 @@ mapping_sources = ["annotations", "cri"]
 namespaces = ["ingress"]
 host_port_ranges = ["443", "1024-65535"]
 pod_security = "off"
+network_policy = "off"
 `+harness.HCNConfig)
 	if err := env.StartPlugin(ctx); err != nil {
 		t.Fatal(err)

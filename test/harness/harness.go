@@ -105,16 +105,18 @@ gateway = "172.30.0.1"
 level = "debug"
 `
 
-// NoPodSecurity turns the annotation's Pod Security check off: the tests
-// of other behaviours run no API server to read namespace labels from
-// (the check's own tests do: test/e2e/podsecurity_test.go).
-const NoPodSecurity = `
+// NoAPIServer turns off the two checks that read the API server, the
+// annotation's Pod Security and the host ports' NetworkPolicy: the tests
+// of other behaviours run no API server (the checks' own tests do:
+// test/e2e/podsecurity_test.go, netpol_test.go).
+const NoAPIServer = `
 [admission]
 pod_security = "off"
+network_policy = "off"
 `
 
 // NetworkConfig is HCNConfig for tests that run no API server.
-const NetworkConfig = HCNConfig + NoPodSecurity
+const NetworkConfig = HCNConfig + NoAPIServer
 
 // DefaultConfig takes mappings from annotations and Kubernetes hostPort.
 const DefaultConfig = `[plugin]
