@@ -84,7 +84,8 @@ func TestInstallUninstallFlow(t *testing.T) {
 	}
 
 	// a second release in the same namespace: its own objects and selector
-	helmOn(t, ctx, kubeconfig, "install", "canary", chart, "-n", ns, "--set", "kubernetes.enabled=false", "--set", "config.admission.podSecurity=off")
+	helmOn(t, ctx, kubeconfig, "install", "canary", chart, "-n", ns, "--set", "kubernetes.enabled=false", "--set", "config.admission.podSecurity=off",
+		"--set", "config.admission.networkPolicy=off")
 	canary, err := k.Admin.AppsV1().DaemonSets(ns).Get(ctx, "canary-nri-hcn-portmap", metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)

@@ -490,7 +490,8 @@ func TestChartRBAC(t *testing.T) {
 	want := []rbacv1.PolicyRule{
 		{APIGroups: []string{""}, Resources: []string{"pods/status"}, Verbs: []string{"patch"}},
 		{APIGroups: []string{"events.k8s.io"}, Resources: []string{"events"}, Verbs: []string{"create"}},
-		{APIGroups: []string{""}, Resources: []string{"namespaces"}, Verbs: []string{"get", "list", "watch"}}, // Pod Security labels
+		{APIGroups: []string{""}, Resources: []string{"namespaces"}, Verbs: []string{"get", "list", "watch"}},                // Pod Security labels
+		{APIGroups: []string{"networking.k8s.io"}, Resources: []string{"networkpolicies"}, Verbs: []string{"list", "watch"}}, // issue 52
 	}
 	if !reflect.DeepEqual(role.Rules, want) {
 		t.Errorf("ClusterRole rules %+v, want exactly %+v", role.Rules, want)
@@ -518,7 +519,26 @@ func TestChartRBAC(t *testing.T) {
 		!strings.Contains(string(out), "config.admission.podSecurity=enforce needs kubernetes.enabled=true") {
 		t.Errorf("helm lint --strict, kubernetes.enabled=false with Pod Security enforced: %v\n%s", err, out)
 	}
-	off := decodeAll(t, render(t, "nri-hcn-portmap", "kubernetes.enabled=false", "config.admission.podSecurity=off"))
+	// nor can the NetworkPolicies that may isolate a pod (issue 52)
+	for _, how := range []string{"template", "lint"} {
+		args := []string{"kubernetes.enabled=false", "config.admission.podSecurity=off"}
+		var out []byte
+		var err error
+		if how == "template" {
+			var s string
+			s, err = renderErr(t, "nri-hcn-portmap", args...)
+			out = []byte(s)
+		} else {
+			out, err = exec.Command(helmBin(t), "lint", "--strict", chart, "--set", args[0], "--set", args[1]).CombinedOutput()
+		}
+		if err == nil || !strings.Contains(string(out), "config.admission.networkPolicy=kubernetes needs kubernetes.enabled=true") {
+			t.Errorf("helm %s, kubernetes.enabled=false with NetworkPolicy checked: %v\n%s", how, err, out)
+		}
+	}
+	if o := decodeAll(t, render(t, "nri-hcn-portmap", "config.admission.networkPolicy=off")); !reflect.DeepEqual(o.clusterRoles[0].Rules, want[:3]) {
+		t.Errorf("config.admission.networkPolicy=off: rules %+v, want no read of NetworkPolicies", o.clusterRoles[0].Rules)
+	}
+	off := decodeAll(t, render(t, "nri-hcn-portmap", "kubernetes.enabled=false", "config.admission.podSecurity=off", "config.admission.networkPolicy=off"))
 	if len(off.serviceAccounts)+len(off.clusterRoles)+len(off.bindings) != 0 || configOf(t, off).Kubernetes.Enabled {
 		t.Errorf("kubernetes.enabled=false still renders RBAC or enables reporting")
 	}

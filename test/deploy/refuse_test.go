@@ -216,7 +216,8 @@ func TestTheChartRefusesWhatThePluginRefusesAcrossKeys(t *testing.T) {
 		{"an L2Bridge to create, dual stack", map[string]any{"hcn.network_type": "L2Bridge", "hcn.subnet": "172.30.0.0/16",
 			"hcn.gateway": "172.30.0.1", "hcn.allow_cni_network": true, "hcn.dual_stack": true}, ""},
 		{"an L2Bridge that exists", map[string]any{"hcn.network_type": "L2Bridge", "hcn.create_network": false}, ""},
-		{"no Pod Security, no API server", map[string]any{"kubernetes.enabled": false, "admission.pod_security": "off"}, ""},
+		{"no Pod Security, no NetworkPolicy, no API server", map[string]any{"kubernetes.enabled": false, "admission.pod_security": "off",
+			"admission.network_policy": "off"}, ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			cfg := base

@@ -277,7 +277,7 @@ func (k *Kube) CreatePod(ctx context.Context, p *Pod, node string, gate bool) (*
 		return nil, err
 	}
 	pod := &corev1.Pod{
-		ObjectMeta: metav1.ObjectMeta{Name: p.Name, Namespace: p.Namespace, Annotations: p.Annotations},
+		ObjectMeta: metav1.ObjectMeta{Name: p.Name, Namespace: p.Namespace, Annotations: p.Annotations, Labels: p.Labels},
 		Spec:       corev1.PodSpec{NodeName: node, Containers: []corev1.Container{{Name: "app", Image: "example/app:1"}}},
 	}
 	if gate {

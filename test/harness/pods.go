@@ -26,6 +26,9 @@ import (
 type Pod struct {
 	ID, Name, Namespace, UID string
 	Annotations              map[string]string
+	// Labels are the pod's labels (what NetworkPolicies select by), in
+	// the CRI config, the NRI pod and the pod object
+	Labels map[string]string
 	// HostPorts are the CRI port mappings (Kubernetes hostPort) stored in
 	// the sandbox metadata.
 	HostPorts []*runtimeapi.PortMapping
@@ -95,6 +98,7 @@ func (p Pod) CRIMetadata(netnsPath string) ([]byte, error) {
 		Config: &runtimeapi.PodSandboxConfig{
 			Metadata:     &runtimeapi.PodSandboxMetadata{Name: p.Name, Uid: p.UID, Namespace: p.Namespace},
 			Annotations:  p.Annotations,
+			Labels:       p.Labels,
 			PortMappings: p.HostPorts,
 			DnsConfig:    p.DNS,
 		},
@@ -104,7 +108,7 @@ func (p Pod) CRIMetadata(netnsPath string) ([]byte, error) {
 // NRIPod is the pod as the NRI runtime side reports it.
 func (p Pod) NRIPod() *api.PodSandbox {
 	return &api.PodSandbox{Id: p.ID, Name: p.Name, Namespace: p.Namespace, Uid: p.UID, Annotations: p.Annotations,
-		RuntimeHandler: p.RuntimeHandler}
+		Labels: p.Labels, RuntimeHandler: p.RuntimeHandler}
 }
 
 // RunRequest is the NRI RunPodSandbox request for p.

@@ -71,11 +71,11 @@ keeps for the node's own services (kubelet's 10250 among them) */ -}}
 {{- end }}
 {{- end }}
 {{- $hcn := default dict (default dict $c.settings).hcn }}
-{{- if and .Values.daemonset.enabled (not .Values.kubernetes.enabled) (ne $adm.networkPolicy "off") }}
-{{- include "nri-hcn-portmap.refuse" (printf "config.admission.networkPolicy=%s needs kubernetes.enabled=true: the plugin reads the NetworkPolicies that may isolate a pod from the API server, and without them maps no host port; set kubernetes.enabled=true, or config.admission.networkPolicy=off where no NetworkPolicy needs to filter host ports" $adm.networkPolicy) }}
-{{- end }}
 {{- if and .Values.daemonset.enabled (not .Values.kubernetes.enabled) (eq $adm.podSecurity "enforce") (has "annotations" $c.mappingSources) }}
 {{- include "nri-hcn-portmap.refuse" "config.admission.podSecurity=enforce needs kubernetes.enabled=true: the plugin reads the namespaces' Pod Security labels from the API server, and without them refuses every pod's port-mappings annotation; set kubernetes.enabled=true, or config.admission.podSecurity=off where another policy engine guards the annotation" }}
+{{- end }}
+{{- if and .Values.daemonset.enabled (not .Values.kubernetes.enabled) (ne $adm.networkPolicy "off") }}
+{{- include "nri-hcn-portmap.refuse" (printf "config.admission.networkPolicy=%s needs kubernetes.enabled=true: the plugin reads the NetworkPolicies that may isolate a pod from the API server, and without them maps no host port; set kubernetes.enabled=true, or config.admission.networkPolicy=off where no NetworkPolicy needs to filter host ports" $adm.networkPolicy) }}
 {{- end }}
 {{- range $key, $list := dict "config.admission.hostPortRanges" $adm.hostPortRanges "config.admission.deny" $adm.deny }}
 {{- range $list }}
