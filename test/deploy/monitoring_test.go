@@ -7,6 +7,8 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+
+	"github.com/nri-hcn-portmap/nri-hcn-portmap/plugin"
 )
 
 const monitoring = "../../deploy/monitoring"
@@ -113,3 +115,26 @@ func TestTheDocumentedScrapeJobsGiveTheLabelsTheAlertsSelect(t *testing.T) {
 		t.Errorf("the service's job does not label its targets with the node:\n%s", service)
 	}
 }
+
+// Every reason the plugin tells a failing pod's owners is one of the two
+// alerts' (the node's, or the tenant's), and no reason both; a reason
+// added to the plugin's table and not to an alert fails here.
+func TestEveryFailureReasonHasItsAlert(t *testing.T) {
+	b, err := os.ReadFile(filepath.Join(monitoring, "alerts.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	alerted := map[string]int{}
+	for _, m := range reasonSelector.FindAllStringSubmatch(string(b), -1) {
+		for _, r := range strings.Split(m[1], "|") {
+			alerted[r]++
+		}
+	}
+	for _, r := range plugin.FailureReasons() {
+		if alerted[r] != 1 {
+			t.Errorf("reason %s is selected by %d alerts, want 1", r, alerted[r])
+		}
+	}
+}
+
+var reasonSelector = regexp.MustCompile(`nri_hcn_portmap_pods_failing\{reason=~"([^"]*)"\}`)
