@@ -4,9 +4,11 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"runtime"
 	"slices"
 	"sync"
 	"testing"
@@ -206,4 +208,36 @@ func TestTheKindsServedAreFoundByDiscovery(t *testing.T) {
 	if asked["/apis/apps/v1"] > 0 {
 		t.Errorf("asked a group no policy kind is in: %v", asked)
 	}
+}
+
+// What the view of 1,000 NetworkPolicies (a selector and two rules each,
+// spread over 100 namespaces) costs the plugin to hold, in heap: the
+// memory row of issue 52 (go test -bench NetworkPolicies ./plugin/kube).
+func BenchmarkAViewOf1000NetworkPolicies(b *testing.B) {
+	items := make([]*networkingv1.NetworkPolicy, 0, 1000)
+	for i := range 1000 {
+		var pol networkingv1.NetworkPolicy
+		doc := fmt.Sprintf(`{"metadata":{"name":"p%d","namespace":"ns%d","resourceVersion":"%d"},"spec":{"podSelector":{"matchLabels":{"app":"a%d"}},`+
+			`"ingress":[{"from":[{"podSelector":{"matchLabels":{"role":"client"}}}],"ports":[{"port":80}]},{"from":[{"ipBlock":{"cidr":"10.0.0.0/8"}}]}]}}`,
+			i, i%100, i, i)
+		if err := json.Unmarshal([]byte(doc), &pol); err != nil {
+			b.Fatal(err)
+		}
+		items = append(items, &pol)
+	}
+	log := logrus.New()
+	log.SetOutput(io.Discard)
+	var held *NetworkPolicies
+	var before, after runtime.MemStats
+	b.ReportAllocs()
+	for b.Loop() {
+		runtime.GC()
+		runtime.ReadMemStats(&before)
+		held = NewNetworkPolicies(&fakePolicies{}, true, time.Minute, nil, logrus.NewEntry(log))
+		held.replace(items)
+		runtime.GC()
+		runtime.ReadMemStats(&after)
+	}
+	b.ReportMetric(float64(after.HeapAlloc-before.HeapAlloc)/1024, "held-KiB")
+	runtime.KeepAlive(held)
 }
