@@ -193,6 +193,8 @@ func exposition(t *testing.T) string {
 	m.WatchSource(func() bool { return true })
 	m.NamespacesSynced(true)
 	m.WatchNamespaces(func() bool { return false })
+	m.NetworkPoliciesSynced(true)
+	m.WatchNetworkPolicies(func() bool { return false })
 	q := m.QueueMetrics()
 	q.NewDepthMetric("q")
 	q.NewAddsMetric("q")

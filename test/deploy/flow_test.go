@@ -12,6 +12,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/nri-hcn-portmap/nri-hcn-portmap/config"
 	"github.com/nri-hcn-portmap/nri-hcn-portmap/test/harness"
 )
 
@@ -68,6 +69,9 @@ func TestInstallUninstallFlow(t *testing.T) {
 			t.Errorf("install NOTES do not say %q:\n%s", want, out)
 		}
 	}
+	if strings.Contains(out, "not filtered by any NetworkPolicy") || !strings.Contains(out, "config.admission.networkPolicy=kubernetes") {
+		t.Errorf("install NOTES of the default chart do not say its host ports obey NetworkPolicy:\n%s", out)
+	}
 	ds, err := k.Admin.AppsV1().DaemonSets(ns).Get(ctx, "nri-hcn-portmap", metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
@@ -84,8 +88,13 @@ func TestInstallUninstallFlow(t *testing.T) {
 	}
 
 	// a second release in the same namespace: its own objects and selector
-	helmOn(t, ctx, kubeconfig, "install", "canary", chart, "-n", ns, "--set", "kubernetes.enabled=false", "--set", "config.admission.podSecurity=off",
+	out = helmOn(t, ctx, kubeconfig, "install", "canary", chart, "-n", ns, "--set", "kubernetes.enabled=false", "--set", "config.admission.podSecurity=off",
 		"--set", "config.admission.networkPolicy=off")
+	// issue 52: the open mode said in the plugin's words (run and doctor say the same)
+	if !strings.Contains(strings.Join(strings.Fields(out), " "), config.NetworkPolicyOffSays) {
+		t.Errorf("install NOTES with config.admission.networkPolicy=off do not say %q:\n%s", config.NetworkPolicyOffSays, out)
+	}
+
 	canary, err := k.Admin.AppsV1().DaemonSets(ns).Get(ctx, "canary-nri-hcn-portmap", metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
