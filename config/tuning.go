@@ -97,13 +97,15 @@ const (
 	// HNSListingAttempts bounds how often a listing of endpoints is taken
 	// again after it raced a deletion (hcsshim's listing fails whole).
 	HNSListingAttempts = 3
-	// LateCreateBound is how long the host ports an HNS call given up on
-	// asked for stay held when HNS does not show what it made: a create
-	// HNS finishes late lands as an endpoint of the sandbox's, which its
-	// next sync deletes (stopped, refused) or takes (live, admitted); one
-	// that has not landed by then is taken as never landing, and a late
+	// LateCallTimeouts is how many hcn.call_timeout the host ports an HNS
+	// call given up on asked for stay held, from the give-up, while HNS
+	// does not show what it made: a create HNS finishes late lands as an
+	// endpoint of the sandbox's, which its next sync deletes (stopped,
+	// refused) or takes (live, admitted); one that has not landed by then
+	// is taken as never landing (a hold longer than this keeps the port
+	// from the next pod for nothing when HNS dropped the call), and a late
 	// one after that is an orphan the resync removes.
-	LateCreateBound = time.Minute
+	LateCallTimeouts = 2
 	// CleanupBound bounds the whole of `cleanup`.
 	CleanupBound = 5 * time.Minute
 

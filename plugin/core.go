@@ -43,6 +43,10 @@ type Options struct {
 	// HostProcess pod gets about 5 s to stop); what is left is finished by
 	// the next start's reconcile.
 	ShutdownGrace time.Duration
+	// LateBound is how long the ports a given-up HNS call asked for stay
+	// held while HNS does not show what it made (config.LateCallTimeouts
+	// of hcn.call_timeout).
+	LateBound time.Duration
 	// Workers bounds the sandboxes worked on at once.
 	Workers int
 	// limiter is the queue's rate limiter; nil: the one retry rule,

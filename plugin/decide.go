@@ -4,11 +4,9 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"time"
 
 	"github.com/sirupsen/logrus"
 
-	"github.com/nri-hcn-portmap/nri-hcn-portmap/config"
 	"github.com/nri-hcn-portmap/nri-hcn-portmap/hcn"
 	"github.com/nri-hcn-portmap/nri-hcn-portmap/plugin/admission"
 	"github.com/nri-hcn-portmap/nri-hcn-portmap/plugin/request"
@@ -323,7 +321,7 @@ func removal(f facts, in inputs, o outcome, removed afterRemoval) plan {
 	if !ok {
 		return p
 	}
-	return plan{out: o, steps: hcn.Removal(eps), removed: removed, remove: true, unsure: stillUnsure(o.known, eps, in.now)}
+	return plan{out: o, steps: hcn.Removal(eps), removed: removed, remove: true, unsure: stillUnsure(o.known, eps, in)}
 }
 
 // deny plans a refused pod (5): it fails with err and holds nothing it
@@ -347,15 +345,15 @@ func deny(f facts, in inputs, o outcome, err error) plan {
 			drop = append(drop, ep)
 		}
 	}
-	return plan{out: o, steps: hcn.Removal(drop), err: err, denied: true, kept: keep, unsure: stillUnsure(o.known, eps, in.now)}
+	return plan{out: o, steps: hcn.Removal(drop), err: err, denied: true, kept: keep, unsure: stillUnsure(o.known, eps, in)}
 }
 
 // stillUnsure is the ports a given-up call asked for that stay held after
 // a plan that found eps in HNS: none once HNS shows an endpoint of the
-// sandbox (the call took effect) or config.LateCreateBound has passed;
+// sandbox (the call took effect) or the late bound (Options.LateBound) has passed;
 // until then the call may still land, and the ports go to nobody else.
-func stillUnsure(k known, eps []hcn.Endpoint, now time.Time) []hcn.PortMappingPolicy {
-	if len(k.unsure) == 0 || len(eps) > 0 || now.Sub(k.unsureSince) >= config.LateCreateBound {
+func stillUnsure(k known, eps []hcn.Endpoint, in inputs) []hcn.PortMappingPolicy {
+	if len(k.unsure) == 0 || len(eps) > 0 || in.now.Sub(k.unsureSince) >= in.lateBound {
 		return nil
 	}
 	return k.unsure

@@ -7,7 +7,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nri-hcn-portmap/nri-hcn-portmap/config"
 	"github.com/nri-hcn-portmap/nri-hcn-portmap/hcn"
 	"github.com/nri-hcn-portmap/nri-hcn-portmap/plugin/admission"
 	"github.com/nri-hcn-portmap/nri-hcn-portmap/plugin/request"
@@ -27,7 +26,7 @@ func TestDecideFromValues(t *testing.T) {
 		t.Fatal(err)
 	}
 	now := time.Now()
-	base := inputs{now: now, sources: request.Sources{Annotations: true, CRI: true}, policyOptions: request.PolicyOptions{LocalRoutedVIP: true},
+	base := inputs{now: now, lateBound: 20 * time.Second, sources: request.Sources{Annotations: true, CRI: true}, policyOptions: request.PolicyOptions{LocalRoutedVIP: true},
 		hyperVHandlers: []string{"runhcs-wcow-hypervisor"}}
 	annotationsOnly := base
 	annotationsOnly.sources = request.Sources{Annotations: true}
@@ -253,7 +252,7 @@ func TestDecideFromValues(t *testing.T) {
 					t.Errorf("unsure %v: want 9001 held while the create may land", p.unsure)
 				}
 			}}},
-		{"... until the bound has passed", unsure(snap{id: "s", act: true, stopped: true, sandbox: true}, now.Add(-config.LateCreateBound)),
+		{"... until the bound has passed", unsure(snap{id: "s", act: true, stopped: true, sandbox: true}, now.Add(-20*time.Second)),
 			withFacts(facts{}, func(f *facts) { f.endpoints.set(nil, nil) }), base,
 			planned{remove: true, check: func(t *testing.T, p plan) {
 				if len(p.unsure) != 0 {

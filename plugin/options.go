@@ -27,6 +27,7 @@ func OptionsFrom(cfg config.Config) (Options, error) {
 		ShutdownGrace:  cfg.Plugin.ShutdownGrace.Duration,
 		HyperVHandlers: cfg.Plugin.HyperVRuntimeHandlers,
 		Workers:        config.SyncWorkers,
+		LateBound:      config.LateCallTimeouts * cfg.HCN.CallTimeout.Duration,
 	}, nil
 }
 

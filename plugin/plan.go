@@ -21,6 +21,7 @@ import (
 type inputs struct {
 	gen            uint64
 	now            time.Time
+	lateBound      time.Duration              // Options.LateBound
 	policy         *admission.Policy          // nil: admit everything
 	labels         *admission.Labels          // as of now; nil: they cannot be read
 	netpols        *admission.NetworkPolicies // as of now; nil: they cannot be read

@@ -9,7 +9,6 @@ import (
 
 	"github.com/sirupsen/logrus"
 
-	"github.com/nri-hcn-portmap/nri-hcn-portmap/config"
 	"github.com/nri-hcn-portmap/nri-hcn-portmap/hcn"
 	"github.com/nri-hcn-portmap/nri-hcn-portmap/plugin/request"
 )
@@ -34,7 +33,7 @@ func (c *Core) sync(ctx context.Context, sn snap, in inputs) outcome {
 // the namespaces' labels as of now, the options, and the moment.
 func (c *Core) inputs() inputs {
 	now := c.now()
-	in := inputs{gen: c.inputsGen.Load(), now: now, policy: c.policy.Load(), sources: c.opt.Inputs, limits: c.opt.Limits,
+	in := inputs{gen: c.inputsGen.Load(), now: now, lateBound: c.opt.LateBound, policy: c.policy.Load(), sources: c.opt.Inputs, limits: c.opt.Limits,
 		policyOptions: c.opt.Policy, hyperVHandlers: c.opt.HyperVHandlers}
 	if l := c.labels.Load(); l != nil {
 		v := *l
@@ -208,7 +207,7 @@ func (c *Core) settled(o outcome, p plan, r hcn.Result) outcome {
 	if len(p.unsure) == 0 {
 		o.known.unsureSince = time.Time{}
 	} else {
-		o.recheck = max(o.known.unsureSince.Add(config.LateCreateBound).Sub(c.now()), 0)
+		o.recheck = max(o.known.unsureSince.Add(c.opt.LateBound).Sub(c.now()), 0)
 	}
 	if r.Deleted > 0 {
 		o.change = Removed

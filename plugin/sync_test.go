@@ -1567,7 +1567,7 @@ func TestAPodStoppedWhileItsCreateIsInHNSHoldsItsPortsUntilItLands(t *testing.T)
 }
 
 // ... and a create that never lands holds the ports no longer than
-// config.LateCreateBound: then they go to the next pod.
+// the late bound (two hcn.call_timeout): then they go to the next pod.
 func TestThePortsOfACreateThatNeverLandsGoBackAfterTheBound(t *testing.T) {
 	var mu sync.Mutex
 	now := time.Now()
@@ -1592,7 +1592,7 @@ func TestThePortsOfACreateThatNeverLandsGoBackAfterTheBound(t *testing.T) {
 	}
 	never(t, 100*time.Millisecond, "b mapped while a's create may still land", func() bool { return len(f.endpoints("b")) > 0 })
 	mu.Lock()
-	now = now.Add(config.LateCreateBound)
+	now = now.Add(f.core.opt.LateBound)
 	mu.Unlock()
 	eventually(t, "b mapped once the bound has passed", func() bool {
 		eps := f.endpoints("b")

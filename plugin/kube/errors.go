@@ -2,8 +2,9 @@ package kube
 
 import (
 	"errors"
-	"github.com/nri-hcn-portmap/nri-hcn-portmap/config"
 	"net/http"
+
+	"github.com/nri-hcn-portmap/nri-hcn-portmap/config"
 
 	"github.com/sirupsen/logrus"
 )

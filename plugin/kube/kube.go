@@ -11,10 +11,11 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"github.com/nri-hcn-portmap/nri-hcn-portmap/plugin/backoff"
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/nri-hcn-portmap/nri-hcn-portmap/plugin/backoff"
 
 	"unicode/utf8"
 

@@ -14,6 +14,7 @@ import (
 
 	"github.com/nri-hcn-portmap/nri-hcn-portmap/config"
 	"github.com/nri-hcn-portmap/nri-hcn-portmap/plugin/admission"
+	"github.com/nri-hcn-portmap/nri-hcn-portmap/plugin/backoff"
 )
 
 // PolicyKinds are the policy kinds besides Kubernetes NetworkPolicy that
@@ -246,6 +247,7 @@ func (n *NetworkPolicies) apply(ev PolicyEvent) {
 // until ctx ends: a change of them tells every namespace.
 func (n *NetworkPolicies) discover(ctx context.Context) {
 	failed := 0
+	retry := backoff.New(n.retryMin, max(n.retryMax, n.retryMin))
 	for {
 		cctx, cancel := context.WithTimeout(ctx, config.APICallTimeout)
 		served, err := n.api.ServedKinds(cctx, PolicyKinds())
@@ -259,8 +261,13 @@ func (n *NetworkPolicies) discover(ctx context.Context) {
 				n.log.WithError(err).WithField("attempt", failed).Warn("asking the API server which policy kinds it serves failed: " +
 					"host ports are not mapped once what was asked before is older than kubernetes.labels_max_age")
 			}
+			if !retry.Wait(ctx) { // a failure is asked again soon, not at the next round
+				return
+			}
+			continue
 		default:
 			failed = 0
+			retry.Reset()
 			n.mu.Lock()
 			var changed []string
 			if n.staleLocked() || !slices.Equal(served, n.unevaluated) {

@@ -241,3 +241,24 @@ func BenchmarkAViewOf1000NetworkPolicies(b *testing.B) {
 	b.ReportMetric(float64(after.HeapAlloc-before.HeapAlloc)/1024, "held-KiB")
 	runtime.KeepAlive(held)
 }
+
+// A discovery that fails is asked again soon (the retry rule), not at the
+// next round: the kinds are known as soon as the API server answers.
+func TestAFailedDiscoveryIsAskedAgainSoon(t *testing.T) {
+	r := newPolicyRig(t, true)
+	r.n.every, r.n.retryMin, r.n.retryMax = time.Hour, 10*time.Millisecond, 20*time.Millisecond
+	r.api.kindErr = errors.New("connection refused")
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { r.n.Run(ctx); close(done) }()
+	defer func() { cancel(); <-done }()
+	nextWatch(t, r.api.watches)
+	time.Sleep(50 * time.Millisecond)
+	if r.n.Stale() == "" {
+		t.Fatal("fresh while the kinds were never heard")
+	}
+	r.api.mu.Lock()
+	r.api.kindErr = nil
+	r.api.mu.Unlock()
+	eventually(t, "the kinds heard once the API server answers", func() bool { return r.n.Stale() == "" })
+}

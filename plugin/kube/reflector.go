@@ -3,6 +3,7 @@ package kube
 import (
 	"context"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/sirupsen/logrus"
@@ -56,7 +57,7 @@ func (r reflector) run(ctx context.Context) {
 		if failed > 0 {
 			level = logrus.InfoLevel // said once it works again
 		}
-		r.log.WithField(r.what, n).Log(level, r.what+" listed: "+r.listed)
+		r.log.WithField(strings.ReplaceAll(r.what, " ", "_"), n).Log(level, r.what+" listed: "+r.listed)
 		failed = 0
 		retry.Reset()
 		for ctx.Err() == nil {

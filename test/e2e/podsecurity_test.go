@@ -49,8 +49,16 @@ func podSecurityEnv(t *testing.T, source string, levels map[string]string, apiDo
 	}
 	kubeconfig, err := k.ServiceAccountKubeconfig(ctx, "nri-hcn-portmap", "nri-hcn-portmap")
 	must(t, err)
-	cfg := strings.Replace(podSecurityConfig, "[hcn]\n", "[hcn]\nretry_max = \"1s\"\n", 1) +
-		fmt.Sprintf("\n[kubernetes]\nenabled = true\nkubeconfig = %q\nnode_name = %q\n%s", kubeconfig, kubeNode, strings.Join(kubeKeys, ""))
+	cfg := strings.Replace(podSecurityConfig, "[hcn]\n", "[hcn]\nretry_max = \"1s\"\n", 1)
+	var kubeOnes []string
+	for _, k := range kubeKeys { // "admission.KEY = ..." goes to [admission], the rest to [kubernetes]
+		if key, ok := strings.CutPrefix(k, "admission."); ok {
+			cfg = strings.Replace(cfg, "[admission]\n", "[admission]\n"+key, 1)
+		} else {
+			kubeOnes = append(kubeOnes, k)
+		}
+	}
+	cfg += fmt.Sprintf("\n[kubernetes]\nenabled = true\nkubeconfig = %q\nnode_name = %q\n%s", kubeconfig, kubeNode, strings.Join(kubeOnes, ""))
 	must(t, os.WriteFile(env.ConfigPath, []byte(cfg), 0o644))
 	if apiDown {
 		k.StopAPIServer()
@@ -238,9 +246,12 @@ func TestAnUnlabelledNamespaceGrantsNothingUnlessTold(t *testing.T) {
 // the API server cannot be read grant nothing new: a new annotated pod is
 // held back (PodSecurityLevelUnknown), the metric and /healthz say the
 // labels are stale, a pod mapped before keeps its endpoint; once the API
-// server answers again, the held-back pod is mapped.
+// server answers again, the held-back pod is mapped. (The NetworkPolicy
+// check, off here, unmaps what it can no longer judge: its own test is
+// TestTheAPIServerStoppedGrantsNothingNew.)
 func TestStaleLabelsHoldNewAnnotationsBack(t *testing.T) {
-	env, k, ctx := podSecurityEnv(t, "containerd", map[string]string{"open": "privileged"}, false, "labels_max_age = \"2s\"\n")
+	env, k, ctx := podSecurityEnv(t, "containerd", map[string]string{"open": "privileged"}, false, "labels_max_age = \"2s\"\n",
+		"admission.network_policy = \"off\"\n")
 	waitMetric(t, env, "nri_hcn_portmap_kubernetes_namespaces_synced", 1)
 	mapped := inNamespace(pod("ps-stale-mapped", "18890:80"), "open")
 	guid := runSandbox(t, ctx, env, mapped)
