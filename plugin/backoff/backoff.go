@@ -39,10 +39,14 @@ func (b *Backoff) Next() time.Duration { return b.cur.Duration }
 // Reset starts over from min (the thing worked for a while).
 func (b *Backoff) Reset() { b.cur = b.initial }
 
+// Step is the next delay, jittered, and doubles it: for a caller that
+// waits on something else too.
+func (b *Backoff) Step() time.Duration { return b.cur.Step() }
+
 // Wait sleeps the next delay, jittered, and doubles it; false when ctx
 // ended first.
 func (b *Backoff) Wait(ctx context.Context) bool {
-	t := time.NewTimer(b.cur.Step())
+	t := time.NewTimer(b.Step())
 	defer t.Stop()
 	select {
 	case <-ctx.Done():

@@ -83,7 +83,10 @@ type NetworkPolicies struct {
 	kindsHeard  time.Time
 	unevaluated []string
 	stale       bool // as last told
-	changed     func(namespace string)
+	// kick asks for a discovery now (a list worked: the API server
+	// answers again)
+	kick    chan struct{}
+	changed func(namespace string)
 	publish     func(admission.NetworkPolicies)
 }
 
@@ -102,7 +105,7 @@ type NetworkPolicyMetrics interface {
 func NewNetworkPolicies(api NetworkPolicyAPI, kinds bool, maxAge time.Duration, metrics NetworkPolicyMetrics, log *logrus.Entry) *NetworkPolicies {
 	return &NetworkPolicies{api: api, log: log, metrics: metrics, kinds: kinds, maxAge: maxAge, grace: config.NamespaceWatchGrace,
 		now: time.Now, retryMin: config.APIRetryMin, retryMax: config.APIRetryMax, every: min(config.PolicyKindsEvery, maxAge/2),
-		byNS: map[string]map[string]held{}, pub: map[string][]admission.NetworkPolicy{}}
+		byNS: map[string]map[string]held{}, pub: map[string][]admission.NetworkPolicy{}, kick: make(chan struct{}, 1)}
 }
 
 // OnChange makes fn hear each namespace whose policies changed, and ""
@@ -153,6 +156,10 @@ func (n *NetworkPolicies) Run(ctx context.Context) {
 			items, rv, err := n.api.ListNetworkPolicies(ctx)
 			if err == nil {
 				n.replace(items)
+				select { // the API server answers: the kinds are asked now, not at the next retry
+				case n.kick <- struct{}{}:
+				default:
+				}
 			}
 			return rv, len(items), err
 		},
@@ -261,7 +268,7 @@ func (n *NetworkPolicies) discover(ctx context.Context) {
 				n.log.WithError(err).WithField("attempt", failed).Warn("asking the API server which policy kinds it serves failed: " +
 					"host ports are not mapped once what was asked before is older than kubernetes.labels_max_age")
 			}
-			if !retry.Wait(ctx) { // a failure is asked again soon, not at the next round
+			if !n.wait(ctx, retry.Step()) { // a failure is asked again soon, not at the next round
 				return
 			}
 			continue
@@ -281,12 +288,24 @@ func (n *NetworkPolicies) discover(ctx context.Context) {
 			}
 			n.tell(changed...)
 		}
-		select {
-		case <-ctx.Done():
+		if !n.wait(ctx, n.every) {
 			return
-		case <-time.After(n.every):
 		}
 	}
+}
+
+// wait waits d, or less when a discovery is asked for; false when ctx
+// ended first.
+func (n *NetworkPolicies) wait(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-t.C:
+	case <-n.kick:
+	}
+	return true
 }
 
 // age tells every namespace when the view becomes too old to grant

@@ -262,3 +262,24 @@ func TestAFailedDiscoveryIsAskedAgainSoon(t *testing.T) {
 	r.api.mu.Unlock()
 	eventually(t, "the kinds heard once the API server answers", func() bool { return r.n.Stale() == "" })
 }
+
+// A list that works again asks the kinds at once, not at the discovery's
+// next retry: a plugin started while the API server was down maps as soon
+// as it answers.
+func TestAListThatWorksAgainAsksTheKindsAtOnce(t *testing.T) {
+	r := newPolicyRig(t, true)
+	r.n.every, r.n.retryMin, r.n.retryMax = time.Hour, time.Hour, time.Hour
+	r.api.kindErr = errors.New("connection refused")
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { r.n.Run(ctx); close(done) }()
+	defer func() { cancel(); <-done }()
+	stream := nextWatch(t, r.api.watches)
+	time.Sleep(50 * time.Millisecond) // the first discovery has failed, the next is an hour away
+	r.api.mu.Lock()
+	r.api.kindErr = nil
+	r.api.mu.Unlock()
+	stream <- fmt.Errorf("%w: test", ErrExpired) // the watch ends: listed again
+	nextWatch(t, r.api.watches)
+	eventually(t, "the kinds asked once the list works", func() bool { return r.n.Stale() == "" })
+}
