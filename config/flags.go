@@ -50,7 +50,8 @@ func RegisterFlags(fs *flag.FlagSet) *Flags { return RegisterFlagsFor(fs) }
 // flags it uses.
 func RegisterFlagsFor(fs *flag.FlagSet, keys ...string) *Flags {
 	f := &Flags{fs: fs, values: map[string]*string{}, defaultPath: DefaultPath()}
-	fs.StringVar(&f.configPath, "config", "", "configuration file (TOML); when omitted, "+f.defaultPath+" if it exists, else the defaults")
+	fs.StringVar(&f.configPath, "config", "", "configuration file (TOML); when omitted, the environment variable "+ConfigEnv+
+		" when set (the DaemonSet's: kubelet resolves it from the ConfigMap), else "+f.defaultPath+" if it exists, else the defaults")
 	for _, k := range flagKeys {
 		if len(keys) > 0 && !slices.Contains(keys, k.key) {
 			continue
@@ -64,9 +65,19 @@ func RegisterFlagsFor(fs *flag.FlagSet, keys ...string) *Flags {
 	return f
 }
 
+// ConfigEnv is the environment variable a configuration may come in
+// instead of a file: the DaemonSet's, which kubelet resolves from its
+// ConfigMap (a configMapKeyRef), so that no file, and no link a local user
+// could re-point, stands between the ConfigMap and the plugin.
+const ConfigEnv = "NRI_HCN_PORTMAP_CONFIG"
+
 // ConfigPath is the configuration file in use: --config, or DefaultPath
-// when that exists; "" for the defaults.
+// when that exists and ConfigEnv is not set; "" for the environment or the
+// defaults.
 func (f *Flags) ConfigPath() string {
+	if _, env := os.LookupEnv(ConfigEnv); env && f.configPath == "" {
+		return ""
+	}
 	if f.configPath == "" {
 		if _, err := os.Stat(f.defaultPath); err == nil {
 			return f.defaultPath
@@ -80,6 +91,9 @@ func (f *Flags) ConfigPath() string {
 // were set, and validates the result. Call after fs.Parse.
 func (f *Flags) Resolve() (Config, error) {
 	path := f.ConfigPath()
+	if text, env := os.LookupEnv(ConfigEnv); env && path == "" {
+		return f.resolve("environment variable "+ConfigEnv, []byte(text), nil)
+	}
 	if path == "" {
 		return f.resolve("defaults", nil, nil)
 	}

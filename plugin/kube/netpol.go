@@ -87,7 +87,7 @@ type NetworkPolicies struct {
 	// answers again)
 	kick    chan struct{}
 	changed func(namespace string)
-	publish     func(admission.NetworkPolicies)
+	publish func(admission.NetworkPolicies)
 }
 
 type held struct {

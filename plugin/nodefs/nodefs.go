@@ -259,7 +259,7 @@ func (c Checker) judgeEntry(path string, e Entry, role Rights) error {
 	if len(who) == 0 {
 		return nil
 	}
-	return &WritableError{Path: path, Principals: who, Fix: fixFor(path)}
+	return &WritableError{Path: path, Principals: who, Fix: fixFor(path, e.Kind == Link)}
 }
 
 // root is the root of an absolute path: / on Linux, C:\ or \\server\share\

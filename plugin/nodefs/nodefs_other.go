@@ -41,6 +41,9 @@ func (osFS) Lstat(path string) (Entry, error) {
 
 func mkdirPrivate(path string) error { return os.MkdirAll(path, 0o700) }
 
-func fixFor(path string) string {
+func fixFor(path string, link bool) string {
+	if link { // a link's own owner (its mode is not used)
+		return fmt.Sprintf("give it to root alone: chown -h root:root %q", path)
+	}
 	return fmt.Sprintf("give it to root alone: chown root:root %q && chmod go-w %q", path, path)
 }

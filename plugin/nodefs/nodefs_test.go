@@ -48,18 +48,29 @@ func at(p string) string {
 	return filepath.Join(r, filepath.FromSlash(p))
 }
 
-// kubeletVolume is a stock Windows node's HostProcess pod with the chart's
-// ConfigMap volume, without the bind filter: hcsshim links the mount under
-// the container's rootfs (C:\hpc\<id>\etc\nri-hcn-portmap) to kubelet's
-// volume folder, where kubelet's atomic writer keeps the file behind two
-// links (config.toml -> ..data\config.toml, ..data -> the timestamped
-// folder). Every folder is made with a plain MkdirAll by SYSTEM, so each
-// inherits C:\'s default DACL: two levels down (C:\var\lib) and five
-// (C:\var\lib\kubelet\pods\<uid>) alike.
+// kubeletVolume is a stock Windows node's HostProcess pod with a ConfigMap
+// volume (the chart's before issue 53), without the bind filter: hcsshim
+// links the mount under the container's rootfs (C:\hpc\<id>\etc\nri-hcn-portmap)
+// to kubelet's volume folder, where kubelet's atomic writer keeps the file
+// behind two links (config.toml -> ..data\config.toml, ..data -> the
+// timestamped folder). Every folder is made with a plain MkdirAll by
+// SYSTEM, so each inherits C:\'s default DACL: two levels down
+// (C:\var\lib) and five (C:\var\lib\kubelet\pods\<uid>) alike. Each link
+// carries what Windows gives it: a directory link (..data, made by Go's
+// os.Symlink with SYMBOLIC_LINK_FLAG_DIRECTORY, src/os/file_windows.go) is
+// a directory object and inherits its folder's container-inherit ACEs, so
+// BUILTIN\Users hold FILE_WRITE_DATA on it (C:\'s (CI)(IO)(DC), carried
+// down); a file link (config.toml) inherits the object-inherit ACEs, as a
+// file (reasoned, standard inheritance; the real-node checklist settles
+// it).
 func kubeletVolume() fakeFS {
 	dir := func(p string) (string, fakeObject) { return at(p), fakeObject{kind: Dir, sddl: sddlKubeletFolder} }
 	link := func(p, to string) (string, fakeObject) {
-		return at(p), fakeObject{kind: Link, target: to, sddl: sddlKubeletFile}
+		sddl := sddlKubeletFolder // a directory link
+		if strings.HasSuffix(p, ".toml") {
+			sddl = sddlKubeletFile
+		}
+		return at(p), fakeObject{kind: Link, target: to, sddl: sddl}
 	}
 	f := fakeFS{at(""): {kind: Dir, sddl: sddlDriveRoot}}
 	vol := "var/lib/kubelet/pods/5e1f/volumes/kubernetes.io~configmap/config"
@@ -88,7 +99,19 @@ func TestCheckJudgesEveryObjectOnThePath(t *testing.T) {
 	const cfg = "hpc/c0ffee/etc/nri-hcn-portmap/config.toml"
 	vol := "var/lib/kubelet/pods/5e1f/volumes/kubernetes.io~configmap/config"
 	ts := vol + "/..2026_12_04_17_57_38.123456789"
-	with := func(change func(fakeFS)) fakeFS { f := kubeletVolume(); change(f); return f }
+	// with is the volume with its directory links given back to the
+	// administrators (icacls /l), changed: each row tests its own rule
+	with := func(change func(fakeFS)) fakeFS {
+		f := kubeletVolume()
+		for p, o := range f {
+			if o.kind == Link && o.sddl == sddlKubeletFolder {
+				o.sddl = sddlContainerd
+				f[p] = o
+			}
+		}
+		change(f)
+		return f
+	}
 	hostile := "O:BAD:AI(A;OICIID;FA;;;SY)(A;OICIID;FA;;;BA)(A;OICI;0x1301bf;;;BU)"
 	for _, tc := range []struct {
 		name   string
@@ -98,8 +121,22 @@ func TestCheckJudgesEveryObjectOnThePath(t *testing.T) {
 		refuse string // the path refused ("": passes)
 		who    string // and a fragment of who is named
 	}{
-		{"the DaemonSet's ConfigMap on a stock node", kubeletVolume(), cfg, false, "", ""},
-		{"the file itself, by its volume path", kubeletVolume(), vol + "/config.toml", false, "", ""},
+		// issue 53: through a ConfigMap volume's links, a local user may
+		// re-point the directory links (the DaemonSet reads its
+		// configuration from the environment since, test/deploy)
+		{"a ConfigMap volume on a stock node: the mount's directory link Users may re-point", kubeletVolume(), cfg, false,
+			"hpc/c0ffee/etc/nri-hcn-portmap", `BUILTIN\Users (S-1-5-32-545) (may write it)`},
+		{"the file by its volume path: ..data, a directory link Users may re-point", kubeletVolume(), vol + "/config.toml", false,
+			vol + "/..data", `BUILTIN\Users (S-1-5-32-545) (may write it)`},
+		{"a file link with its folder's object-inherit ACEs passes", with(func(f fakeFS) {
+			f[at(vol+"/..data")] = fakeObject{kind: Link, target: "..2026_12_04_17_57_38.123456789", sddl: sddlContainerd}
+		}), vol + "/config.toml", false, "", ""},
+		{"a link Users may only add folders to re-points nothing", with(func(f fakeFS) {
+			f[at(vol+"/..data")] = fakeObject{kind: Link, target: "..2026_12_04_17_57_38.123456789", sddl: "O:SYD:(A;;FA;;;SY)(A;;0x1200ad;;;BU)"}
+		}), vol + "/config.toml", false, "", ""},
+		{"a junction Users may set attributes on (re-point)", with(func(f fakeFS) {
+			f[at(vol+"/..data")] = fakeObject{kind: Link, target: "..2026_12_04_17_57_38.123456789", sddl: "O:SYD:(A;;FA;;;SY)(A;;0x1201a9;;;BU)"}
+		}), vol + "/config.toml", false, vol + "/..data", "may write it"},
 		{"two levels down: a file in C:\\var\\lib", with(func(f fakeFS) { f[at("var/lib/x.toml")] = fakeObject{kind: File, sddl: sddlKubeletFile} }),
 			"var/lib/x.toml", false, "", ""},
 		{"a file Users may write", with(func(f fakeFS) {
@@ -171,6 +208,14 @@ func TestCheckJudgesEveryObjectOnThePath(t *testing.T) {
 				}
 			case !errors.As(err, &we) || we.Path != at(tc.refuse) || !strings.Contains(err.Error(), tc.who) || !errors.Is(err, ErrWritable):
 				t.Fatalf("got %v, want %s refused naming %q", err, at(tc.refuse), tc.who)
+			}
+			// a link's fix changes the link, not its target (issue 53)
+			linkFix := map[string]string{"windows": `" /l /inheritance:r`}[runtime.GOOS]
+			if linkFix == "" {
+				linkFix = "chown -h"
+			}
+			if o := tc.fs[at(tc.refuse)]; o.kind == Link && !strings.Contains(we.Fix, linkFix) {
+				t.Errorf("the fix for the link %s: %q, want it to change the link itself (%s)", tc.refuse, we.Fix, linkFix)
 			}
 		})
 	}

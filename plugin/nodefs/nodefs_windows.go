@@ -103,8 +103,13 @@ func mkdirPrivate(path string) error {
 	return nil
 }
 
-// fixFor says how to give the object back to the node's administrators.
-func fixFor(path string) string {
-	return `give it to SYSTEM and Administrators alone, as an administrator: icacls "` + path +
-		`" /inheritance:r /grant:r "*S-1-5-18:(OI)(CI)F" "*S-1-5-32-544:(OI)(CI)F" && icacls "` + path + `" /setowner "*S-1-5-32-544"`
+// fixFor says how to give the object back to the node's administrators;
+// a link's own security descriptor, not its target's (icacls /l).
+func fixFor(path string, link bool) string {
+	l := ""
+	if link {
+		l = " /l"
+	}
+	return `give it to SYSTEM and Administrators alone, as an administrator: icacls "` + path + `"` + l +
+		` /inheritance:r /grant:r "*S-1-5-18:(OI)(CI)F" "*S-1-5-32-544:(OI)(CI)F" && icacls "` + path + `"` + l + ` /setowner "*S-1-5-32-544"`
 }

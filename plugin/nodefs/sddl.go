@@ -69,15 +69,27 @@ func rightsOf(mask uint32, k Kind) Rights {
 	if mask&(writeDAC|writeOwner) != 0 {
 		r |= RightPerms
 	}
-	if k == Dir {
+	switch {
+	case k == Dir:
 		if mask&(fileWriteData|fileAppendData) != 0 {
 			r |= RightAdd
 		}
 		if mask&fileDeleteChild != 0 {
 			r |= RightDeleteChild
 		}
-	} else if mask&(fileWriteData|fileAppendData|fileWriteAttributes) != 0 {
-		r |= RightWrite // a file's content, or where a link points
+	case k == Link:
+		// where a link points: a reparse point is set or deleted with
+		// FILE_WRITE_DATA or FILE_WRITE_ATTRIBUTES on the link itself
+		// (MS-FSA 2.1.5.10.37 FSCTL_SET_REPARSE_POINT, 2.1.5.10.3
+		// FSCTL_DELETE_REPARSE_POINT), a directory link's as a file
+		// link's: on a directory link FILE_WRITE_DATA is the bit its
+		// folder's "add files" ACE (DC) gives it by inheritance, and
+		// FILE_APPEND_DATA ("add folders") re-points nothing
+		if mask&(fileWriteData|fileWriteAttributes) != 0 {
+			r |= RightWrite
+		}
+	case mask&(fileWriteData|fileAppendData|fileWriteAttributes) != 0:
+		r |= RightWrite // a file's content
 	}
 	return r
 }

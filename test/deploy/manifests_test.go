@@ -559,10 +559,10 @@ func TestChartCleanup(t *testing.T) {
 		t.Error("cleanup calls no Kubernetes API: no service account token may be mounted")
 	}
 	c := ds.Spec.Template.Spec.Containers[0]
-	if !strings.Contains(strings.Join(c.Args, " "), `nri-hcn-portmap.exe cleanup --config `+configPath) {
+	if !strings.Contains(strings.Join(c.Args, " "), `nri-hcn-portmap.exe cleanup`) {
 		t.Errorf("cleanup container runs %v %v", c.Command, c.Args)
 	}
-	checkConfigMounted(t, ds, configPath)
+	checkConfigFromEnv(t, ds)
 }
 
 func configOf(t *testing.T, o objects) config.Config {
@@ -610,39 +610,26 @@ func checkHostProcess(t *testing.T, ds appsv1.DaemonSet) {
 	}
 }
 
-// configPath is where the chart's containers read the configuration: by
-// the HostProcess mount point, with and without the bind filter
-// (hostprocess_test.go).
-const configPath = `%CONTAINER_SANDBOX_MOUNT_POINT%\etc\nri-hcn-portmap\config.toml`
-
-// checkConfigMounted: path (by the HostProcess mount point) is the
-// ConfigMap's config.toml in a mounted volume.
-func checkConfigMounted(t *testing.T, ds appsv1.DaemonSet, path string) {
+// checkConfigFromEnv: the container takes the configuration from the
+// environment variable the plugin reads (config.ConfigEnv), which kubelet
+// resolves from the release's ConfigMap, and mounts nothing: no file, and
+// no link a local user could re-point, stands between them (issue 53).
+func checkConfigFromEnv(t *testing.T, ds appsv1.DaemonSet) {
 	t.Helper()
 	spec := ds.Spec.Template.Spec
 	c := spec.Containers[0]
-	cfgPath := strings.ReplaceAll(strings.TrimPrefix(path, "%CONTAINER_SANDBOX_MOUNT_POINT%"), `\`, "/")
-	var mount *corev1.VolumeMount
-	for i := range c.VolumeMounts {
-		if strings.HasPrefix(cfgPath, c.VolumeMounts[i].MountPath+"/") {
-			mount = &c.VolumeMounts[i]
+	i := slices.IndexFunc(c.Env, func(e corev1.EnvVar) bool { return e.Name == config.ConfigEnv })
+	if i < 0 || c.Env[i].ValueFrom == nil || c.Env[i].ValueFrom.ConfigMapKeyRef == nil ||
+		c.Env[i].ValueFrom.ConfigMapKeyRef.Name != "nri-hcn-portmap" || c.Env[i].ValueFrom.ConfigMapKeyRef.Key != "config.toml" {
+		t.Fatalf("env %+v: want %s from the nri-hcn-portmap ConfigMap's config.toml", c.Env, config.ConfigEnv)
+	}
+	if len(c.VolumeMounts) != 0 || len(spec.Volumes) != 0 {
+		t.Errorf("volumes %+v mounted at %+v: the configuration needs none", spec.Volumes, c.VolumeMounts)
+	}
+	for _, args := range [][]string{c.Command, c.Args} {
+		if strings.Contains(strings.Join(args, " "), "--config") {
+			t.Errorf("command %v %v names a configuration file", c.Command, c.Args)
 		}
-	}
-	if mount == nil {
-		t.Fatalf("%s is in no volume mount %v", path, c.VolumeMounts)
-	}
-	var vol *corev1.Volume
-	for i := range spec.Volumes {
-		if spec.Volumes[i].Name == mount.Name {
-			vol = &spec.Volumes[i]
-		}
-	}
-	if vol == nil || vol.ConfigMap == nil || vol.ConfigMap.Name != "nri-hcn-portmap" {
-		t.Fatalf("volume %s is not the nri-hcn-portmap ConfigMap: %+v", mount.Name, vol)
-	}
-	key := strings.TrimPrefix(cfgPath, mount.MountPath+"/")
-	if !slices.ContainsFunc(vol.ConfigMap.Items, func(k corev1.KeyToPath) bool { return k.Path == key && k.Key == "config.toml" }) {
-		t.Errorf("the ConfigMap volume does not put config.toml at %s", key)
 	}
 }
 
@@ -653,21 +640,17 @@ func checkPluginDaemonSet(t *testing.T, ds appsv1.DaemonSet, image string) {
 	if c.Image != image {
 		t.Errorf("image %q, want %q", c.Image, image)
 	}
-	if !slices.Contains(c.Command, `%CONTAINER_SANDBOX_MOUNT_POINT%\nri-hcn-portmap.exe`) || len(c.Args) != 3 || c.Args[0] != "run" ||
-		c.Args[1] != "--config" || c.Args[2] != configPath {
+	if !slices.Contains(c.Command, `%CONTAINER_SANDBOX_MOUNT_POINT%\nri-hcn-portmap.exe`) || len(c.Args) != 1 || c.Args[0] != "run" {
 		t.Fatalf("container %s: command %v args %v", c.Name, c.Command, c.Args)
 	}
-	cfgPath := c.Args[2]
-	checkConfigMounted(t, ds, cfgPath)
-	// the probes find the plugin through the same file (so a changed
-	// admin.listen moves them too); liveness asks only /livez
+	checkConfigFromEnv(t, ds)
+	// the probes find the plugin through the same configuration, the
+	// container's environment (so a changed admin.listen moves them too);
+	// liveness asks only /livez
 	for name, p := range map[string]*corev1.Probe{"liveness": c.LivenessProbe, "readiness": c.ReadinessProbe} {
 		if p == nil || p.Exec == nil || len(p.Exec.Command) < 2 || p.Exec.Command[1] != "health" {
 			t.Errorf("%s probe %+v: want `nri-hcn-portmap.exe health`", name, p)
 			continue
-		}
-		if i := slices.Index(p.Exec.Command, "--config"); i < 0 || p.Exec.Command[i+1] != cfgPath {
-			t.Errorf("%s probe %v does not read %s", name, p.Exec.Command, cfgPath)
 		}
 		if slices.Contains(p.Exec.Command, "--admin-listen") {
 			t.Errorf("%s probe %v hard-codes the admin address", name, p.Exec.Command)

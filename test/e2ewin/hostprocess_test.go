@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	cfgpkg "github.com/nri-hcn-portmap/nri-hcn-portmap/config"
 	"github.com/nri-hcn-portmap/nri-hcn-portmap/test/harness"
 )
 
@@ -70,22 +71,22 @@ func modelExe(t *testing.T, dir string) string {
 	return exe
 }
 
-// Issue 47: the HostProcess DaemonSet starts on a stock node. Its own
-// command line (run --config "%CONTAINER_SANDBOX_MOUNT_POINT%\etc\
-// nri-hcn-portmap\config.toml", the mount point expanded as hcsshim does)
-// against a ConfigMap volume laid out as kubelet's atomic writer lays it
-// out, every folder's DACL kubelet's (inherited from C:\: Users may add
-// files and folders), reaches ready; the check refused that folder before
-// and the plugin exited in a loop. The same volume with a folder Users may
-// delete entries in is refused, naming it.
+// Issues 47 and 53: the HostProcess DaemonSet starts on a stock node. A
+// configuration file in a ConfigMap volume laid out as kubelet's atomic
+// writer lays it out, with a folder Users may delete entries in, is
+// refused, naming it (the file route, which a local user may re-point on
+// a stock node: plugin/nodefs's table). The chart's own command line
+// (`run`, its configuration in the environment kubelet resolves from the
+// ConfigMap, the mount point set as hcsshim sets it) reaches ready on a
+// node whose mount and ..data links Users may re-point.
 func TestTheDaemonSetStartsOnKubeletsFolders(t *testing.T) {
 	r := newRig(t)
 	exe := modelExe(t, r.env.Dir)
 	root := filepath.Join(r.env.Dir, "node")
 	keyFile := strings.ReplaceAll(r.env.HostPath(filepath.Join(r.env.Dir, "admin", "admin.key")), `\`, `\\`) // where the commands look
-	config := "[containerd]\naddress = \"" + r.env.CtrTCP + "\"\n\n[admin]\nlisten = \"" + r.env.AdminAddr + "\"\nsocket = \"\"\nkey_file = \"" + keyFile + "\"\n\n" +
+	cfgText := "[containerd]\naddress = \"" + r.env.CtrTCP + "\"\n\n[admin]\nlisten = \"" + r.env.AdminAddr + "\"\nsocket = \"\"\nkey_file = \"" + keyFile + "\"\n\n" +
 		"[plugin]\nresync_interval = \"0s\"\n" + harness.NetworkConfig
-	kubeletLayout(t, root, config)
+	kubeletLayout(t, root, cfgText)
 	mountPoint := r.env.HostPath(filepath.Join(root, "hpc/c0ffee"))
 	args := []string{"run", "--config", strings.ReplaceAll(`%CONTAINER_SANDBOX_MOUNT_POINT%\etc\nri-hcn-portmap\config.toml`,
 		"%CONTAINER_SANDBOX_MOUNT_POINT%", mountPoint)}
@@ -129,8 +130,15 @@ func TestTheDaemonSetStartsOnKubeletsFolders(t *testing.T) {
 		t.Fatalf("the refusal does not name the folder and who may change it:\n%s", tail)
 	}
 
-	// kubelet's own folders: ready
-	if err := r.env.StartBinaryEnv("plugin", model(map[string]string{}), os.Getenv("WINE"), append([]string{exe}, args...)...); err != nil {
+	// issue 53: the chart's command line (run, its configuration in the
+	// environment, resolved by kubelet from the ConfigMap) on a node whose
+	// mount and ..data carry what Windows gives a directory link, their
+	// folder's container-inherit ACEs (Users may write them: re-point
+	// them): ready, as nothing is read through them
+	linkDACL := "O:SYG:SYD:AI(A;OICIID;FA;;;SY)(A;OICIID;FA;;;BA)(A;OICIID;0x1200a9;;;BU)(A;CIID;LC;;;BU)(A;CIID;DC;;;BU)"
+	environ := append(model(map[string]string{volume: linkDACL, mountPoint: linkDACL}),
+		cfgpkg.ConfigEnv+"="+cfgText, "CONTAINER_SANDBOX_MOUNT_POINT="+mountPoint)
+	if err := r.env.StartBinaryEnv("plugin", environ, os.Getenv("WINE"), exe, "run"); err != nil {
 		t.Fatal(err)
 	}
 	if err := r.env.WaitSubscribed(r.ctx, 1, 30*time.Second); err != nil {

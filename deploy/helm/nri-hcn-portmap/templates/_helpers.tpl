@@ -76,13 +76,19 @@ securityContext:
 # Nothing here calls the Kubernetes API.
 automountServiceAccountToken: false
 {{- end }}
-volumes:
-  - name: config
-    configMap:
+{{- end }}
+
+{{- /* The configuration, as an environment variable kubelet resolves from
+the ConfigMap when it starts the container: no file, and no link a local
+user of the node could re-point, stands between the ConfigMap and the
+plugin (docs/safety.md). A changed ConfigMap rolls the pods (the
+checksum/config annotation). */ -}}
+{{- define "nri-hcn-portmap.configEnv" -}}
+- name: NRI_HCN_PORTMAP_CONFIG
+  valueFrom:
+    configMapKeyRef:
       name: {{ include "nri-hcn-portmap.fullname" . }}
-      items:
-        - key: config.toml
-          path: config.toml
+      key: config.toml
 {{- end }}
 
 {{- /* A TOML list of strings: numbers given with --set (80) stay strings. */ -}}
@@ -91,17 +97,12 @@ volumes:
 {{- end }}
 
 {{/*
-The plugin's executable and its configuration file, by
-%CONTAINER_SANDBOX_MOUNT_POINT% (hcsshim replaces it in command lines with
-where the image and its volumes show, with the bind filter and without),
-quoted for a YAML list.
+The plugin's executable, by %CONTAINER_SANDBOX_MOUNT_POINT% (hcsshim
+replaces it in command lines with where the image shows, with the bind
+filter and without), quoted for a YAML list.
 */}}
 {{- define "nri-hcn-portmap.exe" -}}
 "%CONTAINER_SANDBOX_MOUNT_POINT%\\nri-hcn-portmap.exe"
-{{- end }}
-
-{{- define "nri-hcn-portmap.configPath" -}}
-"%CONTAINER_SANDBOX_MOUNT_POINT%\\etc\\nri-hcn-portmap\\config.toml"
 {{- end }}
 
 {{- /* A TOML value of config.settings (dict "key" K "value" V): a string
