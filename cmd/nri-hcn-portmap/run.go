@@ -31,6 +31,34 @@ import (
 )
 
 func runCmd(args []string, stderr io.Writer) error {
+	isService, err := service.IsService()
+	if err != nil {
+		return err
+	}
+	return runAs(args, stderr, isService, func(msg string) { service.ReportError(service.Name, msg) })
+}
+
+// runAs is run, as a service or not. Whatever stops a service before it
+// reaches the SCM (its configuration refused or unreadable, its log folder
+// refused) goes to the Windows event log under the service's source, by
+// report, as well as to stderr, which a service has none of: the operator
+// reads why in the event log, not a bare 1053.
+func runAs(args []string, stderr io.Writer, isService bool, report func(string)) error {
+	err := runUntilTheSCM(args, stderr, isService)
+	var said reported
+	if err != nil && isService && !errors.As(err, &said) {
+		report("nri-hcn-portmap cannot start: " + err.Error())
+	}
+	return err
+}
+
+// reported is an error the service's own path has said already (runService
+// reports what stops it once it talks to the SCM).
+type reported struct{ error }
+
+func (r reported) Unwrap() error { return r.error }
+
+func runUntilTheSCM(args []string, stderr io.Writer, isService bool) error {
 	var pprofAddr string
 	cfg, flags, err := parse("run", args, stderr, func(fs *flag.FlagSet) {
 		fs.StringVar(&pprofAddr, "pprof", "", "serve Go profiles (net/http/pprof) on this address, e.g. 127.0.0.1:6060; off when empty")
@@ -46,10 +74,6 @@ func runCmd(args []string, stderr io.Writer) error {
 	}
 	if _, set := os.LookupEnv("GOGC"); !set { // the environment's wins, as Go's runtime read it
 		debug.SetGCPercent(config.GCPercent)
-	}
-	isService, err := service.IsService()
-	if err != nil {
-		return err
 	}
 	if isService && cfg.Log.File == "" {
 		cfg.Log.File = defaultServiceLog // a service has no console
@@ -69,8 +93,11 @@ func runCmd(args []string, stderr io.Writer) error {
 	if pprofAddr != "" {
 		go servePprof(pprofAddr, log)
 	}
-	if isService {
-		return runService(cfg, flags, log)
+	if isService { // its failures from here on are reported by runService
+		if err := runService(cfg, flags, log); err != nil {
+			return reported{err}
+		}
+		return nil
 	}
 	defer logPanic(log)
 	ctx, stop := stopOnSignal(context.Background(), log)

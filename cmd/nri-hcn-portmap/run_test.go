@@ -5,6 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
+	"path/filepath"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -13,6 +16,7 @@ import (
 
 	"github.com/nri-hcn-portmap/nri-hcn-portmap/config"
 	"github.com/nri-hcn-portmap/nri-hcn-portmap/hcn"
+	"github.com/nri-hcn-portmap/nri-hcn-portmap/test/testfs"
 )
 
 // A network the plugin may not use (an L2Bridge network named by
@@ -41,5 +45,68 @@ func TestANetworkThePluginMayNotUseStopsItAtStart(t *testing.T) {
 	err = a.run(ctx)
 	if !errors.Is(err, hcn.ErrInvalid) || !strings.Contains(err.Error(), `hcn.network = "`+name+`"`) || ctx.Err() != nil {
 		t.Fatalf("run = %v; want it stopped at start naming hcn.network", err)
+	}
+}
+
+// Issue 53: whatever stops a service before it reaches the SCM (its
+// configuration unreadable, one others may change, a log folder others may
+// change) goes to the Windows event log, once, as well as to the caller;
+// run from a console, nothing is written there.
+func TestAServicesStartUpRefusalGoesToTheEventLog(t *testing.T) {
+	dir := testfs.TempDir(t)
+	bad := filepath.Join(dir, "bad.toml")
+	must(t, os.WriteFile(bad, []byte("[hcn]\nnetwrok = \"nat\"\n"), 0o600))
+	rows := []struct {
+		name string
+		args []string
+		says string
+	}{
+		{"a configuration that does not decode", []string{"--config", bad}, "netwrok"},
+		{"a flag's bad value", []string{"--log-level", "loud"}, "loud"},
+	}
+	if runtime.GOOS != "windows" { // the file modes the check reads on Linux (wine keeps no ACLs)
+		open := filepath.Join(dir, "open.toml")
+		must(t, os.WriteFile(open, []byte("[hcn]\n"), 0o666))
+		must(t, os.Chmod(open, 0o666))
+		shared := filepath.Join(dir, "shared")
+		must(t, os.Mkdir(shared, 0o777))
+		must(t, os.Chmod(shared, 0o777))
+		good := filepath.Join(dir, "good.toml")
+		must(t, os.WriteFile(good, []byte("[log]\nfile = \""+filepath.Join(shared, "plugin.log")+"\"\n"), 0o600))
+		rows = append(rows,
+			struct {
+				name string
+				args []string
+				says string
+			}{"a configuration others may change", []string{"--config", open}, "may be changed by others"},
+			struct {
+				name string
+				args []string
+				says string
+			}{"a log folder others may change", []string{"--config", good}, shared})
+	}
+	for _, tc := range rows {
+		t.Run(tc.name, func(t *testing.T) {
+			for _, isService := range []bool{true, false} {
+				var said []string
+				err := runAs(append([]string{}, tc.args...), io.Discard, isService, func(m string) { said = append(said, m) })
+				if err == nil || !strings.Contains(err.Error(), tc.says) {
+					t.Fatalf("run: %v, want it stopped, saying %q", err, tc.says)
+				}
+				switch {
+				case isService && (len(said) != 1 || !strings.Contains(said[0], "nri-hcn-portmap cannot start: ") || !strings.Contains(said[0], tc.says)):
+					t.Errorf("as a service, the event log got %q; want the refusal once", said)
+				case !isService && len(said) != 0:
+					t.Errorf("from a console, the event log got %q", said)
+				}
+			}
+		})
+	}
+}
+
+func must(t *testing.T, err error) {
+	t.Helper()
+	if err != nil {
+		t.Fatal(err)
 	}
 }

@@ -14,6 +14,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -310,4 +312,31 @@ func TestExeWaitsForHNSAtBoot(t *testing.T) {
 	web := r.pod("late-hns", "18082:80")
 	ns := r.run(web)
 	r.wantEndpoint(web.ID, ns, toPort80(18082))
+}
+
+// Issue 53: what a service reports when it cannot start reaches the event
+// log. Under wine the event log writes an error event's text on its
+// eventlog debug channel, to the process's Unix stderr: the service
+// package's reporting child (TestAStartUpRefusalReachesTheEventLog) is run
+// here, and its refusal read there.
+func TestAStartUpRefusalReachesWinesEventLog(t *testing.T) {
+	wine := os.Getenv("WINE")
+	if wine == "" {
+		t.Fatal("WINE must be set: run with make e2e-windows")
+	}
+	dir := t.TempDir()
+	exe := filepath.Join(dir, "service.test.exe")
+	build := exec.Command("go", "test", "-c", "-tags", "hnsemu", "-o", exe, "./cmd/nri-hcn-portmap/service")
+	build.Dir = "../.."
+	build.Env = append(os.Environ(), "GOOS=windows", "GOARCH=amd64")
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("building the service tests: %v\n%s", err, out)
+	}
+	msg := fmt.Sprintf("nri-hcn-portmap cannot start: config: the refusal %d", time.Now().UnixNano())
+	child := exec.Command(wine, exe, "-test.run=^TestAStartUpRefusalReachesTheEventLog$")
+	child.Env = append(os.Environ(), "NRI_HCN_PORTMAP_EVENTLOG_CHILD="+msg, "WINEDEBUG=err+eventlog")
+	out, err := child.CombinedOutput()
+	if err != nil || !strings.Contains(string(out), "err:eventlog:ReportEventW") || !strings.Contains(string(out), msg) {
+		t.Fatalf("wine's event log did not get %q (%v):\n%s", msg, err, out)
+	}
 }
