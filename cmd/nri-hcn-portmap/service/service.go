@@ -6,11 +6,12 @@ package service
 import (
 	"context"
 	"fmt"
-	"github.com/nri-hcn-portmap/nri-hcn-portmap/config"
 	"os"
 	"path/filepath"
 	"strings"
 	"time"
+
+	"github.com/nri-hcn-portmap/nri-hcn-portmap/config"
 )
 
 // Name of the Windows service.

@@ -234,16 +234,22 @@ func (s service) State() (string, error) {
 	return fmt.Sprintf("state %d", st.State), nil
 }
 
-// Marked asks the SCM to change nothing of the service's description (a
-// NULL info changes nothing: ChangeServiceConfig2's documentation): a
-// marked service answers ERROR_SERVICE_MARKED_FOR_DELETE
-// (RChangeServiceConfig2W, MS-SCMR 3.1.4.35), any other nothing.
-func (s service) Marked() (bool, error) {
-	err := windows.ChangeServiceConfig2(s.s.Handle, windows.SERVICE_CONFIG_DESCRIPTION, nil)
+// Marked reads both signals of a service marked for deletion: its start
+// type, which RDeleteService sets to SERVICE_DISABLED (MS-SCMR 3.1.4.3:
+// the signal MS-SCMR documents; the plugin installs its service
+// automatic), and the answer to a request to change nothing of its
+// description (a NULL info: ChangeServiceConfig2's documentation), which
+// for a marked service is ERROR_SERVICE_MARKED_FOR_DELETE
+// (RChangeServiceConfig2W, MS-SCMR 3.1.4.35; ReactOS's client answers
+// success for a NULL info without asking, so neither alone is relied on).
+func (s service) Marked() (string, error) {
+	c, err := s.s.Config()
+	disabled := err == nil && c.StartType == windows.SERVICE_DISABLED
+	err = windows.ChangeServiceConfig2(s.s.Handle, windows.SERVICE_CONFIG_DESCRIPTION, nil)
 	if errors.Is(err, windows.ERROR_SERVICE_MARKED_FOR_DELETE) {
-		return true, nil
+		err = ErrMarkedForDelete
 	}
-	return false, err
+	return markedBy(disabled, err)
 }
 
 func (s service) Stop() error {

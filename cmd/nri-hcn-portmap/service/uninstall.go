@@ -3,8 +3,10 @@ package service
 import (
 	"errors"
 	"fmt"
-	"github.com/nri-hcn-portmap/nri-hcn-portmap/config"
+	"strings"
 	"time"
+
+	"github.com/nri-hcn-portmap/nri-hcn-portmap/config"
 )
 
 // SCM is the part of the service control manager install and uninstall
@@ -32,8 +34,11 @@ type Service interface {
 	// State is the SCM's word for where it is: stopped, start-pending,
 	// running, stop-pending, ...
 	State() (string, error)
-	// Marked reports whether it is marked for deletion.
-	Marked() (bool, error)
+	// Marked says how the SCM shows that the service is marked for
+	// deletion ("": it does not): its start type, which DeleteService sets
+	// to disabled (MS-SCMR 3.1.4.3), or the answer 1072 to a change of its
+	// configuration (RChangeServiceConfig2W, MS-SCMR 3.1.4.35), or both.
+	Marked() (string, error)
 	Stop() error
 	// Delete marks it for deletion; ErrMarkedForDelete when it already is.
 	Delete() error
@@ -58,6 +63,24 @@ var (
 	ErrNotStopped = errors.New("the service did not stop in time")
 )
 
+// markedBy says which signal of a service marked for deletion the SCM
+// gave ("": none): its start type disabled, and the answer to a change of
+// its configuration (ErrMarkedForDelete: 1072; another error is the
+// error, unless the start type says it already).
+func markedBy(startDisabled bool, changeErr error) (string, error) {
+	var seen []string
+	if startDisabled {
+		seen = append(seen, "its start type is disabled, as deleting a service sets it")
+	}
+	switch {
+	case errors.Is(changeErr, ErrMarkedForDelete):
+		seen = append(seen, "the service control manager answers 1072, ERROR_SERVICE_MARKED_FOR_DELETE, to a change of its configuration")
+	case changeErr != nil && !startDisabled:
+		return "", changeErr
+	}
+	return strings.Join(seen, "; "), nil
+}
+
 // heldOpen says who keeps a marked service, and what to do.
 const heldOpen = "another program holds it open (the Services console, Event Viewer, an sc.exe or PowerShell session): " +
 	"the service control manager removes it when they close it (close services.msc and Event Viewer), or at a reboot"
@@ -70,9 +93,9 @@ const heldOpen = "another program holds it open (the Services console, Event Vie
 func InstallOn(scm SCM, p Plan) error {
 	if s, err := scm.Open(p.Name); err == nil {
 		defer s.Close()
-		if marked, merr := s.Marked(); merr == nil && marked {
-			return fmt.Errorf("service install: %s was uninstalled but is still marked for deletion: %s; then install again: %w",
-				p.Name, stoppedOr(s, heldOpen), ErrMarkedForDelete)
+		if seen, merr := s.Marked(); merr == nil && seen != "" {
+			return fmt.Errorf("service install: %s was uninstalled but is still marked for deletion (%s): %s; then install again: %w",
+				p.Name, seen, stoppedOr(s, heldOpen), ErrMarkedForDelete)
 		}
 		return fmt.Errorf("service install: service %s %w (uninstall it first: nri-hcn-portmap service uninstall)", p.Name, ErrExists)
 	} else if !errors.Is(err, ErrNoService) {
@@ -126,10 +149,10 @@ func UninstallFrom(scm SCM, name string, w UninstallWaits) error {
 	if err != nil {
 		return fmt.Errorf("service uninstall: %s: %w", name, err)
 	}
-	if marked, err := s.Marked(); err == nil && marked {
+	if seen, err := s.Marked(); err == nil && seen != "" {
 		why := stoppedOr(s, heldOpen)
 		_ = s.Close()
-		return fmt.Errorf("service uninstall: %s is already marked for deletion by an earlier uninstall: %s: %w", name, why, ErrMarkedForDelete)
+		return fmt.Errorf("service uninstall: %s is already marked for deletion by an earlier uninstall (%s): %s: %w", name, seen, why, ErrMarkedForDelete)
 	}
 	if st, err := s.State(); err == nil && st != StateStopped {
 		if err := s.Stop(); err == nil {

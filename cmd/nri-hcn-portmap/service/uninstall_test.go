@@ -15,9 +15,13 @@ import (
 // marked (Marked).
 type fakeSCM struct {
 	installed, marked, running bool
-	stopping                   bool
-	open                       int // handles open on the service
-	stopAfter                  int // State polls a stop takes once asked; -1: never
+	// no1072: the SCM answers no 1072 to a change of a marked service's
+	// configuration (ReactOS's client, for the NULL info Marked sends):
+	// the start type, which DeleteService sets to disabled, says it alone
+	no1072    bool
+	stopping  bool
+	open      int // handles open on the service
+	stopAfter int // State polls a stop takes once asked; -1: never
 }
 
 func (f *fakeSCM) Open(string) (Service, error) {
@@ -71,7 +75,16 @@ func (h *fakeHandle) State() (string, error) {
 	return "running", nil
 }
 
-func (h *fakeHandle) Marked() (bool, error) { return h.f.marked, nil }
+// Marked reads the two signals as the SCM gives them: a deleted service's
+// start type is disabled, and a change of its configuration answers 1072
+// (unless no1072).
+func (h *fakeHandle) Marked() (string, error) {
+	var answer error
+	if h.f.marked && !h.f.no1072 {
+		answer = ErrMarkedForDelete
+	}
+	return markedBy(h.f.marked, answer)
+}
 func (h *fakeHandle) Stop() error {
 	h.f.stopping = h.f.running
 	return nil
@@ -247,5 +260,40 @@ func TestTheSCMTestsSequenceHoldsUnderTheHandleRule(t *testing.T) {
 	}
 	if _, err := f.Open("svc"); !errors.Is(err, ErrNoService) {
 		t.Fatalf("service still there after Uninstall: %v", err)
+	}
+}
+
+// Issue 53: a service marked for deletion is recognised by either signal
+// the SCM gives, and the refusal says which it saw: the start type
+// DeleteService sets (MS-SCMR 3.1.4.3), the 1072 a change of its
+// configuration gets (a client like ReactOS's answers success for the
+// NULL change without asking: the start type alone then says it).
+func TestAMarkedServiceIsKnownByEitherSignal(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		disabled bool
+		answer   error
+		says     string // "": not marked
+	}{
+		{"both signals", true, ErrMarkedForDelete, "start type is disabled, as deleting a service sets it; the service control manager answers 1072"},
+		{"the start type alone", true, nil, "start type is disabled"},
+		{"the start type, the change failing otherwise", true, errors.New("access denied"), "start type is disabled"},
+		{"1072 alone", false, ErrMarkedForDelete, "answers 1072"},
+		{"neither", false, nil, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			seen, err := markedBy(tc.disabled, tc.answer)
+			if err != nil || !strings.Contains(seen, tc.says) || (tc.says == "") != (seen == "") {
+				t.Fatalf("markedBy = %q, %v; want %q", seen, err, tc.says)
+			}
+		})
+	}
+	if _, err := markedBy(false, errors.New("access denied")); err == nil {
+		t.Error("a failed look with no signal is no answer")
+	}
+	f := &fakeSCM{installed: true, marked: true, no1072: true}
+	err := InstallOn(f, Plan{Name: "svc"})
+	if !errors.Is(err, ErrMarkedForDelete) || !strings.Contains(err.Error(), "start type is disabled") {
+		t.Fatalf("install over a marked service the SCM answers no 1072 for: %v", err)
 	}
 }
