@@ -117,12 +117,12 @@ func TestInstallUninstallFlow(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if c := cleanup.Spec.Template.Spec.Containers[0]; !strings.Contains(strings.Join(c.Args, " "), `cleanup --config %CONTAINER_SANDBOX_MOUNT_POINT%\etc\nri-hcn-portmap\config.toml &&`) || c.ReadinessProbe == nil {
+	if c := cleanup.Spec.Template.Spec.Containers[0]; !strings.Contains(strings.Join(c.Args, " "), `nri-hcn-portmap.exe cleanup &&`) || c.ReadinessProbe == nil {
 		t.Errorf("cleanup container %v, readiness %v: want the cleanup, then ready", c.Args, c.ReadinessProbe)
 	}
-	if cleanup.Spec.Template.Spec.Volumes[0].ConfigMap.Name != cm.Name {
-		t.Errorf("cleanup reads ConfigMap %s, want the plugin's %s", cleanup.Spec.Template.Spec.Volumes[0].ConfigMap.Name, cm.Name)
-	}
+	// the plugin's configuration, from its ConfigMap through the
+	// environment (issue 53), as the plugin's own pods read it
+	checkConfigFromEnv(t, *cleanup)
 	cm2, err := k.Admin.CoreV1().ConfigMaps(ns).Get(ctx, "nri-hcn-portmap", metav1.GetOptions{})
 	if err != nil || cm2.Data["config.toml"] != cm.Data["config.toml"] {
 		t.Errorf("the configuration changed in the upgrade to cleanup (%v): it must find what the plugin built", err)
