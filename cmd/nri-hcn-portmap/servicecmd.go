@@ -1,11 +1,13 @@
 package main
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"io"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 
 	"github.com/nri-hcn-portmap/nri-hcn-portmap/plugin/nodefs"
@@ -40,10 +42,9 @@ func serviceCmd(args []string, stdout, stderr io.Writer) error {
 		}
 		// the whole validation the service would do at start: a bad value
 		// is refused now, not in a silent restart loop later
-		if *cfgPath != "" {
-			if _, err := config.LoadValidated(*cfgPath); err != nil {
-				return err
-			}
+		cfg, err := serviceConfig(*cfgPath)
+		if err != nil {
+			return err
 		}
 		var deps []string
 		for d := range strings.SplitSeq(*dependsOn, ",") {
@@ -62,14 +63,19 @@ func serviceCmd(args []string, stdout, stderr io.Writer) error {
 		if err != nil {
 			return err
 		}
-		if err := service.Install(plan); err != nil {
+		if err := service.Available(); err != nil { // before a folder is changed
 			return err
 		}
-		// the service's folder (its default configuration, its log) is
-		// made now, for SYSTEM and Administrators alone: under
-		// ProgramData a folder inherits a DACL that lets every user add
-		// files to it
-		if err := nodefs.MkdirPrivate(filepath.Dir(config.DefaultPath())); err != nil {
+		// the folders the service makes files in are the administrators'
+		// before it is registered: at start it refuses any other
+		taken, err := takeFolders(nodefs.Checker{FS: nodefs.OSFS()}, serviceFolder(), serviceFolders(cfg), nodefs.MakePrivate)
+		for _, t := range taken {
+			fmt.Fprintln(stdout, t)
+		}
+		if err != nil {
+			return err
+		}
+		if err := service.Install(plan); err != nil {
 			return err
 		}
 		fmt.Fprintf(stdout, "service %s installed (%s %s); start it with: sc.exe start %s\n", plan.Name, plan.Exe, strings.Join(plan.Args, " "), plan.Name)
@@ -99,4 +105,77 @@ func checkInstall(c nodefs.Checker, exe, cfgPath string) error {
 		}
 	}
 	return nil
+}
+
+// serviceConfig is the configuration the service would start with: the
+// file named (validated, as at start), else the default file when it
+// exists, else the defaults.
+func serviceConfig(path string) (config.Config, error) {
+	if path == "" {
+		if _, err := os.Stat(config.DefaultPath()); err != nil {
+			return config.Default(), nil
+		}
+		path = config.DefaultPath()
+	}
+	return config.LoadValidated(path)
+}
+
+// serviceFolder is the service's own folder, %ProgramData%\nri-hcn-portmap:
+// its default configuration's, its log's and its admin key's.
+func serviceFolder() string { return filepath.Dir(config.DefaultPath()) }
+
+// serviceFolders are the folders the service makes files in: its own, its
+// log's and its admin key's (where admin.listen is served).
+func serviceFolders(cfg config.Config) []string {
+	out := []string{serviceFolder(), filepath.Dir(cmp.Or(cfg.Log.File, defaultServiceLog))}
+	if cfg.Admin.Listen != "" {
+		out = append(out, filepath.Dir(cfg.Admin.KeyFile))
+	}
+	return out
+}
+
+// takeFolders makes each of folders the node administrators' own, as the
+// service's start wants them (nodefs.CheckFolder): a missing one is made
+// theirs; the service's own folder (own), which the documented install
+// makes with New-Item under ProgramData, where it inherits BUILTIN\Users'
+// right to add files, is given to them, and said so; any other folder that
+// others may change is refused, naming who and the fix: install changes
+// no folder but the service's own and the ones it makes.
+func takeFolders(c nodefs.Checker, own string, folders []string, take func(string) error) (said []string, err error) {
+	done := map[string]bool{}
+	for _, dir := range folders {
+		key := filepath.Clean(dir)
+		if runtime.GOOS == "windows" {
+			key = strings.ToLower(key)
+		}
+		if done[key] {
+			continue
+		}
+		done[key] = true
+		err := c.CheckFolder(dir)
+		var we *nodefs.WritableError
+		switch {
+		case err == nil:
+			continue
+		case errors.Is(err, os.ErrNotExist):
+		case errors.As(err, &we) && samePath(we.Path, dir) && samePath(dir, own):
+			said = append(said, fmt.Sprintf("service install: %s is now the administrators' own (SYSTEM and Administrators alone; it let %s)",
+				dir, strings.Join(we.Principals, ", ")))
+		default:
+			return said, fmt.Errorf("service install: a folder the service makes files in: %w", err)
+		}
+		if err := take(dir); err != nil {
+			return said, fmt.Errorf("service install: giving %s to the administrators: %w", dir, err)
+		}
+		if err := c.CheckFolder(dir); err != nil {
+			return said, fmt.Errorf("service install: a folder the service makes files in: %w", err)
+		}
+	}
+	return said, nil
+}
+
+// samePath: a and b name the same path (Windows: whatever the case).
+func samePath(a, b string) bool {
+	a, b = filepath.Clean(a), filepath.Clean(b)
+	return a == b || (runtime.GOOS == "windows" && strings.EqualFold(a, b))
 }

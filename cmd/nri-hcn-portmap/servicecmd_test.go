@@ -4,6 +4,7 @@ import (
 	"errors"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strings"
 	"testing"
 
@@ -64,5 +65,76 @@ func TestServiceInstallChecksWhatItInstalls(t *testing.T) {
 			!strings.Contains(err.Error(), "Program Files") {
 			t.Errorf("%s: %v, want refused naming %s and where to install from", exe, err, at(who))
 		}
+	}
+}
+
+// Issue 53: service install leaves the folders the service makes files in
+// as its start wants them. The documented steps make the service's folder
+// with New-Item under ProgramData, where it inherits BUILTIN\Users' right
+// to add files: install gives it to the administrators and says so; a
+// missing folder is made theirs; a folder of the operator's naming that
+// others may change, or one on the way to the service's, is refused,
+// naming it and who, and left as it is.
+func TestServiceInstallTakesTheServicesFolderAndNoOther(t *testing.T) {
+	root := string(filepath.Separator)
+	if runtime.GOOS == "windows" {
+		root = `C:\`
+	}
+	at := func(p string) string { return filepath.Join(root, filepath.FromSlash(p)) }
+	const (
+		programData = "O:SYD:P(A;OICI;FA;;;SY)(A;OICI;FA;;;BA)(A;OICI;0x1200a9;;;BU)(A;CI;DCLCRPCR;;;BU)"
+		newItem     = "O:BAG:SYD:AI(A;OICIID;FA;;;SY)(A;OICIID;FA;;;BA)(A;OICIIOID;GA;;;CO)(A;OICIID;0x1200a9;;;BU)(A;CIID;DCLCRPCR;;;BU)"
+		private     = "O:BAD:P(A;OICI;FA;;;BA)(A;OICI;FA;;;SY)"
+		usersDelete = "O:BAD:P(A;OICI;FA;;;SY)(A;OICI;FA;;;BA)(A;OICI;0x1301ff;;;BU)"
+	)
+	node := func() sddlFS {
+		return sddlFS{
+			at(""):                            {nodefs.Dir, "O:SYD:PAI(A;OICI;FA;;;SY)(A;OICI;FA;;;BA)(A;OICI;0x1200a9;;;BU)(A;CI;LC;;;BU)(A;CIIO;DC;;;BU)"},
+			at("ProgramData"):                 {nodefs.Dir, programData},
+			at("ProgramData/nri-hcn-portmap"): {nodefs.Dir, newItem},
+			at("logs"):                        {nodefs.Dir, newItem},
+			at("open"):                        {nodefs.Dir, usersDelete},
+		}
+	}
+	own := at("ProgramData/nri-hcn-portmap")
+	for _, tc := range []struct {
+		name    string
+		folders []string
+		taken   []string // what install changes
+		said    string   // what it tells the operator
+		refused string   // the folder a refusal names
+	}{
+		{"the documented folder is given to the administrators", []string{own}, []string{own}, `BUILTIN\Users (S-1-5-32-545) (may add files to it)`, ""},
+		{"a missing folder is made theirs", []string{own, at("ProgramData/nri-hcn-portmap/logs")}, []string{own, at("ProgramData/nri-hcn-portmap/logs")}, "is now the administrators' own", ""},
+		{"a folder of the operator's naming is refused, not changed", []string{own, at("logs")}, []string{own}, "", at("logs")},
+		{"a folder under one Users may change is refused", []string{at("open/nri-hcn-portmap")}, nil, "", at("open")},
+		{"one folder named twice is taken once", []string{own, own}, []string{own}, "", ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			fs := node()
+			var taken []string
+			take := func(dir string) error {
+				taken = append(taken, dir)
+				fs[filepath.Clean(dir)] = struct {
+					kind nodefs.Kind
+					sddl string
+				}{nodefs.Dir, private}
+				return nil
+			}
+			said, err := takeFolders(nodefs.Checker{FS: fs}, own, tc.folders, take)
+			if !slices.Equal(taken, tc.taken) {
+				t.Errorf("changed %v, want %v", taken, tc.taken)
+			}
+			if tc.said != "" && !strings.Contains(strings.Join(said, "\n"), tc.said) {
+				t.Errorf("said %q, want %q", said, tc.said)
+			}
+			var we *nodefs.WritableError
+			switch {
+			case tc.refused == "" && err != nil:
+				t.Errorf("refused: %v", err)
+			case tc.refused != "" && (!errors.As(err, &we) || we.Path != tc.refused || !strings.Contains(err.Error(), `BUILTIN\Users`)):
+				t.Errorf("%v, want refused naming %s and BUILTIN\\Users", err, tc.refused)
+			}
+		})
 	}
 }

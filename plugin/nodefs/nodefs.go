@@ -287,6 +287,21 @@ func components(abs string) []string {
 // folder that exists is left as it is (CheckFolder judges it).
 func MkdirPrivate(path string) error { return mkdirPrivate(path) }
 
+// MakePrivate makes the folder path the node administrators' alone,
+// whether or not it exists: a missing one is made as MkdirPrivate makes
+// it; one that exists is given to them (on Windows owner Administrators
+// and PrivateSDDL's protected DACL, which Windows hands on to what it
+// holds by inheritance; on Linux owner this account, mode 0700). For an
+// installer, which an administrator runs on the folder they named: the
+// running plugin never changes a folder it did not make, it refuses it
+// (CheckFolder).
+func MakePrivate(path string) error {
+	if _, err := os.Lstat(path); errors.Is(err, os.ErrNotExist) {
+		return mkdirPrivate(path)
+	}
+	return setPrivate(path)
+}
+
 // PrivateSDDL is the security descriptor of a folder MkdirPrivate makes on
 // Windows: containerd's SddlAdministratorsLocalSystem, inherited by what is
 // created in it.

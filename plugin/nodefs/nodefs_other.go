@@ -41,6 +41,13 @@ func (osFS) Lstat(path string) (Entry, error) {
 
 func mkdirPrivate(path string) error { return os.MkdirAll(path, 0o700) }
 
+func setPrivate(path string) error {
+	if err := os.Chown(path, os.Geteuid(), os.Getegid()); err != nil {
+		return err
+	}
+	return os.Chmod(path, 0o700)
+}
+
 func fixFor(path string, link bool) string {
 	if link { // a link's own owner (its mode is not used)
 		return fmt.Sprintf("give it to root alone: chown -h root:root %q", path)

@@ -103,6 +103,34 @@ func mkdirPrivate(path string) error {
 	return nil
 }
 
+// privateOwned is the security descriptor setPrivate gives a folder that
+// exists: PrivateSDDL's, owned by Administrators.
+const privateOwned = "O:BA" + PrivateSDDL
+
+// setObjectPrivate gives the folder at path the security descriptor
+// privateOwned (its DACL protected: what it inherited is dropped, and
+// what it holds inherits the new one).
+func setObjectPrivate(path string) error {
+	sd, err := windows.SecurityDescriptorFromString(privateOwned)
+	if err != nil {
+		return err
+	}
+	owner, _, err := sd.Owner()
+	if err != nil {
+		return err
+	}
+	dacl, _, err := sd.DACL()
+	if err != nil {
+		return err
+	}
+	if err := windows.SetNamedSecurityInfo(path, windows.SE_FILE_OBJECT,
+		windows.OWNER_SECURITY_INFORMATION|windows.DACL_SECURITY_INFORMATION|windows.PROTECTED_DACL_SECURITY_INFORMATION,
+		owner, nil, dacl, nil); err != nil {
+		return &os.PathError{Op: "SetNamedSecurityInfo", Path: path, Err: err}
+	}
+	return nil
+}
+
 // fixFor says how to give the object back to the node's administrators;
 // a link's own security descriptor, not its target's (icacls /l).
 func fixFor(path string, link bool) string {

@@ -28,20 +28,55 @@ type SDDLModel struct {
 	} `json:"under"`
 }
 
+const modelEnv = "NRI_HCN_PORTMAP_SDDL_MODEL"
+
+func clean(p string) string { return strings.ToLower(filepath.Clean(p)) }
+
+func readModel(name string) (SDDLModel, error) {
+	var m SDDLModel
+	data, err := os.ReadFile(name)
+	if err != nil {
+		return m, err
+	}
+	return m, json.Unmarshal(data, &m)
+}
+
+// setPrivate, modelled, writes the folder's new descriptor into the
+// model, as Windows would keep it on the folder.
+func setPrivate(path string) error {
+	name := os.Getenv(modelEnv)
+	if name == "" {
+		return setObjectPrivate(path)
+	}
+	m, err := readModel(name)
+	if err != nil {
+		return err
+	}
+	for p := range m.Paths {
+		if clean(p) == clean(path) {
+			delete(m.Paths, p)
+		}
+	}
+	if m.Paths == nil {
+		m.Paths = map[string]string{}
+	}
+	m.Paths[path] = privateOwned
+	data, err := json.Marshal(m)
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(name, data, 0o644)
+}
+
 func security(path string, k Kind) (string, error) {
-	name := os.Getenv("NRI_HCN_PORTMAP_SDDL_MODEL")
+	name := os.Getenv(modelEnv)
 	if name == "" {
 		return objectSecurity(path)
 	}
-	data, err := os.ReadFile(name)
+	m, err := readModel(name)
 	if err != nil {
 		return "", err
 	}
-	var m SDDLModel
-	if err := json.Unmarshal(data, &m); err != nil {
-		return "", err
-	}
-	clean := func(p string) string { return strings.ToLower(filepath.Clean(p)) }
 	for p, sddl := range m.Paths {
 		if clean(p) == clean(path) {
 			return sddl, nil

@@ -21,6 +21,9 @@ func Exists(string) bool { return false }
 // ReportError does nothing off Windows (there is no event log).
 func ReportError(string, string) {}
 
+// Available fails off Windows.
+func Available() error { return errNotWindows }
+
 // Install fails off Windows.
 func Install(Plan) error { return errNotWindows }
 

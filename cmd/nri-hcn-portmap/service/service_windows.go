@@ -124,6 +124,9 @@ func Exists(name string) bool {
 	return true
 }
 
+// Available: Windows has services.
+func Available() error { return nil }
+
 // Install registers the service as planned (InstallOn: a service of its
 // name already there, or marked for deletion, is said to be).
 func Install(p Plan) error {
