@@ -37,32 +37,39 @@ func TestTheDocumentedServiceInstallStarts(t *testing.T) {
 	r := newRig(t)
 	wine := os.Getenv("WINE")
 	exe := modelExe(t, r.env.Dir)
-	programData := filepath.Join(r.env.Dir, "ProgramData")
-	folder := filepath.Join(programData, "nri-hcn-portmap")
+	// wine's C:\ProgramData, as the docs write it (wine sets ProgramData
+	// itself, whatever the environment says)
+	prefix := os.Getenv("WINEPREFIX")
+	if prefix == "" {
+		t.Fatal("WINEPREFIX must be set: run with make e2e-windows")
+	}
+	folder := filepath.Join(prefix, "drive_c", "ProgramData", "nri-hcn-portmap")
+	if err := os.RemoveAll(folder); err != nil {
+		t.Fatal(err)
+	}
 	if err := os.MkdirAll(folder, 0o755); err != nil { // New-Item -ItemType Directory
 		t.Fatal(err)
 	}
+	t.Cleanup(func() { _ = os.RemoveAll(folder) })
 	keyFile := strings.ReplaceAll(r.env.HostPath(filepath.Join(r.env.Dir, "admin", "admin.key")), `\`, `\\`) // where the commands look
 	cfgText := "[containerd]\naddress = \"" + r.env.CtrTCP + "\"\n\n[admin]\nlisten = \"" + r.env.AdminAddr + "\"\nsocket = \"\"\nkey_file = \"" + keyFile + "\"\n\n" +
 		"[plugin]\nresync_interval = \"0s\"\n" + harness.NetworkConfig
-	cfg := filepath.Join(folder, "config.toml")
-	if err := os.WriteFile(cfg, []byte(cfgText), 0o644); err != nil { // config default | Set-Content, then edited
+	if err := os.WriteFile(filepath.Join(folder, "config.toml"), []byte(cfgText), 0o644); err != nil { // config default | Set-Content, then edited
 		t.Fatal(err)
 	}
+	const winFolder = `C:\ProgramData\nri-hcn-portmap`
 	modelFile := filepath.Join(r.env.Dir, "sddl-model.json")
-	data, err := json.Marshal(map[string]any{"paths": map[string]string{
-		r.env.HostPath(programData): sddlProgramData, r.env.HostPath(folder): sddlNewItem}})
+	data, err := json.Marshal(map[string]any{"paths": map[string]string{`C:\ProgramData`: sddlProgramData, winFolder: sddlNewItem}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if err := os.WriteFile(modelFile, data, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	environ := []string{"NRI_HCN_PORTMAP_SDDL_MODEL=" + modelFile, "ProgramData=" + r.env.HostPath(programData)}
-	hostFolder := r.env.HostPath(folder)
+	environ := []string{"NRI_HCN_PORTMAP_SDDL_MODEL=" + modelFile}
 	// the service's start: its registered command line, and the log file
 	// a service writes when log.file is not set
-	start := []string{exe, "run", "--config", r.env.HostPath(cfg), "--log-file", hostFolder + `\nri-hcn-portmap.log`}
+	start := []string{exe, "run", "--config", winFolder + `\config.toml`, "--log-file", winFolder + `\nri-hcn-portmap.log`}
 	command := func(args ...string) (string, error) {
 		c := exec.Command(wine, append([]string{exe}, args...)...)
 		c.Env = append(os.Environ(), environ...)
@@ -78,13 +85,13 @@ func TestTheDocumentedServiceInstallStarts(t *testing.T) {
 	if err := r.env.Plugin.Wait(ctx); err != nil {
 		t.Fatalf("the service's start in the folder New-Item made did not exit: %v", err)
 	}
-	if tail := r.env.Plugin.Tail(20); !strings.Contains(tail, hostFolder) || !strings.Contains(tail, `BUILTIN\Users`) {
+	if tail := r.env.Plugin.Tail(20); !strings.Contains(tail, winFolder) || !strings.Contains(tail, `BUILTIN\Users`) {
 		t.Fatalf("before install, the start's refusal does not name the folder and BUILTIN\\Users:\n%s", tail)
 	}
 
-	out, err := command("service", "install", "--config", r.env.HostPath(cfg))
+	out, err := command("service", "install", "--config", winFolder+`\config.toml`)
 	t.Cleanup(func() { _, _ = command("service", "uninstall") })
-	if err != nil || !strings.Contains(out, hostFolder+" is now the administrators' own") || !strings.Contains(out, `BUILTIN\Users`) {
+	if err != nil || !strings.Contains(out, winFolder+" is now the administrators' own") || !strings.Contains(out, `BUILTIN\Users`) {
 		t.Fatalf("service install: %v\n%s", err, out)
 	}
 	if err := r.env.StartBinaryEnv("service", environ, wine, start...); err != nil {
