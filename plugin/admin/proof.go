@@ -62,8 +62,10 @@ func NewKey(path string) ([]byte, error) {
 	if _, err := rand.Read(key); err != nil {
 		return nil, err
 	}
+	// a new file, for the administrators alone, whatever was there:
+	// one another principal may read would hand them the key
 	tmp := path + ".new"
-	if err := os.WriteFile(tmp, []byte(hex.EncodeToString(key)), 0o600); err != nil {
+	if err := nodefs.WriteSecret(tmp, []byte(hex.EncodeToString(key))); err != nil {
 		return nil, fmt.Errorf("admin.key_file %s: %w", path, err)
 	}
 	if err := os.Rename(tmp, path); err != nil {
@@ -87,7 +89,7 @@ func ReadKey(path string) ([]byte, error) {
 		}
 		return nil, fmt.Errorf("%w: the admin key %s cannot be read%s: %w", ErrCannotTell, path, why, err)
 	}
-	if err := nodefs.Check(path); err != nil {
+	if err := nodefs.CheckSecret(path); err != nil { // who else may read it may answer for the plugin
 		return nil, fmt.Errorf("%w: the admin key: %w", ErrCannotTell, err)
 	}
 	key, err := hex.DecodeString(string(data))

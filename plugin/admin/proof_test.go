@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"strings"
 	"testing"
 
 	"github.com/sirupsen/logrus"
@@ -87,5 +88,47 @@ func TestWhoMayServeThePrivateChannel(t *testing.T) {
 		if got := ServerTrusted(tc.sid, tc.admin); got != tc.want {
 			t.Errorf("ServerTrusted(%s, admin %v) = %v, want %v", tc.sid, tc.admin, got, tc.want)
 		}
+	}
+}
+
+// Issue 53: the admin key is the node administrators' to read, whatever
+// was at its path before: a temporary file planted readable (and another
+// user's) before the start is replaced by one of mode 0600, and a key
+// others may read is not trusted (who reads it may answer for the
+// plugin). Windows' reading of the same rule is nodefs'
+// TestCheckSecretRefusesWhoElseMayRead (wine keeps no ACLs).
+func TestTheAdminKeyIsReadByTheAdministratorsAlone(t *testing.T) {
+	if runtime.GOOS == "windows" {
+		t.Skip("file modes are Linux's; Windows' DACLs are judged on SDDL (plugin/nodefs)")
+	}
+	dir := testfs.TempDir(t)
+	keyFile := filepath.Join(dir, "admin", "admin.key")
+	if err := os.MkdirAll(filepath.Dir(keyFile), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(keyFile+".new", []byte("planted"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if os.Getuid() == 0 {
+		if err := os.Chown(keyFile+".new", 1001, 1001); err != nil {
+			t.Fatal(err)
+		}
+	}
+	key, err := NewKey(keyFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fi, err := os.Stat(keyFile)
+	if err != nil || fi.Mode().Perm() != 0o600 {
+		t.Fatalf("the key over a planted temporary file: %v, %v; want mode 0600", fi.Mode(), err)
+	}
+	if got, err := ReadKey(keyFile); err != nil || string(got) != string(key) {
+		t.Fatalf("ReadKey = %x, %v; want the key written", got, err)
+	}
+	if err := os.Chmod(keyFile, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ReadKey(keyFile); !errors.Is(err, ErrCannotTell) || !strings.Contains(err.Error(), "may be read by others") {
+		t.Fatalf("a key every user may read: %v, want ErrCannotTell naming who may read it", err)
 	}
 }

@@ -40,6 +40,23 @@ func ModeGrants(uid, gid uint32, mode os.FileMode, self uint32, k Kind) []Grant 
 	return out
 }
 
+// ModeReaders is the Linux reading of who besides root and self may read
+// a file owned by uid and gid with mode: an owner (it may chmod), a group
+// other than root's with group read, everyone with other read.
+func ModeReaders(uid, gid uint32, mode os.FileMode, self uint32) []string {
+	var out []string
+	if uid != 0 && uid != self {
+		out = append(out, fmt.Sprintf("user %s (uid %d, its owner)", userName(uid), uid))
+	}
+	if mode.Perm()&0o040 != 0 && gid != 0 {
+		out = append(out, fmt.Sprintf("group %s (gid %d, mode %s)", groupName(gid), gid, modeString(mode)))
+	}
+	if mode.Perm()&0o004 != 0 {
+		out = append(out, fmt.Sprintf("every user (mode %s)", modeString(mode)))
+	}
+	return out
+}
+
 // modeString is the mode as chmod takes it: 0666, 1777 (sticky).
 func modeString(m os.FileMode) string {
 	n := uint32(m.Perm())

@@ -112,6 +112,9 @@ type Entry struct {
 	Kind   Kind
 	Target string
 	Grants []Grant
+	// Readers are who else may read the object's content, as an operator
+	// reads them (for CheckSecret).
+	Readers []string
 }
 
 // FS reads the objects on a path. The OS's is the default; a test gives
@@ -139,6 +142,47 @@ func Check(path string) error { return Checker{FS: osFS{}}.Check(path) }
 // (the plugin serves and writes in the folder it made, not wherever a
 // link points later).
 func CheckFolder(dir string) error { return Checker{FS: osFS{}}.CheckFolder(dir) }
+
+// CheckSecret refuses path, a file only the node's administrators may
+// read (the admin key: whoever reads it may answer for the plugin), as
+// Check does, and also when a principal other than them or the plugin's
+// own account may read it (ErrReadable).
+func CheckSecret(path string) error { return Checker{FS: osFS{}}.CheckSecret(path) }
+
+// ErrReadable: a file only the node's administrators may read may be read
+// by others.
+var ErrReadable = errors.New("may be read by others than the node's administrators")
+
+// ReadableError names the secret and who else may read it.
+type ReadableError struct {
+	Path       string
+	Principals []string
+	Fix        string
+}
+
+func (e *ReadableError) Error() string {
+	return fmt.Sprintf("%s %s: %s; %s", e.Path, ErrReadable, strings.Join(e.Principals, ", "), e.Fix)
+}
+
+func (e *ReadableError) Unwrap() error { return ErrReadable }
+
+// CheckSecret is the package's CheckSecret on c's FS.
+func (c Checker) CheckSecret(path string) error {
+	if err := c.Check(path); err != nil {
+		return err
+	}
+	e, err := c.FS.Lstat(path)
+	if err != nil {
+		return fmt.Errorf("%s: who may read it: %w", path, err)
+	}
+	if e.Kind != File {
+		return fmt.Errorf("%s: not a file", path)
+	}
+	if len(e.Readers) > 0 {
+		return &ReadableError{Path: path, Principals: e.Readers, Fix: secretFix(path)}
+	}
+	return nil
+}
 
 // Check is the package's Check on c's FS.
 func (c Checker) Check(path string) error { return c.walk(path, false) }
@@ -301,6 +345,30 @@ func MakePrivate(path string) error {
 	}
 	return setPrivate(path)
 }
+
+// WriteSecret writes data to a new file at path that only the node's
+// administrators may read or change (on Windows PrivateFileSDDL, given at
+// creation; on Linux mode 0600): whatever was at path, with whatever
+// permissions, is removed first, so no one who could read it before may
+// read what is written now.
+func WriteSecret(path string, data []byte) error {
+	if err := os.Remove(path); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return err
+	}
+	f, err := createSecret(path)
+	if err != nil {
+		return err
+	}
+	if _, err := f.Write(data); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
+}
+
+// PrivateFileSDDL is the security descriptor of a file WriteSecret makes on
+// Windows: SYSTEM and Administrators alone, nothing inherited.
+const PrivateFileSDDL = "D:P(A;;FA;;;BA)(A;;FA;;;SY)"
 
 // PrivateSDDL is the security descriptor of a folder MkdirPrivate makes on
 // Windows: containerd's SddlAdministratorsLocalSystem, inherited by what is

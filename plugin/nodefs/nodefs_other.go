@@ -36,6 +36,7 @@ func (osFS) Lstat(path string) (Entry, error) {
 		e.Kind = Dir
 	}
 	e.Grants = ModeGrants(st.Uid, st.Gid, fi.Mode(), uint32(os.Getuid()), e.Kind)
+	e.Readers = ModeReaders(st.Uid, st.Gid, fi.Mode(), uint32(os.Getuid()))
 	return e, nil
 }
 
@@ -46,6 +47,14 @@ func setPrivate(path string) error {
 		return err
 	}
 	return os.Chmod(path, 0o700)
+}
+
+func createSecret(path string) (*os.File, error) {
+	return os.OpenFile(path, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o600)
+}
+
+func secretFix(path string) string {
+	return fmt.Sprintf("give it to root alone: chown root:root %q && chmod 600 %q (a restarted plugin writes a new one so)", path, path)
 }
 
 func fixFor(path string, link bool) string {

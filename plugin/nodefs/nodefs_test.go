@@ -31,10 +31,14 @@ func (f fakeFS) Lstat(path string) (Entry, error) {
 	e := Entry{Kind: o.kind, Target: o.target}
 	if o.sddl == "" {
 		e.Grants = ModeGrants(o.uid, o.gid, o.mode, 4242, o.kind)
+		e.Readers = ModeReaders(o.uid, o.gid, o.mode, 4242)
 		return e, nil
 	}
 	var err error
-	e.Grants, err = Grants(o.sddl, selfSID, o.kind)
+	if e.Grants, err = Grants(o.sddl, selfSID, o.kind); err != nil {
+		return e, err
+	}
+	e.Readers, err = Readers(o.sddl, selfSID)
 	return e, err
 }
 
@@ -310,5 +314,64 @@ func TestCheckOnLinuxModes(t *testing.T) {
 				t.Fatalf("got %v, want %s refused naming %q", err, at(tc.refuse), tc.who)
 			}
 		})
+	}
+}
+
+// Issue 53: a secret (the admin key) is refused where anyone but the
+// node's administrators and the plugin's account may read it, as well as
+// change it: Windows' read rights (FILE_READ_DATA, GENERIC_READ or ALL),
+// an owner who is not trusted, a missing or NULL DACL; Linux's group (not
+// root's) and other read bits and an owner not root. What Check refuses
+// is refused first; a folder is no secret.
+func TestCheckSecretRefusesWhoElseMayRead(t *testing.T) {
+	const private = "O:BAD:P(A;;FA;;;BA)(A;;FA;;;SY)"
+	folder := fakeObject{kind: Dir, sddl: "O:SYD:P(A;OICI;FA;;;SY)(A;OICI;FA;;;BA)"}
+	for _, tc := range []struct {
+		name string
+		key  fakeObject
+		who  string // "" passes; else the refusal names it
+	}{
+		{"the administrators' alone", fakeObject{kind: File, sddl: private}, ""},
+		{"the local Administrator's and the domain's admins' (LA, DA)", fakeObject{kind: File, sddl: "O:LAD:P(A;;FA;;;DA)(A;;FA;;;SY)"}, ""},
+		{"the plugin's own account may read", fakeObject{kind: File, sddl: private + "(A;;FR;;;" + selfSID + ")"}, ""},
+		{"Users may read", fakeObject{kind: File, sddl: private + "(A;;0x1200a9;;;BU)"}, `BUILTIN\Users`},
+		{"Authenticated Users GENERIC_READ", fakeObject{kind: File, sddl: private + "(A;;GR;;;AU)"}, "Authenticated Users"},
+		{"a user reads attributes alone", fakeObject{kind: File, sddl: private + "(A;;0x80;;;BU)"}, ""},
+		{"inherit-only read", fakeObject{kind: File, sddl: private + "(A;OIIO;FR;;;BU)"}, ""},
+		{"a user owns it", fakeObject{kind: File, sddl: "O:S-1-5-21-1-2-3-1001D:P(A;;FA;;;SY)"}, "its owner"},
+		{"a NULL DACL", fakeObject{kind: File, sddl: "O:BAD:NO_ACCESS_CONTROL"}, "Everyone"},
+		{"root's, 0600", fakeObject{kind: File, mode: 0o600}, ""},
+		{"root's, 0640 group root", fakeObject{kind: File, mode: 0o640}, ""},
+		{"group 1001 may read", fakeObject{kind: File, gid: 1001, mode: 0o640}, "(gid 1001, mode 0640)"},
+		{"every user may read", fakeObject{kind: File, mode: 0o644}, "every user (mode 0644)"},
+		{"another user owns it", fakeObject{kind: File, uid: 1001, mode: 0o600}, "its owner"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := fakeFS{at(""): folder, at("keys"): folder, at("keys/admin.key"): tc.key}
+			if tc.key.sddl == "" {
+				f = fakeFS{at(""): {kind: Dir, mode: os.ModeDir | 0o755}, at("keys"): {kind: Dir, mode: os.ModeDir | 0o700}, at("keys/admin.key"): tc.key}
+			}
+			err := Checker{FS: f}.CheckSecret(at("keys/admin.key"))
+			var re *ReadableError
+			var we *WritableError
+			switch {
+			case tc.who == "" && err != nil:
+				t.Errorf("refused: %v", err)
+			case tc.who != "" && !(errors.As(err, &re) && re.Path == at("keys/admin.key") || errors.As(err, &we)):
+				t.Errorf("%v, want refused naming %s", err, tc.who)
+			case tc.who != "" && !strings.Contains(err.Error(), tc.who):
+				t.Errorf("%v, want it to name %s", err, tc.who)
+			}
+		})
+	}
+	f := fakeFS{at(""): folder, at("keys"): folder}
+	if err := (Checker{FS: f}).CheckSecret(at("keys")); err == nil {
+		t.Error("a folder taken for a secret")
+	}
+	f[at("keys/admin.key")] = fakeObject{kind: File, sddl: private}
+	f[at("keys")] = fakeObject{kind: Dir, sddl: "O:SYD:P(A;OICI;FA;;;SY)(A;OICI;FA;;;BA)(A;OICI;0x1301bf;;;BU)"}
+	var we *WritableError
+	if err := (Checker{FS: f}).CheckSecret(at("keys/admin.key")); !errors.As(err, &we) || we.Path != at("keys") {
+		t.Errorf("a secret in a folder Users may change: %v, want Check's refusal naming the folder", err)
 	}
 }

@@ -43,6 +43,9 @@ func (osFS) Lstat(path string) (Entry, error) {
 	if e.Grants, err = Grants(sddl, self(), e.Kind); err != nil {
 		return Entry{}, err
 	}
+	if e.Readers, err = Readers(sddl, self()); err != nil {
+		return Entry{}, err
+	}
 	return e, nil
 }
 
@@ -129,6 +132,27 @@ func setObjectPrivate(path string) error {
 		return &os.PathError{Op: "SetNamedSecurityInfo", Path: path, Err: err}
 	}
 	return nil
+}
+
+func createSecret(path string) (*os.File, error) {
+	sd, err := windows.SecurityDescriptorFromString(PrivateFileSDDL)
+	if err != nil {
+		return nil, err
+	}
+	p, err := windows.UTF16PtrFromString(path)
+	if err != nil {
+		return nil, err
+	}
+	sa := &windows.SecurityAttributes{Length: uint32(unsafeSizeofSA), SecurityDescriptor: sd}
+	h, err := windows.CreateFile(p, windows.GENERIC_WRITE, 0, sa, windows.CREATE_NEW, windows.FILE_ATTRIBUTE_NORMAL, 0)
+	if err != nil {
+		return nil, &os.PathError{Op: "create", Path: path, Err: err}
+	}
+	return os.NewFile(uintptr(h), path), nil
+}
+
+func secretFix(path string) string {
+	return fixFor(path, false) + " (a restarted plugin writes a new one so)"
 }
 
 // fixFor says how to give the object back to the node's administrators;

@@ -72,3 +72,36 @@ func TestCheckRefusesAFileUsersMayModify(t *testing.T) {
 func underWine() bool {
 	return windows.NewLazySystemDLL("ntdll.dll").NewProc("wine_get_version").Find() == nil
 }
+
+// Issue 53, on Windows (and under wine): service install's MakePrivate
+// takes a folder that exists (SetNamedSecurityInfo with an owner and a
+// protected DACL), and WriteSecret replaces a file that was there with a
+// new one holding what it wrote, which CheckSecret passes.
+func TestMakePrivateAndWriteSecretOnWindows(t *testing.T) {
+	dir := filepath.Join(testfs.TempDir(t), "nri-hcn-portmap")
+	if err := os.Mkdir(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := MakePrivate(dir); err != nil {
+		t.Fatalf("MakePrivate on a folder that exists: %v", err)
+	}
+	if err := CheckFolder(dir); err != nil {
+		t.Fatalf("the folder MakePrivate took: %v", err)
+	}
+	key := filepath.Join(dir, "admin.key")
+	if err := os.WriteFile(key, []byte("planted"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := WriteSecret(key, []byte("secret")); err != nil {
+		t.Fatalf("WriteSecret over a file: %v", err)
+	}
+	if got, err := os.ReadFile(key); err != nil || string(got) != "secret" {
+		t.Fatalf("read back %q, %v", got, err)
+	}
+	if err := CheckSecret(key); err != nil {
+		t.Fatalf("the secret WriteSecret wrote: %v", err)
+	}
+	if err := WriteSecret(key, []byte("again")); err != nil {
+		t.Fatalf("WriteSecret over its own file: %v", err)
+	}
+}

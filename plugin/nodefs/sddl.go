@@ -26,8 +26,19 @@ var sidNames = map[string]string{
 }
 
 // trustedSIDs may change what the plugin trusts: SYSTEM, Administrators and
-// TrustedInstaller (the owner of Windows' own files).
-var trustedSIDs = []string{"S-1-5-18", "S-1-5-32-544", "S-1-5-80-956008885-3418522649-1831038044-1853292631-2271478464"}
+// TrustedInstaller (the owner of Windows' own files), and the two
+// administrators SDDL writes by their machine- or domain-relative
+// abbreviation (ConvertSecurityDescriptorToStringSecurityDescriptor): LA,
+// the node's built-in Administrator (RID 500), and DA, its domain's Domain
+// Admins (RID 512), which joining a domain puts in the node's
+// Administrators.
+var trustedSIDs = []string{"S-1-5-18", "S-1-5-32-544", "S-1-5-80-956008885-3418522649-1831038044-1853292631-2271478464", "LA", "DA"}
+
+// isTrusted: sid is a trusted principal's, or self's (the plugin's own
+// account, "" for none).
+func isTrusted(sid, self string) bool {
+	return slices.Contains(trustedSIDs, sid) || (self != "" && sid == self)
+}
 
 // Access rights as SDDL writes them (files and folders use the directory
 // service names for their specific rights).
@@ -103,7 +114,7 @@ func rightsOf(mask uint32, k Kind) Rights {
 // without a DACL, or with a NULL DACL (D:NO_ACCESS_CONTROL), lets everyone
 // do everything; an empty DACL lets nobody do anything.
 func Grants(sddl, self string, k Kind) ([]Grant, error) {
-	trusted := func(sid string) bool { return slices.Contains(trustedSIDs, sid) || (self != "" && sid == self) }
+	trusted := func(sid string) bool { return isTrusted(sid, self) }
 	var out []Grant
 	add := func(who string, r Rights) {
 		for i := range out {
@@ -159,6 +170,43 @@ func Writers(sddl, self string) ([]string, error) {
 	for _, g := range gs {
 		if r := g.Rights & theFile; r != 0 {
 			who = append(who, g.Who+" (may "+r.String()+")")
+		}
+	}
+	return who, nil
+}
+
+// Rights to read a file's content (winnt.h).
+const (
+	fileReadData = 0x1
+	genericRead  = 0x80000000
+)
+
+// Readers says who, besides the trusted principals and self, may read a
+// file (a secret: the admin key) whose security descriptor is sddl: an
+// owner who is not trusted (it may grant itself anything), everyone where
+// the DACL is missing or NULL, and every allow ACE that applies to the
+// file and gives FILE_READ_DATA (or GENERIC_READ, GENERIC_ALL).
+func Readers(sddl, self string) ([]string, error) {
+	owner, dacl, hasDACL, null, err := parseSDDL(sddl)
+	if err != nil {
+		return nil, err
+	}
+	var who []string
+	if owner != "" && !isTrusted(owner, self) {
+		who = append(who, name(owner)+", its owner")
+	}
+	if !hasDACL || null {
+		return append(who, "Everyone (no DACL, or a NULL one)"), nil
+	}
+	for _, a := range dacl {
+		switch {
+		case !a.allow || a.inheritOnly || a.mask&(fileReadData|genericRead|genericAll) == 0 || isTrusted(a.sid, self):
+		case a.sid == "S-1-3-0" || a.sid == "S-1-3-1": // placeholders for what is created
+		case a.sid == "S-1-3-4" && (owner == "" || isTrusted(owner, self)): // OWNER RIGHTS of a trusted owner
+		default:
+			if n := name(a.sid); !slices.Contains(who, n) {
+				who = append(who, n)
+			}
 		}
 	}
 	return who, nil
