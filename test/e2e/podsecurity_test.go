@@ -12,6 +12,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
+	"github.com/nri-hcn-portmap/nri-hcn-portmap/config"
 	"github.com/nri-hcn-portmap/nri-hcn-portmap/hcn"
 	"github.com/nri-hcn-portmap/nri-hcn-portmap/test/harness"
 )
@@ -192,8 +193,14 @@ func TestAnnotationWaitsForTheAPIServer(t *testing.T) {
 		t.Errorf("namespaces_synced %v with the API server down, want 0", got)
 	}
 	must(t, k.RestartAPIServer(ctx))
+	// each view lists again within its retry cap (config.APIRetryMax) of
+	// the API server's return, and the pod is synced when both are read
+	for _, synced := range []string{"nri_hcn_portmap_kubernetes_namespaces_synced", "nri_hcn_portmap_kubernetes_network_policies_synced"} {
+		if err := env.WaitMetric(ctx, synced, 1, config.APIRetryMax+15*time.Second); err != nil {
+			t.Fatal(err)
+		}
+	}
 	wantEndpoint(t, ctx, env, p.ID, guid, []hcn.PortMappingPolicy{tcp(18860, 80, "", 1)})
-	waitMetric(t, env, "nri_hcn_portmap_kubernetes_namespaces_synced", 1)
 	if n := harness.Sum(scrape(t, env), "nri_hcn_portmap_pods_failing"); n != 0 {
 		t.Errorf("%v pods failing once the held-back pod is mapped", n)
 	}
