@@ -123,16 +123,15 @@ func TestKustomizeOverlayCarriesImageAndConfig(t *testing.T) {
 	if cfg.HCN.Network != "pods-nat" {
 		t.Errorf("the cleanup's configuration has network %q, want the overlay's pods-nat", cfg.HCN.Network)
 	}
-	vol := cleanup.Spec.Template.Spec.Volumes
-	if len(vol) != 1 || vol[0].ConfigMap == nil || vol[0].ConfigMap.Name != uninstall.configMaps[0].Name {
-		t.Errorf("the cleanup's volume %+v is not the overlay's ConfigMap %s", vol, uninstall.configMaps[0].Name)
+	if got := configMapOf(cleanup); got != uninstall.configMaps[0].Name {
+		t.Errorf("the cleanup's configuration comes from ConfigMap %q, not the overlay's %s", got, uninstall.configMaps[0].Name)
 	}
 }
 
 // Issue 39: kustomize rolls the plugin on a configuration change and keeps
 // the cluster-wide policies apart. The ConfigMap is generated from
 // config.toml with its content's hash in its name, which the DaemonSet's
-// volume names: two configurations give two pod templates (a rollout), the
+// environment names: two configurations give two pod templates (a rollout), the
 // same one the same; no object says Helm manages it; the base installs no
 // ValidatingAdmissionPolicy, the admission-policies component both, with
 // their bindings.
@@ -145,9 +144,8 @@ func TestKustomizeRollsOnConfigAndKeepsThePoliciesApart(t *testing.T) {
 		if len(o.configMaps) != 1 || len(o.daemonSets) != 1 {
 			t.Fatalf("%d ConfigMaps, %d DaemonSets", len(o.configMaps), len(o.daemonSets))
 		}
-		vol := o.daemonSets[0].Spec.Template.Spec.Volumes
-		if len(vol) != 1 || vol[0].ConfigMap == nil || vol[0].ConfigMap.Name != o.configMaps[0].Name {
-			t.Fatalf("the DaemonSet's volume %+v does not name the generated ConfigMap %s", vol, o.configMaps[0].Name)
+		if got := configMapOf(o.daemonSets[0]); got != o.configMaps[0].Name {
+			t.Fatalf("the DaemonSet's configuration comes from ConfigMap %q, not the generated %s", got, o.configMaps[0].Name)
 		}
 		return o.configMaps[0].Name
 	}

@@ -366,7 +366,7 @@ func TestChartValues(t *testing.T) {
 	}
 	// another release name: its own object names and selector
 	other := decodeAll(t, render(t, "canary"))
-	if ds := other.daemonSets[0]; ds.Name != "canary-nri-hcn-portmap" || ds.Spec.Template.Spec.Volumes[0].ConfigMap.Name != other.configMaps[0].Name ||
+	if ds := other.daemonSets[0]; ds.Name != "canary-nri-hcn-portmap" || configMapOf(ds) != other.configMaps[0].Name ||
 		other.clusterRoles[0].Name != "canary-nri-hcn-portmap" || ds.Spec.Template.Spec.ServiceAccountName != other.serviceAccounts[0].Name {
 		t.Errorf("release canary: DaemonSet %s, ConfigMap %s, ClusterRole %s: want canary-nri-hcn-portmap throughout",
 			ds.Name, other.configMaps[0].Name, other.clusterRoles[0].Name)
@@ -504,9 +504,10 @@ func TestChartRBAC(t *testing.T) {
 		t.Errorf("DaemonSet runs as %q, automount %v", spec.ServiceAccountName, spec.AutomountServiceAccountToken)
 	}
 	env := spec.Containers[0].Env
-	if len(env) != 1 || env[0].Name != "NODE_NAME" || env[0].ValueFrom == nil || env[0].ValueFrom.FieldRef == nil ||
-		env[0].ValueFrom.FieldRef.FieldPath != "spec.nodeName" {
-		t.Errorf("env %+v: want NODE_NAME from spec.nodeName", env)
+	i := slices.IndexFunc(env, func(e corev1.EnvVar) bool { return e.Name == "NODE_NAME" })
+	if len(env) != 2 || configMapOf(o.daemonSets[0]) == "" || i < 0 || env[i].ValueFrom == nil || env[i].ValueFrom.FieldRef == nil ||
+		env[i].ValueFrom.FieldRef.FieldPath != "spec.nodeName" {
+		t.Errorf("env %+v: want the configuration and NODE_NAME from spec.nodeName", env)
 	}
 	// without the API server the annotation's Pod Security cannot be
 	// checked: the chart says so (helm template and helm lint --strict),
@@ -618,10 +619,8 @@ func checkConfigFromEnv(t *testing.T, ds appsv1.DaemonSet) {
 	t.Helper()
 	spec := ds.Spec.Template.Spec
 	c := spec.Containers[0]
-	i := slices.IndexFunc(c.Env, func(e corev1.EnvVar) bool { return e.Name == config.ConfigEnv })
-	if i < 0 || c.Env[i].ValueFrom == nil || c.Env[i].ValueFrom.ConfigMapKeyRef == nil ||
-		c.Env[i].ValueFrom.ConfigMapKeyRef.Name != "nri-hcn-portmap" || c.Env[i].ValueFrom.ConfigMapKeyRef.Key != "config.toml" {
-		t.Fatalf("env %+v: want %s from the nri-hcn-portmap ConfigMap's config.toml", c.Env, config.ConfigEnv)
+	if name := configMapOf(ds); name != strings.TrimSuffix(ds.Name, "-cleanup") {
+		t.Fatalf("env %+v: want %s from the %s ConfigMap's config.toml", c.Env, config.ConfigEnv, strings.TrimSuffix(ds.Name, "-cleanup"))
 	}
 	if len(c.VolumeMounts) != 0 || len(spec.Volumes) != 0 {
 		t.Errorf("volumes %+v mounted at %+v: the configuration needs none", spec.Volumes, c.VolumeMounts)
@@ -631,6 +630,17 @@ func checkConfigFromEnv(t *testing.T, ds appsv1.DaemonSet) {
 			t.Errorf("command %v %v names a configuration file", c.Command, c.Args)
 		}
 	}
+}
+
+// configMapOf is the ConfigMap whose config.toml the DaemonSet's container
+// takes in its environment ("" none).
+func configMapOf(ds appsv1.DaemonSet) string {
+	c := ds.Spec.Template.Spec.Containers[0]
+	i := slices.IndexFunc(c.Env, func(e corev1.EnvVar) bool { return e.Name == config.ConfigEnv })
+	if i < 0 || c.Env[i].ValueFrom == nil || c.Env[i].ValueFrom.ConfigMapKeyRef == nil || c.Env[i].ValueFrom.ConfigMapKeyRef.Key != "config.toml" {
+		return ""
+	}
+	return c.Env[i].ValueFrom.ConfigMapKeyRef.Name
 }
 
 func checkPluginDaemonSet(t *testing.T, ds appsv1.DaemonSet, image string) {

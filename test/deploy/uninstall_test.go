@@ -270,7 +270,7 @@ func cleanupCarries(t *testing.T, ctx context.Context, k *harness.Kube, ns, name
 	if cleanup && strings.Contains(strings.Join(c.Args, " "), "Remove-NetFirewallRule") != firewall {
 		t.Errorf("the cleanup removes the firewall rule: %v, want %v (the install's metrics.firewallRule)", !firewall, firewall)
 	}
-	cm, err := k.Admin.CoreV1().ConfigMaps(ns).Get(ctx, ds.Spec.Template.Spec.Volumes[0].ConfigMap.Name, metav1.GetOptions{})
+	cm, err := k.Admin.CoreV1().ConfigMaps(ns).Get(ctx, configMapOf(*ds), metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
