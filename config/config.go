@@ -207,11 +207,15 @@ type HCN struct {
 	// ClusterRanges are the cluster's service and pod ranges (CIDRs) the
 	// NAT subnet must stay clear of: each mapped pod's compartment gets an
 	// on-link route for it, which shadows an overlapping range there.
-	ClusterRanges  []string `toml:"cluster_ranges"`
-	Adapter        string   `toml:"adapter"`
-	LocalRoutedVIP bool     `toml:"local_routed_vip"`
-	DualStack      bool     `toml:"dual_stack"`
-	OutboundNAT    bool     `toml:"outbound_nat"`
+	ClusterRanges []string `toml:"cluster_ranges"`
+	// AllowSubnetOverlap takes a NAT network whose subnet overlaps another
+	// network's, the cluster's ranges or the host's addresses, with a
+	// warning; without it the plugin refuses to start on one.
+	AllowSubnetOverlap bool   `toml:"allow_subnet_overlap"`
+	Adapter            string `toml:"adapter"`
+	LocalRoutedVIP     bool   `toml:"local_routed_vip"`
+	DualStack          bool   `toml:"dual_stack"`
+	OutboundNAT        bool   `toml:"outbound_nat"`
 	// DefaultRoute is the default route of the plugin's endpoints:
 	// low-priority, none or hns (RouteModes); RouteMetric the
 	// metric of the low-priority one.

@@ -46,11 +46,16 @@ type ManagerConfig struct {
 	// the manager picks must stay clear of (nil: the host's interfaces).
 	HostPrefixes func() ([]netip.Prefix, error)
 	// ClusterRanges are the cluster's service and pod ranges: a subnet the
-	// manager picks stays clear of them, and a network found overlapping
-	// them (or another HNS network) is told to Shadowed.
+	// manager picks stays clear of them, and a NAT network found
+	// overlapping them, another HNS network or the host's addresses is
+	// refused (ErrInvalid), unless AllowOverlap.
 	ClusterRanges []netip.Prefix
+	// AllowOverlap takes a NAT network whose subnet overlaps what
+	// Overlaps names (hcn.allow_subnet_overlap), telling Shadowed.
+	AllowOverlap bool
 	// Shadowed, when set, hears the overlaps of the network's subnet
-	// (Overlaps) when the network is first found or created.
+	// (Overlaps) when the network is first found or created and they are
+	// allowed.
 	Shadowed func(n Network, overlaps []string)
 }
 
@@ -164,8 +169,9 @@ func (m *Manager) EnsureNetwork(ctx context.Context) (string, error) {
 		return id, nil // created while we waited
 	}
 	n, err := m.svc.GetNetworkByName(ctx, m.cfg.Network.Name)
+	created := false
 	if ReadingOf("GetNetworkByName", err) == ReadAbsent && m.cfg.CreateNetwork {
-		n, err = m.createNetwork(ctx)
+		n, created, err = m.createNetwork(ctx)
 	}
 	if err == nil && !n.Type.Is(NetworkNAT) && !m.cfg.AllowCNINetwork {
 		err = fmt.Errorf("network %q is %s, not NAT: the plugin's endpoint would get an address HNS picks from its subnet, which a CNI's "+
@@ -176,6 +182,9 @@ func (m *Manager) EnsureNetwork(ctx context.Context) (string, error) {
 	if err == nil && m.cfg.IPv6 && n.Type.Is(NetworkNAT) {
 		err = fmt.Errorf("network %q is NAT, which does not support IPv6, and hcn.dual_stack asks for IPv6 mappings: %w", n.Name, ErrInvalid)
 	}
+	if err == nil && n.Type.Is(NetworkNAT) && !created { // one created is clear already (createNetwork)
+		err = m.clearOf(ctx, *n, "used")
+	}
 	if err != nil {
 		return "", stepErr(StepEnsureNetwork, m.cfg.Network.Name, err)
 	}
@@ -183,28 +192,68 @@ func (m *Manager) EnsureNetwork(ctx context.Context) (string, error) {
 	m.networkID = n.ID
 	m.gateway = cmp.Or(n.Gateway, m.cfg.Network.Gateway)
 	m.mu.Unlock()
-	if m.cfg.Shadowed != nil && n.Type.Is(NetworkNAT) {
-		// best effort: a listing that fails here warns of nothing, and
-		// the next lookup of the network asks again
-		if all, err := m.svc.ListNetworks(ctx); err == nil {
-			if over := Overlaps(*n, all, m.cfg.ClusterRanges); len(over) > 0 {
-				m.cfg.Shadowed(*n, over)
-			}
-		}
-	}
 	return n.ID, nil
 }
 
+// clearOf refuses the NAT network n (to be used or created, as verb
+// says) when its subnet overlaps another HNS network's, the cluster's
+// ranges or the host's addresses (Overlaps): every mapped pod's
+// compartment gets an on-link route for the subnet, so what it overlaps
+// is unreachable from those pods. With AllowOverlap the overlaps are told
+// to Shadowed instead. A listing that fails is the error: the network is
+// looked up again at the next start.
+func (m *Manager) clearOf(ctx context.Context, n Network, verb string) error {
+	all, err := m.svc.ListNetworks(ctx)
+	if err != nil {
+		return fmt.Errorf("the other networks' subnets, which the NAT network's must stay clear of: %w", err)
+	}
+	hosts, err := m.hostPrefixes()
+	if err != nil {
+		return fmt.Errorf("the host's addresses, which the NAT network's subnet must stay clear of: %w", err)
+	}
+	over := Overlaps(n, all, m.cfg.ClusterRanges, hosts)
+	switch {
+	case len(over) == 0:
+		return nil
+	case m.cfg.AllowOverlap:
+		if m.cfg.Shadowed != nil {
+			m.cfg.Shadowed(n, over)
+		}
+		return nil
+	}
+	return fmt.Errorf("network %q cannot be %s: its subnet %s; every pod with a mapped host port gets an on-link route for the subnet "+
+		"and could not reach what it overlaps: set hcn.subnet (and hcn.gateway) to a range clear of them, with hcn.cluster_ranges naming "+
+		"the cluster's service and pod ranges (and a VPC's, where pods reach it), and recreate the network (nri-hcn-portmap cleanup, then "+
+		"Remove-HnsNetwork), or set hcn.allow_subnet_overlap = true to use it as it is: %w", n.Name, verb, strings.Join(over, "; "), ErrInvalid)
+}
+
+// hostPrefixes are the host's address prefixes (HostPrefixes, else its
+// interfaces').
+func (m *Manager) hostPrefixes() ([]netip.Prefix, error) {
+	if m.cfg.HostPrefixes != nil {
+		return m.cfg.HostPrefixes()
+	}
+	return InterfacePrefixes()
+}
+
 // Overlaps says what the subnets of n, a NAT network, overlap: the
-// subnets of the other HNS networks (a CNI's) and the cluster's ranges.
+// subnets of the other HNS networks (a CNI's), the cluster's ranges and
+// the host's address prefixes (hosts; but the subnet itself, which the
+// host's vNIC on the NAT network carries: its gateway with the subnet's
+// length, reasoned from WinNAT hosts' Get-NetIPAddress, unverified here).
 // Each mapped pod's compartment gets an on-link route for n's subnet
 // through the plugin's endpoint, so an address it overlaps is unreachable
 // from that pod (HNS picks a NAT subnet in 172.16.0.0/12 where none is
 // given: EKS's alternate service range 172.20.0.0/16, a 172.31.0.0/16
 // VPC). Each entry names both ranges.
-func Overlaps(n Network, others []Network, clusterRanges []netip.Prefix) []string {
+func Overlaps(n Network, others []Network, clusterRanges, hosts []netip.Prefix) []string {
 	var out []string
 	for _, s := range Prefixes(n.Subnets) {
+		for _, h := range hosts {
+			if h.Masked() != s && s.Overlaps(h) {
+				out = append(out, fmt.Sprintf("%s overlaps the host's address %s", s, h))
+			}
+		}
 		for _, o := range others {
 			if strings.EqualFold(o.ID, n.ID) {
 				continue
@@ -242,35 +291,41 @@ func Prefixes(cidrs []string) []netip.Prefix {
 // alternate service range and VPC subnets live) and could only be warned
 // about afterwards. Where HNS takes one NAT network only (docker/for-win
 // 1384) and refuses a second, the NAT network that exists is used instead.
-func (m *Manager) createNetwork(ctx context.Context) (*Network, error) {
+func (m *Manager) createNetwork(ctx context.Context) (*Network, bool, error) {
 	spec, what := m.cfg.Network, "created"
 	if spec.Type.Is(NetworkNAT) && spec.Subnet == "" {
 		subnet, err := m.freeSubnet(ctx)
 		if err != nil {
-			return nil, err
+			return nil, false, err
 		}
 		spec.Subnet, spec.Gateway = subnet.String(), subnet.Addr().Next().String()
 		what = "created with subnet " + spec.Subnet + ", picked clear of the host's addresses, of HNS's networks and of the cluster's ranges (hcn.cluster_ranges)"
+	} else if spec.Type.Is(NetworkNAT) {
+		// the configured subnet, before HNS makes it: a refused start
+		// leaves HNS as it found it
+		if err := m.clearOf(ctx, Network{Name: spec.Name, Type: spec.Type, Subnets: []string{spec.Subnet}}, "created"); err != nil {
+			return nil, false, err
+		}
 	}
 	n, err := m.svc.CreateNetwork(ctx, spec)
 	if err == nil {
 		m.announce(*n, what)
-		return n, nil
+		return n, true, nil
 	}
 	if ReadingOf("CreateNetwork", err) != ReadTakeOne || !spec.Type.Is(NetworkNAT) {
-		return nil, err
+		return nil, false, err
 	}
 	all, lerr := m.svc.ListNetworks(ctx)
 	if lerr != nil {
-		return nil, errors.Join(err, lerr)
+		return nil, false, errors.Join(err, lerr)
 	}
 	for i := range all {
 		if all[i].Type.Is(NetworkNAT) {
 			m.announce(all[i], "HNS takes one NAT network and refused "+spec.Name+"; using the NAT network that exists")
-			return &all[i], nil
+			return &all[i], false, nil
 		}
 	}
-	return nil, err
+	return nil, false, err
 }
 
 // freeSubnet is a /20 of 172.16.0.0/12 (where HNS places its own NAT
@@ -280,11 +335,7 @@ func (m *Manager) freeSubnet(ctx context.Context) (netip.Prefix, error) {
 	if err != nil {
 		return netip.Prefix{}, err
 	}
-	hostPrefixes := m.cfg.HostPrefixes
-	if hostPrefixes == nil {
-		hostPrefixes = interfacePrefixes
-	}
-	taken, err := hostPrefixes()
+	taken, err := m.hostPrefixes()
 	if err != nil {
 		return netip.Prefix{}, fmt.Errorf("the host's addresses: %w", err)
 	}
@@ -308,8 +359,8 @@ func (m *Manager) freeSubnet(ctx context.Context) (netip.Prefix, error) {
 		"for the NAT network: set hcn.subnet and hcn.gateway: %w", ErrInvalid)
 }
 
-// interfacePrefixes are the host's interface addresses with their masks.
-func interfacePrefixes() ([]netip.Prefix, error) {
+// InterfacePrefixes are the host's interface addresses with their masks.
+func InterfacePrefixes() ([]netip.Prefix, error) {
 	addrs, err := net.InterfaceAddrs()
 	if err != nil {
 		return nil, err

@@ -1000,30 +1000,47 @@ func testARestartLearnsFromAListingThatHNSKeepsRoutes(t *testing.T, hns func() *
 	}
 }
 
-// Issues 38 and 47: the NAT network's subnet is checked, when the network
-// is first found, against the other HNS networks' subnets and the
-// cluster's ranges: each overlap of a network that was there already is
-// told (naming both ranges), since every mapped pod gets an on-link route
-// for the subnet. A network the plugin creates gets a subnet the manager
-// picks clear of them, even where the cluster's ranges cover where HNS
-// would place it (the simulator's pick, 172.31.240.0/20, as HNS's own
-// are in 172.16.0.0/12).
+// Issues 38, 47 and 53: the NAT network's subnet is checked, when the
+// network is first found, against the other HNS networks' subnets, the
+// cluster's ranges and the host's addresses (but the host's vNIC on the
+// subnet itself): a network there already that overlaps one is refused
+// (ErrInvalid, naming both ranges and hcn.allow_subnet_overlap), as a
+// configured subnet is before HNS creates it (nothing is made); with
+// AllowOverlap it is taken and told once, since every mapped pod gets an
+// on-link route for the subnet. A network the plugin creates gets a
+// subnet the manager picks clear of them, even where the cluster's ranges
+// cover where HNS would place it (the simulator's pick, 172.31.240.0/20,
+// as HNS's own are in 172.16.0.0/12).
 func TestTheNATSubnetIsCheckedAgainstTheClustersRanges(t *testing.T) {
 	for _, tc := range []struct {
 		name     string
 		cni      string   // a CNI network's subnet ("" none)
 		existing bool     // a NAT network "nat" made before, where HNS placed it
+		subnet   string   // hcn.subnet ("" the manager picks)
 		cluster  []string // hcn.cluster_ranges
-		want     []string // what is told, each entry containing these
-		picked   string   // the subnet the network gets
+		host     string   // a host address prefix besides its vNIC on the subnet ("" none)
+		allow    bool     // hcn.allow_subnet_overlap
+		want     []string // the overlaps refused (or, allowed, told)
+		picked   string   // the subnet the network gets ("" none is made)
 	}{
-		{"created clear", "10.244.0.0/16", false, []string{"10.96.0.0/12"}, nil, "172.16.0.0/20"},
-		{"created clear of ranges covering HNS's default", "", false, []string{"172.16.0.0/16", "172.31.0.0/16", "10.96.0.0/12"}, nil, "172.17.0.0/20"},
-		{"created clear of a CNI network", "172.16.1.0/24", false, nil, nil, "172.16.16.0/20"},
-		{"there already, in a cluster range", "", true, []string{"10.96.0.0/12", "172.31.0.0/16"},
+		{"created clear", "10.244.0.0/16", false, "", []string{"10.96.0.0/12"}, "", false, nil, "172.16.0.0/20"},
+		{"created clear of ranges covering HNS's default", "", false, "", []string{"172.16.0.0/16", "172.31.0.0/16", "10.96.0.0/12"}, "", false, nil, "172.17.0.0/20"},
+		{"created clear of a CNI network", "172.16.1.0/24", false, "", nil, "", false, nil, "172.16.16.0/20"},
+		{"created clear of the host", "", false, "", nil, "172.16.0.0/19", false, nil, "172.16.32.0/20"},
+		{"there already, in a cluster range", "", true, "", []string{"10.96.0.0/12", "172.31.0.0/16"}, "", false,
 			[]string{"172.31.240.0/20 overlaps the cluster's range 172.31.0.0/16 (hcn.cluster_ranges)"}, "172.31.240.0/20"},
-		{"there already, over a CNI network", "172.31.241.0/24", true, nil,
+		{"there already, over a CNI network", "172.31.241.0/24", true, "", nil, "", false,
 			[]string{"172.31.240.0/20 overlaps 172.31.241.0/24 of HNS network cbr0"}, "172.31.240.0/20"},
+		{"there already, over the host's address", "", true, "", nil, "172.31.0.0/16", false,
+			[]string{"172.31.240.0/20 overlaps the host's address 172.31.0.0/16"}, "172.31.240.0/20"},
+		{"there already, clear: the host's vNIC on it is no overlap", "", true, "", []string{"10.96.0.0/12"}, "", false, nil, "172.31.240.0/20"},
+		{"there already, overlapping, allowed", "", true, "", []string{"172.31.0.0/16"}, "", true,
+			[]string{"172.31.240.0/20 overlaps the cluster's range 172.31.0.0/16 (hcn.cluster_ranges)"}, "172.31.240.0/20"},
+		{"a configured subnet over a CNI network is not created", "10.9.4.0/24", false, "10.9.0.0/16", nil, "", false,
+			[]string{"10.9.0.0/16 overlaps 10.9.4.0/24 of HNS network cbr0"}, ""},
+		{"a configured subnet over the host is not created", "", false, "10.9.0.0/16", nil, "10.9.128.0/17", false,
+			[]string{"10.9.0.0/16 overlaps the host's address 10.9.128.0/17"}, ""},
+		{"a configured subnet clear is created", "10.244.0.0/16", false, "10.9.0.0/16", []string{"10.96.0.0/12"}, "192.0.2.0/24", false, nil, "10.9.0.0/16"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			sim := hcnsim.New()
@@ -1038,27 +1055,51 @@ func TestTheNATSubnetIsCheckedAgainstTheClustersRanges(t *testing.T) {
 				}
 			}
 			var told [][]string
-			cfg := lowPriority(hcn.ManagerConfig{CreateNetwork: true, Network: hcn.NetworkSpec{Name: "nat", Type: hcn.NetworkNAT},
+			spec := hcn.NetworkSpec{Name: "nat", Type: hcn.NetworkNAT, Subnet: tc.subnet}
+			if tc.subnet != "" {
+				spec.Gateway = netip.MustParsePrefix(tc.subnet).Addr().Next().String()
+			}
+			cfg := lowPriority(hcn.ManagerConfig{CreateNetwork: true, Network: spec, AllowOverlap: tc.allow,
 				ClusterRanges: hcn.Prefixes(tc.cluster), Shadowed: func(_ hcn.Network, over []string) { told = append(told, over) },
-				HostPrefixes: func() ([]netip.Prefix, error) { return nil, nil }})
+				HostPrefixes: func() ([]netip.Prefix, error) {
+					// the host's vNIC on the network HNS placed, and what the row adds
+					hosts := []netip.Prefix{netip.MustParsePrefix("172.31.240.1/20").Masked()}
+					if tc.host != "" {
+						hosts = append(hosts, netip.MustParsePrefix(tc.host))
+					}
+					return hosts, nil
+				}})
 			mgr := newManager(sim, cfg)
-			for range 2 { // told once, when the network is first found
-				if _, _, err := mgr.Ensure(ctx, hcn.Desired{SandboxID: "sb1", Namespace: sim.CreateNamespace(""), Policies: web}); err != nil {
+			for range 2 { // refused at every start; allowed, told once, when the network is first found
+				_, _, err := mgr.Ensure(ctx, hcn.Desired{SandboxID: "sb1", Namespace: sim.CreateNamespace(""), Policies: web})
+				switch {
+				case tc.want != nil && !tc.allow:
+					if !errors.Is(err, hcn.ErrInvalid) || !strings.Contains(err.Error(), strings.Join(tc.want, "; ")) || !strings.Contains(err.Error(), "hcn.allow_subnet_overlap = true") {
+						t.Fatalf("%v; want refused naming %q and hcn.allow_subnet_overlap", err, tc.want)
+					}
+				case err != nil:
 					t.Fatal(err)
 				}
 			}
 			n, err := sim.GetNetworkByName(ctx, "nat")
-			if err != nil || len(n.Subnets) != 1 || n.Subnets[0] != tc.picked {
+			switch {
+			case tc.picked == "":
+				if err == nil {
+					t.Fatalf("network %+v made for a refused subnet", n)
+				}
+			case err != nil || len(n.Subnets) != 1 || n.Subnets[0] != tc.picked:
 				t.Fatalf("network %+v, %v; want subnet %s", n, err, tc.picked)
 			}
-			if tc.want == nil {
-				if told != nil {
-					t.Fatalf("told %q, want nothing", told)
-				}
-				return
+			if eps := sim.State().Endpoints; tc.want != nil && !tc.allow && len(eps) != 0 {
+				t.Fatalf("endpoints %+v on a refused network", eps)
 			}
-			if len(told) != 1 || strings.Join(told[0], "; ") != strings.Join(tc.want, "; ") {
-				t.Fatalf("told %q, want once %q", told, tc.want)
+			switch {
+			case tc.want != nil && tc.allow:
+				if len(told) != 1 || strings.Join(told[0], "; ") != strings.Join(tc.want, "; ") {
+					t.Fatalf("told %q, want once %q", told, tc.want)
+				}
+			case told != nil:
+				t.Fatalf("told %q, want nothing", told)
 			}
 		})
 	}

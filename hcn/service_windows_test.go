@@ -66,7 +66,7 @@ func clearSubnet(t *testing.T, svc Service) netip.Prefix {
 	if err != nil {
 		t.Fatalf("ListNetworks: %v", err)
 	}
-	taken, err := interfacePrefixes()
+	taken, err := InterfacePrefixes()
 	if err != nil {
 		t.Fatalf("the host's addresses: %v", err)
 	}

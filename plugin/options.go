@@ -58,5 +58,6 @@ func ManagerConfig(cfg config.HCN) hcn.ManagerConfig {
 		RouteMetric:     uint16(cfg.RouteMetric),
 		AllowCNINetwork: cfg.AllowCNINetwork,
 		ClusterRanges:   hcn.Prefixes(cfg.ClusterRanges),
+		AllowOverlap:    cfg.AllowSubnetOverlap,
 	}
 }

@@ -32,8 +32,8 @@ func newManager(ctx context.Context, cfg config.HCN, observe hcn.ObserveFunc, lo
 	mc.Shadowed = func(n hcn.Network, overlaps []string) {
 		if log != nil {
 			log.WithFields(logrus.Fields{"network": n.Name, "network_id": n.ID, "subnet": fmt.Sprint(n.Subnets), "overlaps": strings.Join(overlaps, "; ")}).
-				Warn("the NAT network's subnet overlaps other ranges: pods with mapped host ports get an on-link route for it and cannot reach " +
-					"the addresses it overlaps; set hcn.subnet (and hcn.gateway) to a range clear of them and recreate the network")
+				Warn("the NAT network's subnet overlaps other ranges, taken as hcn.allow_subnet_overlap says: pods with mapped host ports get an on-link " +
+					"route for it and cannot reach the addresses it overlaps; set hcn.subnet (and hcn.gateway) to a range clear of them and recreate the network")
 		}
 	}
 	return hcn.NewManager(svc, mc), nil

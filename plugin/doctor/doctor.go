@@ -12,6 +12,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net/netip"
 	"slices"
 	"strings"
 	"text/tabwriter"
@@ -87,6 +88,9 @@ type Doctor struct {
 	// PolicyKinds asks the API server which policy kinds it serves that
 	// the plugin does not evaluate (nil: not asked)
 	PolicyKinds func(ctx context.Context) ([]string, error)
+	// HostPrefixes are the host's address prefixes (nil: its interfaces',
+	// hcn.InterfacePrefixes).
+	HostPrefixes func() ([]netip.Prefix, error)
 	// Timeout bounds each check (hcn.call_timeout when zero).
 	Timeout time.Duration
 
@@ -171,7 +175,7 @@ func (d *Doctor) checkNetwork(ctx context.Context) Result {
 	n, err := d.network(ctx)
 	switch {
 	case errors.Is(err, hcn.ErrNotFound) && c.CreateNetwork:
-		return Result{name, Warn, "does not exist; the plugin creates it when it starts (hcn.create_network), HNS picking its subnet", ""}
+		return Result{name, Warn, "does not exist; the plugin creates it when it starts (hcn.create_network), with hcn.subnet or a subnet it picks clear of the host's addresses, the HNS networks and hcn.cluster_ranges", ""}
 	case errors.Is(err, hcn.ErrNotFound):
 		return Result{name, Fail, "does not exist", "create it (e.g. a NAT network), or set hcn.network to an existing one, or hcn.create_network = true"}
 	case err != nil:
@@ -190,9 +194,21 @@ func (d *Doctor) checkNetwork(ctx context.Context) Result {
 		if err != nil {
 			return Result{name, Warn, detail + "; the other networks' subnets not checked: " + err.Error(), ""}
 		}
-		if over := hcn.Overlaps(*n, all, hcn.Prefixes(c.ClusterRanges)); len(over) > 0 {
-			return Result{name, Warn, detail + "; " + strings.Join(over, "; ") + ": pods with mapped host ports get an on-link route for the subnet and cannot reach what it overlaps",
-				"set hcn.subnet (and hcn.gateway) to a range clear of them, with hcn.cluster_ranges naming the cluster's service and pod ranges, and recreate the network (nri-hcn-portmap cleanup, then a restart)"}
+		hostPrefixes := d.HostPrefixes
+		if hostPrefixes == nil {
+			hostPrefixes = hcn.InterfacePrefixes
+		}
+		hosts, err := hostPrefixes()
+		if err != nil {
+			return Result{name, Warn, detail + "; the host's addresses not checked: " + err.Error(), ""}
+		}
+		if over := hcn.Overlaps(*n, all, hcn.Prefixes(c.ClusterRanges), hosts); len(over) > 0 {
+			status, fix := Fail, "set hcn.subnet (and hcn.gateway) to a range clear of them, with hcn.cluster_ranges naming the cluster's service and pod ranges, "+
+				"and recreate the network (nri-hcn-portmap cleanup, then Remove-HnsNetwork and a restart); the plugin refuses to start on it unless hcn.allow_subnet_overlap = true"
+			if c.AllowSubnetOverlap {
+				status, fix = Warn, "hcn.allow_subnet_overlap = true takes it as it is; "+fix[:strings.Index(fix, ";")]
+			}
+			return Result{name, status, detail + "; " + strings.Join(over, "; ") + ": pods with mapped host ports get an on-link route for the subnet and cannot reach what it overlaps", fix}
 		}
 	}
 	return Result{name, Pass, detail, ""}

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"net/netip"
 	"strings"
 	"testing"
 
@@ -53,6 +54,11 @@ func healthy(t *testing.T) (*Doctor, *hcnsim.Sim) {
 		},
 		Stat:   func(string) error { return nil },
 		Listen: func(string) error { return nil },
+		// the host: a NIC, and its vNIC on the NAT network (the subnet
+		// itself, which overlaps nothing)
+		HostPrefixes: func() ([]netip.Prefix, error) {
+			return []netip.Prefix{netip.MustParsePrefix("192.0.2.0/24"), netip.MustParsePrefix("172.30.0.0/16")}, nil
+		},
 	}, sim
 }
 
@@ -84,11 +90,18 @@ func TestChecks(t *testing.T) {
 			_, _ = s.CreateNetwork(ctx, hcn.NetworkSpec{Name: "l2", Type: hcn.NetworkL2Bridge, Subnet: "10.1.0.0/24"})
 			d.Config.HCN.Network, d.Config.HCN.DefaultRoute, d.Config.HCN.AllowCNINetwork = "l2", "none", true
 		}, "network l2", Pass, "gateway (none)", ""},
+		// issue 53: what the plugin refuses to start on, doctor fails
 		{"NAT subnet in a cluster range", func(d *Doctor, _ *hcnsim.Sim) { d.Config.HCN.ClusterRanges = []string{"10.96.0.0/12", "172.30.0.0/16"} },
-			"network nat", Warn, "172.30.0.0/16 overlaps the cluster's range 172.30.0.0/16", "hcn.subnet"},
+			"network nat", Fail, "172.30.0.0/16 overlaps the cluster's range 172.30.0.0/16", "hcn.allow_subnet_overlap"},
 		{"NAT subnet over a CNI network", func(_ *Doctor, s *hcnsim.Sim) {
 			_, _ = s.CreateNetwork(ctx, hcn.NetworkSpec{Name: "cbr0", Type: hcn.NetworkL2Bridge, Subnet: "172.30.8.0/24"})
-		}, "network nat", Warn, "172.30.0.0/16 overlaps 172.30.8.0/24 of HNS network cbr0", "hcn.cluster_ranges"},
+		}, "network nat", Fail, "172.30.0.0/16 overlaps 172.30.8.0/24 of HNS network cbr0", "hcn.cluster_ranges"},
+		{"NAT subnet over the host's address", func(d *Doctor, _ *hcnsim.Sim) {
+			d.HostPrefixes = func() ([]netip.Prefix, error) { return []netip.Prefix{netip.MustParsePrefix("172.30.64.0/18")}, nil }
+		}, "network nat", Fail, "172.30.0.0/16 overlaps the host's address 172.30.64.0/18", "hcn.subnet"},
+		{"NAT subnet overlapping, allowed", func(d *Doctor, _ *hcnsim.Sim) {
+			d.Config.HCN.ClusterRanges, d.Config.HCN.AllowSubnetOverlap = []string{"172.30.0.0/16"}, true
+		}, "network nat", Warn, "overlaps the cluster's range", "hcn.allow_subnet_overlap = true takes it"},
 		{"NAT subnet clear", func(d *Doctor, _ *hcnsim.Sim) { d.Config.HCN.ClusterRanges = []string{"10.96.0.0/12", "10.244.0.0/16"} },
 			"network nat", Pass, "type NAT, subnets 172.30.0.0/16", ""},
 		{"NAT read back as nat", func(_ *Doctor, s *hcnsim.Sim) { s.SetRules(hcnsim.Rules{TypeSpelling: "lower"}) }, "network nat", Pass, "type nat, subnets", ""},
