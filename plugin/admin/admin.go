@@ -25,11 +25,14 @@ import (
 )
 
 // PrivatePipeSDDL is the security descriptor of admin.socket's named pipe
-// on Windows: SYSTEM and Administrators alone may connect. It is the DACL
-// containerd gives its stack-dump event (cmd/containerd/server, v2.4.2);
-// containerd's own gRPC pipe takes go-winio's default DACL instead
-// (pkg/sys/socket_windows.go: ListenPipe(path, nil)).
-const PrivatePipeSDDL = "D:P(A;;GA;;;BA)(A;;GA;;;SY)"
+// on Windows: owned by Administrators (which only SYSTEM or an elevated
+// administrator may set: their tokens hold the group as an owner; the
+// client checks it, PipeOwnerTrusted), and SYSTEM and Administrators alone
+// may connect. The DACL is the one containerd gives its stack-dump event
+// (cmd/containerd/server, v2.4.2); containerd's own gRPC pipe takes
+// go-winio's default DACL instead (pkg/sys/socket_windows.go:
+// ListenPipe(path, nil)).
+const PrivatePipeSDDL = "O:BAD:P(A;;GA;;;BA)(A;;GA;;;SY)"
 
 // HealthCheck is one thing /healthz checks.
 type HealthCheck struct {

@@ -157,7 +157,7 @@ func TestServeMetricsListensForMetricsAlone(t *testing.T) {
 // The Windows pipe's DACL admits the node's administrators alone: judged as
 // the configuration file's is (nodefs.Writers, on the SDDL string).
 func TestThePrivatePipeIsTheAdministratorsAlone(t *testing.T) {
-	who, err := nodefs.Writers("O:SY"+PrivatePipeSDDL, "")
+	who, err := nodefs.Writers(PrivatePipeSDDL, "")
 	if err != nil || len(who) != 0 {
 		t.Fatalf("the pipe's DACL %s admits %q (%v), want SYSTEM and Administrators alone", PrivatePipeSDDL, who, err)
 	}

@@ -42,10 +42,12 @@ var (
 	ErrCannotTell = errors.New("cannot tell whether nri-hcn-portmap answers")
 )
 
-// ServerTrusted is who may serve the private channel on Windows: a process
-// running as SYSTEM, or with the Administrators group enabled (an elevated
-// administrator).
-func ServerTrusted(sid string, adminEnabled bool) bool { return sid == "S-1-5-18" || adminEnabled }
+// PipeOwnerTrusted is who may own the private channel's pipe on Windows:
+// SYSTEM or Administrators, which only a process running as SYSTEM or as
+// an elevated administrator may make a pipe's owner. The owner is read
+// from the connected handle: unlike the server's process ID, which a
+// process started later may be given, it is the pipe's own.
+func PipeOwnerTrusted(sid string) bool { return sid == "S-1-5-18" || sid == "S-1-5-32-544" }
 
 // NewKey makes the plugin's key for this start and writes it to path, in a
 // folder made for the node's administrators alone (checked): written to a

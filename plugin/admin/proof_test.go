@@ -77,17 +77,23 @@ func TestAnAnswerProvesItIsThePlugins(t *testing.T) {
 	}
 }
 
-// On Windows the private channel is served by SYSTEM or an elevated
-// administrator; any other account is not the plugin.
-func TestWhoMayServeThePrivateChannel(t *testing.T) {
+// Issue 53: on Windows the private channel's pipe is trusted by its
+// owner, read from the connected handle: SYSTEM or Administrators, which
+// only SYSTEM and elevated administrators may set. A user's, the built-in
+// Administrator account's (an unelevated token sets its user as owner) and
+// a service account's are not the plugin's. The pipe asks for
+// Administrators as its owner.
+func TestWhoMayOwnThePrivateChannel(t *testing.T) {
 	for _, tc := range []struct {
-		sid   string
-		admin bool
-		want  bool
-	}{{"S-1-5-18", false, true}, {"S-1-5-21-1-2-3-500", true, true}, {"S-1-5-21-1-2-3-1001", false, false}, {"S-1-5-19", false, false}} {
-		if got := ServerTrusted(tc.sid, tc.admin); got != tc.want {
-			t.Errorf("ServerTrusted(%s, admin %v) = %v, want %v", tc.sid, tc.admin, got, tc.want)
+		sid  string
+		want bool
+	}{{"S-1-5-18", true}, {"S-1-5-32-544", true}, {"S-1-5-21-1-2-3-500", false}, {"S-1-5-21-1-2-3-1001", false}, {"S-1-5-19", false}, {"S-1-5-32-545", false}} {
+		if got := PipeOwnerTrusted(tc.sid); got != tc.want {
+			t.Errorf("PipeOwnerTrusted(%s) = %v, want %v", tc.sid, got, tc.want)
 		}
+	}
+	if !strings.HasPrefix(PrivatePipeSDDL, "O:BA") {
+		t.Errorf("the pipe's security descriptor %s does not make Administrators its owner", PrivatePipeSDDL)
 	}
 }
 
