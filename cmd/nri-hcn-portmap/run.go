@@ -385,6 +385,9 @@ func (a *app) listen() (func(context.Context), error) {
 			for _, b := range all {
 				b.l.Close()
 			}
+			if errors.Is(err, admin.ErrPortForbidden) {
+				return nil, fmt.Errorf("%s = %q cannot be served: %w; move the plugin to a port outside them with %s", srv.key, srv.addr, err, srv.key)
+			}
 			return nil, fmt.Errorf("%s = %q cannot be served: %w; the plugin does not run where another program answers for it: "+
 				"free the port, or move the plugin with %s", srv.key, srv.addr, err, srv.key)
 		}

@@ -193,7 +193,13 @@ func Listen(addr string) (net.Listener, error) {
 	return l, nil
 }
 
-// withHolder adds to err who holds addr's port, where the OS says.
+// ErrPortForbidden: the OS forbids binding the port and no program holds
+// it: on Windows a port in a range the node excludes (Hyper-V and WinNAT
+// reserve dynamic ranges at boot; netsh int ipv4 show excludedportrange).
+var ErrPortForbidden = errors.New("the node forbids binding the port")
+
+// withHolder adds to err who holds addr's port, where the OS says; a bind
+// the OS forbids with no holder is ErrPortForbidden, saying where to look.
 func withHolder(err error, addr string) error {
 	_, p, perr := net.SplitHostPort(addr)
 	port, nerr := strconv.ParseUint(p, 10, 16)
@@ -202,6 +208,9 @@ func withHolder(err error, addr string) error {
 	}
 	if who := heldBy(uint16(port)); who != "" {
 		return fmt.Errorf("%w (held by %s)", err, who)
+	}
+	if where := excludedBy(err); where != "" {
+		return fmt.Errorf("%w: port %d, and no program holds it (%s): %w", ErrPortForbidden, port, where, err)
 	}
 	return err
 }

@@ -305,6 +305,9 @@ func (d *Doctor) checkAdmin(ctx context.Context) Result {
 		return Result{name, Warn, "not checked", ""}
 	}
 	if err := d.Listen(addr); err != nil {
+		if errors.Is(err, admin.ErrPortForbidden) {
+			return Result{name, Fail, addr + " cannot be bound: " + err.Error(), "set admin.listen to a port outside the node's excluded ranges"}
+		}
 		return Result{name, Fail, addr + " is taken by another program: " + err.Error(), "set admin.listen to a free address"}
 	}
 	return Result{name, Pass, addr + " free", ""}
