@@ -138,7 +138,9 @@ func TestChecks(t *testing.T) {
 		}, "admin address", Fail, "taken by another program", "admin.listen"},
 		{"admin port excluded (issue 53)", func(d *Doctor, _ *hcnsim.Sim) {
 			d.Health = notRunning
-			d.Listen = func(string) error { return fmt.Errorf("%w: port 9466, and no program holds it", admin.ErrPortForbidden) }
+			d.Listen = func(string) error {
+				return fmt.Errorf("%w: port 9466, and no program holds it", admin.ErrPortForbidden)
+			}
 		}, "admin address", Fail, "cannot be bound", "outside the node's excluded ranges"},
 		{"no Hyper-V pods", func(*Doctor, *hcnsim.Sim) {}, "Hyper-V pods", Pass, "none among 1 sandboxes", ""},
 		{"Hyper-V pods", func(d *Doctor, _ *hcnsim.Sim) {
