@@ -240,15 +240,19 @@ func (s service) State() (string, error) {
 // Marked reads both signals of a service marked for deletion: its start
 // type, which RDeleteService sets to SERVICE_DISABLED (MS-SCMR 3.1.4.3:
 // the signal MS-SCMR documents; the plugin installs its service
-// automatic), and the answer to a request to change nothing of its
-// description (a NULL info: ChangeServiceConfig2's documentation), which
-// for a marked service is ERROR_SERVICE_MARKED_FOR_DELETE
-// (RChangeServiceConfig2W, MS-SCMR 3.1.4.35; ReactOS's client answers
-// success for a NULL info without asking, so neither alone is relied on).
+// automatic), and the answer to a change that changes nothing
+// (ChangeServiceConfig with SERVICE_NO_CHANGE and no strings, as its
+// documentation allows), which for a marked service is
+// ERROR_SERVICE_MARKED_FOR_DELETE (RChangeServiceConfigW, MS-SCMR
+// 3.1.4.11). Neither alone is relied on: wine's SCM leaves the start type
+// as it was (TestADeletedServiceHeldOpenIsKnownAsMarked), and a
+// ChangeServiceConfig2 with a NULL info, asked before, is answered without
+// the SCM by ReactOS's client and with ERROR_NOACCESS by wine's.
 func (s service) Marked() (string, error) {
 	c, err := s.s.Config()
 	disabled := err == nil && c.StartType == windows.SERVICE_DISABLED
-	err = windows.ChangeServiceConfig2(s.s.Handle, windows.SERVICE_CONFIG_DESCRIPTION, nil)
+	err = windows.ChangeServiceConfig(s.s.Handle, windows.SERVICE_NO_CHANGE, windows.SERVICE_NO_CHANGE, windows.SERVICE_NO_CHANGE,
+		nil, nil, nil, nil, nil, nil, nil)
 	if errors.Is(err, windows.ERROR_SERVICE_MARKED_FOR_DELETE) {
 		err = ErrMarkedForDelete
 	}

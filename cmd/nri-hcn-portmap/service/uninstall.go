@@ -18,7 +18,7 @@ import (
 // becomes disabled); the SCM removes it when its last handle closes and
 // it is not running. Until then OpenService still opens it (ROpenServiceW
 // lists no error for a marked service), a second DeleteService and any
-// change of its configuration (RChangeServiceConfig2W) fail with
+// change of its configuration (RChangeServiceConfigW) fail with
 // ERROR_SERVICE_MARKED_FOR_DELETE (1072), and creating a service of its
 // name fails with 1072 too.
 type SCM interface {
@@ -37,7 +37,7 @@ type Service interface {
 	// Marked says how the SCM shows that the service is marked for
 	// deletion ("": it does not): its start type, which DeleteService sets
 	// to disabled (MS-SCMR 3.1.4.3), or the answer 1072 to a change of its
-	// configuration (RChangeServiceConfig2W, MS-SCMR 3.1.4.35), or both.
+	// configuration (RChangeServiceConfigW, MS-SCMR 3.1.4.11), or both.
 	Marked() (string, error)
 	Stop() error
 	// Delete marks it for deletion; ErrMarkedForDelete when it already is.

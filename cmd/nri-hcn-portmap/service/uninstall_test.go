@@ -16,8 +16,9 @@ import (
 type fakeSCM struct {
 	installed, marked, running bool
 	// no1072: the SCM answers no 1072 to a change of a marked service's
-	// configuration (ReactOS's client, for the NULL info Marked sends):
-	// the start type, which DeleteService sets to disabled, says it alone
+	// configuration (an SCM that would answer the change that changes
+	// nothing without asking): the start type, which DeleteService sets
+	// to disabled, says it alone
 	no1072    bool
 	stopping  bool
 	open      int // handles open on the service
