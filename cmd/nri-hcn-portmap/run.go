@@ -343,7 +343,7 @@ func (a *app) run(ctx context.Context) error {
 	return err
 }
 
-// listen binds the admin addresses and writes the key the answers on
+// listen binds the admin addresses, then writes the key the answers on
 // admin.listen prove themselves with, and returns what serves them. The
 // admin and metrics addresses are the plugin's, or it does not run: a
 // program that binds one first (at boot, or while the plugin restarts)
@@ -352,13 +352,6 @@ func (a *app) run(ctx context.Context) error {
 // service's recovery, or kubelet, starts it again). admin.socket (reload's
 // channel) is not needed to map ports: one that cannot be served is logged.
 func (a *app) listen() (func(context.Context), error) {
-	if a.cfg.Admin.Listen != "" {
-		key, err := admin.NewKey(a.cfg.Admin.KeyFile)
-		if err != nil {
-			return nil, err
-		}
-		a.admin.Key = key
-	}
 	type bound struct {
 		l     net.Listener
 		serve func(context.Context, net.Listener) error
@@ -392,6 +385,19 @@ func (a *app) listen() (func(context.Context), error) {
 				"free the port, or move the plugin with %s", srv.key, srv.addr, err, srv.key)
 		}
 		all = append(all, bound{l, srv.serve, srv.what})
+	}
+	// the key once the addresses are this plugin's: a run that cannot
+	// bind them (a second one, while the service runs) leaves the running
+	// plugin's key, and so its answers' proof, as they are
+	if a.cfg.Admin.Listen != "" {
+		key, err := admin.NewKey(a.cfg.Admin.KeyFile)
+		if err != nil {
+			for _, b := range all {
+				b.l.Close()
+			}
+			return nil, err
+		}
+		a.admin.Key = key
 	}
 	return func(ctx context.Context) {
 		for _, b := range all {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -16,6 +17,7 @@ import (
 
 	"github.com/nri-hcn-portmap/nri-hcn-portmap/config"
 	"github.com/nri-hcn-portmap/nri-hcn-portmap/hcn"
+	"github.com/nri-hcn-portmap/nri-hcn-portmap/plugin/admin"
 	"github.com/nri-hcn-portmap/nri-hcn-portmap/test/testfs"
 )
 
@@ -108,5 +110,37 @@ func must(t *testing.T, err error) {
 	t.Helper()
 	if err != nil {
 		t.Fatal(err)
+	}
+}
+
+// Issue 54: a run that cannot bind the admin address (a second one, tried
+// in a console while the service runs) leaves the key as it was, so the
+// running plugin's answers still prove themselves; a run that binds writes
+// a new one.
+func TestARunThatCannotBindLeavesTheRunningPluginsKey(t *testing.T) {
+	keyFile := filepath.Join(testfs.TempDir(t), "admin", "admin.key")
+	running, err := admin.NewKey(keyFile)
+	must(t, err)
+	held, err := net.Listen("tcp", "127.0.0.1:0") // the running plugin's address
+	must(t, err)
+	defer held.Close()
+	log := logrus.NewEntry(logrus.New())
+	log.Logger.SetOutput(io.Discard)
+	second := func(addr string) (func(context.Context), error) {
+		cfg := config.Default()
+		cfg.Admin.Listen, cfg.Admin.KeyFile, cfg.Admin.Socket, cfg.Admin.MetricsListen = addr, keyFile, "", ""
+		return (&app{cfg: cfg, log: log, admin: &admin.Admin{Log: log}}).listen()
+	}
+	if _, err := second(held.Addr().String()); err == nil {
+		t.Fatal("a second run bound the running plugin's address")
+	}
+	if key, err := admin.ReadKey(keyFile); err != nil || string(key) != string(running) {
+		t.Fatalf("the key after a run that could not bind: %v; want the running plugin's", err)
+	}
+	serve, err := second("127.0.0.1:0")
+	must(t, err)
+	_ = serve // bound, not served: the listeners end with the test
+	if key, err := admin.ReadKey(keyFile); err != nil || string(key) == string(running) {
+		t.Fatalf("the key after a run that bound: %v; want a new one", err)
 	}
 }
