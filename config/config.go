@@ -536,8 +536,11 @@ func (c *Config) ValidateOn(source string, origin map[string]string, goos string
 		case perr != nil || n == 0:
 			bad(l.key, l.addr, PortWhy(port))
 		case l.key == "admin.listen" && !IsLoopback(l.addr):
-			bad(l.key, l.addr, "must be a loopback address (127.0.0.1, ::1, localhost): it says what the plugin holds; "+
+			bad(l.key, l.addr, "must be a loopback address (127.0.0.1, ::1): it says what the plugin holds; "+
 				"serve metrics beyond the node with admin.metrics_listen")
+		case l.key == "admin.listen" && strings.EqualFold(strings.TrimSuffix(l.addr, ":"+port), "localhost"):
+			bad(l.key, l.addr, "must be a loopback IP address, 127.0.0.1:"+port+" or [::1]:"+port+", not localhost: it names both, "+
+				"the plugin binds one, and another program may bind the other, which a client may try first (Windows lists ::1 first)")
 		case l.key == "admin.metrics_listen" && len(own) > 0 && own[0].Port == uint16(n):
 			bad(l.key, l.addr, AdminPortWhy(uint16(n), own[0].Addr))
 		default:
