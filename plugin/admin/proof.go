@@ -1,12 +1,14 @@
 package admin
 
 import (
+	"bytes"
 	"crypto/hmac"
 	"crypto/rand"
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -101,10 +103,14 @@ func ReadKey(path string) ([]byte, error) {
 	return key, nil
 }
 
-// Prove is the proof of nonce under key.
-func Prove(key []byte, nonce string) string {
+// Prove is the proof, under key, of one answer: the request's nonce,
+// method and path, and the answer's status and body. A proof of the nonce
+// alone would let a relay at an address a client dials forward the nonce
+// to the plugin and put the proof on a status and body of its own.
+func Prove(key []byte, nonce, method, path string, status int, body []byte) string {
+	sum := sha256.Sum256(body)
 	m := hmac.New(sha256.New, key)
-	m.Write([]byte("nri-hcn-portmap admin v1\n" + nonce))
+	fmt.Fprintf(m, "nri-hcn-portmap admin v2\n%s\n%s %s\n%d\n%x", nonce, method, path, status, sum)
 	return hex.EncodeToString(m.Sum(nil))
 }
 
@@ -115,28 +121,75 @@ func NewNonce() string {
 	return hex.EncodeToString(b)
 }
 
+// maxProvedBody bounds the answer a client reads to check its proof.
+const maxProvedBody = 16 << 20
+
 // Verify checks res, the answer to a request that carried nonce, against
-// key: nil when it proves the plugin answered, else ErrNotThePlugin.
+// key: nil when it proves the plugin answered that request with that
+// status and body, else ErrNotThePlugin. It reads the body, and leaves it
+// in res for the caller.
 func Verify(key []byte, nonce string, res *http.Response) error {
 	got := res.Header.Get(ProofHeader)
 	if got == "" {
 		return fmt.Errorf("%w: it carries no proof", ErrNotThePlugin)
 	}
-	if !hmac.Equal([]byte(got), []byte(Prove(key, nonce))) {
-		return fmt.Errorf("%w: its proof is not made with the admin key", ErrNotThePlugin)
+	body, err := io.ReadAll(io.LimitReader(res.Body, maxProvedBody+1))
+	res.Body.Close()
+	if err != nil {
+		return fmt.Errorf("reading the answer: %w", err)
+	}
+	if len(body) > maxProvedBody {
+		return fmt.Errorf("%w: an answer over %d bytes", ErrNotThePlugin, maxProvedBody)
+	}
+	res.Body = io.NopCloser(bytes.NewReader(body))
+	want := Prove(key, nonce, res.Request.Method, res.Request.URL.RequestURI(), res.StatusCode, body)
+	if !hmac.Equal([]byte(got), []byte(want)) {
+		return fmt.Errorf("%w: its proof is not the admin key's for this request, status and body", ErrNotThePlugin)
 	}
 	return nil
 }
 
-// proving answers each request that carries a nonce with its proof.
+// proving answers each request that carries a nonce with the proof of its
+// answer (Prove): the answer is kept until it is whole, then sent with
+// the proof in its header.
 func proving(key []byte, next http.Handler) http.Handler {
 	if key == nil {
 		return next
 	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if n := r.Header.Get(NonceHeader); n != "" && len(n) <= maxNonce {
-			w.Header().Set(ProofHeader, Prove(key, n))
+		n := r.Header.Get(NonceHeader)
+		if n == "" || len(n) > maxNonce {
+			next.ServeHTTP(w, r)
+			return
 		}
-		next.ServeHTTP(w, r)
+		rec := &recorder{header: http.Header{}, status: http.StatusOK}
+		next.ServeHTTP(rec, r)
+		for k, v := range rec.header {
+			w.Header()[k] = v
+		}
+		w.Header().Set(ProofHeader, Prove(key, n, r.Method, r.URL.RequestURI(), rec.status, rec.body.Bytes()))
+		w.WriteHeader(rec.status)
+		_, _ = w.Write(rec.body.Bytes())
 	})
+}
+
+// recorder keeps an answer until it is whole.
+type recorder struct {
+	header      http.Header
+	status      int
+	wroteHeader bool
+	body        bytes.Buffer
+}
+
+func (r *recorder) Header() http.Header { return r.header }
+
+func (r *recorder) WriteHeader(status int) {
+	if !r.wroteHeader {
+		r.status, r.wroteHeader = status, true
+	}
+}
+
+func (r *recorder) Write(b []byte) (int, error) {
+	r.wroteHeader = true
+	return r.body.Write(b)
 }

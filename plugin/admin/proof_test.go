@@ -1,9 +1,12 @@
 package admin
 
 import (
+	"cmp"
 	"context"
 	"errors"
+	"io"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -49,7 +52,7 @@ func TestAnAnswerProvesItIsThePlugins(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		res.Body.Close()
+		t.Cleanup(func() { res.Body.Close() })
 		return res, nonce
 	}
 	res, nonce := ask(l.Addr().String())
@@ -63,6 +66,37 @@ func TestAnAnswerProvesItIsThePlugins(t *testing.T) {
 	res.Header.Del(ProofHeader)
 	if err := Verify(key, nonce, res); !errors.Is(err, ErrNotThePlugin) {
 		t.Fatalf("an answer without proof: %v, want ErrNotThePlugin", err)
+	}
+	// issue 54: a relay at an address the client dials forwards the
+	// nonce to the plugin and puts the plugin's proof on a status and
+	// body of its own (health ok for a plugin answering 503, or the
+	// reverse), or asks the plugin another path: none verifies
+	for _, relay := range []struct {
+		name   string
+		path   string
+		status int
+		body   string
+	}{{"its own status", "/livez", http.StatusServiceUnavailable, ""}, {"its own body", "/livez", 0, `{"status":"failing"}`},
+		{"another path asked", "/healthz", 0, ""}} {
+		r := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+			up, _ := http.NewRequest(http.MethodGet, "http://"+l.Addr().String()+relay.path, nil)
+			up.Header.Set(NonceHeader, req.Header.Get(NonceHeader))
+			res, err := http.DefaultClient.Do(up)
+			if err != nil {
+				w.WriteHeader(http.StatusBadGateway)
+				return
+			}
+			body, _ := io.ReadAll(res.Body)
+			res.Body.Close()
+			w.Header().Set(ProofHeader, res.Header.Get(ProofHeader))
+			w.WriteHeader(cmp.Or(relay.status, res.StatusCode))
+			_, _ = io.WriteString(w, cmp.Or(relay.body, string(body)))
+		}))
+		res, nonce := ask(strings.TrimPrefix(r.URL, "http://"))
+		if err := Verify(key, nonce, res); !errors.Is(err, ErrNotThePlugin) {
+			t.Errorf("a relay answering %s with the plugin's proof: %v, want ErrNotThePlugin", relay.name, err)
+		}
+		r.Close()
 	}
 	if _, err := ReadKey(filepath.Join(dir, "nowhere.key")); !errors.Is(err, ErrCannotTell) {
 		t.Fatalf("a key that is not there: %v, want ErrCannotTell", err)
