@@ -67,6 +67,12 @@ func TestAnAnswerProvesItIsThePlugins(t *testing.T) {
 	if err := Verify(key, nonce, res); !errors.Is(err, ErrNotThePlugin) {
 		t.Fatalf("an answer without proof: %v, want ErrNotThePlugin", err)
 	}
+	// issue 54: a proof replayed for another nonce (an answer recorded
+	// before) does not verify
+	replayed, _ := ask(l.Addr().String())
+	if err := Verify(key, NewNonce(), replayed); !errors.Is(err, ErrNotThePlugin) {
+		t.Errorf("an answer proved for another nonce: %v, want ErrNotThePlugin", err)
+	}
 	// issue 54: a relay at an address the client dials forwards the
 	// nonce to the plugin and puts the plugin's proof on a status and
 	// body of its own (health ok for a plugin answering 503, or the
