@@ -123,6 +123,16 @@ func IsLoopback(addr string) bool {
 	return err == nil && ip.Unmap().IsLoopback()
 }
 
+// ipOrEmpty: addr's host is an IP literal, or empty (every address).
+func ipOrEmpty(addr string) bool {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return false
+	}
+	_, perr := netip.ParseAddr(host)
+	return host == "" || perr == nil
+}
+
 // Plugin is what drives the plugin and what it acts on.
 type Plugin struct {
 	// Source of pod events: nri, containerd or auto.
@@ -541,6 +551,9 @@ func (c *Config) ValidateOn(source string, origin map[string]string, goos string
 		case l.key == "admin.listen" && strings.EqualFold(strings.TrimSuffix(l.addr, ":"+port), "localhost"):
 			bad(l.key, l.addr, "must be a loopback IP address, 127.0.0.1:"+port+" or [::1]:"+port+", not localhost: it names both, "+
 				"the plugin binds one, and another program may bind the other, which a client may try first (Windows lists ::1 first)")
+		case l.key == "admin.metrics_listen" && !ipOrEmpty(l.addr):
+			bad(l.key, l.addr, "must be an IP address and port, or :"+port+" for every address, not a name: a name may stand for several "+
+				"addresses, of which the plugin would bind one and another program could bind the others")
 		case l.key == "admin.metrics_listen" && len(own) > 0 && own[0].Port == uint16(n):
 			bad(l.key, l.addr, AdminPortWhy(uint16(n), own[0].Addr))
 		default:

@@ -258,6 +258,8 @@ func TestValidate(t *testing.T) {
 		{"admin on IPv6 loopback", func(c *Config) { c.Admin.Listen = "[::1]:9466" }, ""},
 		{"admin on localhost (issue 54: it names two addresses)", func(c *Config) { c.Admin.Listen = "localhost:9466" }, `admin.listen = "localhost:9466": must be a loopback IP address, 127.0.0.1:9466 or [::1]:9466`},
 		{"admin on [::1]", func(c *Config) { c.Admin.Listen = "[::1]:9466" }, ""},
+		{"metrics on a name (issue 54)", func(c *Config) { c.Admin.MetricsListen = "node.example:9467" }, `admin.metrics_listen = "node.example:9467": must be an IP address and port, or :9467`},
+		{"metrics on an address", func(c *Config) { c.Admin.MetricsListen = "10.0.0.4:9467" }, ""},
 		{"metrics on every address", func(c *Config) { c.Admin.MetricsListen = ":9467" }, ""},
 		{"metrics without a port", func(c *Config) { c.Admin.MetricsListen = "0.0.0.0" }, `admin.metrics_listen = "0.0.0.0": must be host:port`},
 		{"metrics on the admin address", func(c *Config) { c.Admin.MetricsListen = c.Admin.Listen },
