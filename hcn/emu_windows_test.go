@@ -22,6 +22,12 @@ import (
 	"github.com/nri-hcn-portmap/nri-hcn-portmap/test/hnsemu"
 )
 
+// emuNetworksOverlap: the emulator is shared by every test of a run and
+// keeps the networks they make, each on the same subnet, so each test's
+// manager takes an overlapping network (the overlap rule is
+// TestTheNATSubnetIsCheckedAgainstTheClustersRanges', on the simulator).
+const emuNetworksOverlap = true
+
 var emuBG = context.Background()
 
 func emu(t *testing.T, fn string, args ...string) string {
@@ -131,7 +137,7 @@ func TestTypedErrorMapping(t *testing.T) {
 
 func testRollbackWhenAttachFails(t *testing.T) {
 	svc, n := emuSetup(t)
-	mgr := newManager(svc, lowPriority(hcn.ManagerConfig{Network: hcn.NetworkSpec{Name: n.Name}}))
+	mgr := newManager(svc, lowPriority(hcn.ManagerConfig{AllowOverlap: emuNetworksOverlap, Network: hcn.NetworkSpec{Name: n.Name}}))
 	nsID := createNamespace(t)
 	// HNS fails the attach
 	f, _ := json.Marshal(hcnsim.Fault{Op: hcnsim.OpAddNamespaceEndpoint, Kind: "internal"})
@@ -257,7 +263,7 @@ func TestHRESULTClassification(t *testing.T) {
 // port is free again.
 func testHNSRestartAndStaleEndpoint(t *testing.T) {
 	svc, n := emuSetup(t)
-	mgr := newManager(svc, lowPriority(hcn.ManagerConfig{Network: hcn.NetworkSpec{Name: n.Name}}))
+	mgr := newManager(svc, lowPriority(hcn.ManagerConfig{AllowOverlap: emuNetworksOverlap, Network: hcn.NetworkSpec{Name: n.Name}}))
 	ns := createNamespace(t)
 	want := hcn.Desired{SandboxID: "emu-restart", Namespace: ns, Policies: []hcn.PortMappingPolicy{{Protocol: hcn.TCP, ExternalPort: 28090, InternalPort: 80}}}
 	first, _, err := mgr.Ensure(emuBG, want)
@@ -328,7 +334,7 @@ func TestAdapterUnderEveryHNSRule(t *testing.T) {
 // survives it all.
 func testLifecycleAndForeignNames(t *testing.T) {
 	svc, n := emuSetup(t)
-	mgr := newManager(svc, lowPriority(hcn.ManagerConfig{Network: hcn.NetworkSpec{Name: n.Name}}))
+	mgr := newManager(svc, lowPriority(hcn.ManagerConfig{AllowOverlap: emuNetworksOverlap, Network: hcn.NetworkSpec{Name: n.Name}}))
 	ns := createNamespace(t)
 	id := fmt.Sprintf("emu-life-%d", time.Now().UnixNano())
 	foreign, err := svc.CreateEndpoint(emuBG, hcn.EndpointSpec{Name: strings.ToUpper(mgr.EndpointName(id)), NetworkID: n.ID})
@@ -391,7 +397,7 @@ func testRouteTable(t *testing.T) {
 	if err := svc.AddNamespaceEndpoint(emuBG, ns, primary.ID); err != nil {
 		t.Fatal(err)
 	}
-	mgr := newManager(svc, lowPriority(hcn.ManagerConfig{Network: hcn.NetworkSpec{Name: n.Name}}))
+	mgr := newManager(svc, lowPriority(hcn.ManagerConfig{AllowOverlap: emuNetworksOverlap, Network: hcn.NetworkSpec{Name: n.Name}}))
 	id := fmt.Sprintf("emu-route-%d", time.Now().UnixNano())
 	ep, _, err := mgr.Ensure(emuBG, hcn.Desired{SandboxID: id, Namespace: ns, DNS: primary.DNS}) // the pod's DNS
 	if err != nil {
@@ -427,7 +433,7 @@ func TestGoldenEndpointJSON(t *testing.T) {
 	for _, mode := range hcn.RouteModes() {
 		t.Run(string(mode), func(t *testing.T) {
 			svc, n := emuSetup(t)
-			mgr := newManager(svc, hcn.ManagerConfig{Network: hcn.NetworkSpec{Name: n.Name}, DefaultRoute: mode, RouteMetric: 5000, OutboundNAT: true})
+			mgr := newManager(svc, hcn.ManagerConfig{AllowOverlap: emuNetworksOverlap, Network: hcn.NetworkSpec{Name: n.Name}, DefaultRoute: mode, RouteMetric: 5000, OutboundNAT: true})
 			if _, _, err := mgr.Ensure(emuBG, hcn.Desired{SandboxID: "golden", Namespace: createNamespace(t),
 				Policies: []hcn.PortMappingPolicy{{Protocol: hcn.TCP, ExternalPort: 28200, InternalPort: 80, Flags: hcn.NatFlagsLocalRoutedVip}}}); err != nil {
 				t.Fatal(err)
@@ -459,7 +465,7 @@ func TestEndpointWithoutStoredRoutesIsNotRebuilt(t *testing.T) {
 		t.Run(fmt.Sprintf("routes-dropped=%v", dropped), func(t *testing.T) {
 			raw, _ := json.Marshal(hcnsim.Rules{DropRoutes: dropped})
 			emu(t, "Emu.SetRules", string(raw))
-			mgr := newManager(svc, lowPriority(hcn.ManagerConfig{Network: hcn.NetworkSpec{Name: n.Name}}))
+			mgr := newManager(svc, lowPriority(hcn.ManagerConfig{AllowOverlap: emuNetworksOverlap, Network: hcn.NetworkSpec{Name: n.Name}}))
 			ns := createNamespace(t)
 			id := fmt.Sprintf("routes-%v", dropped)
 			d := hcn.Desired{SandboxID: id, Namespace: ns, Policies: []hcn.PortMappingPolicy{{Protocol: hcn.TCP, ExternalPort: 28190, InternalPort: 80}}}
@@ -493,7 +499,7 @@ func TestTheAdapterKeepsDNSAndWhatItCannotDecode(t *testing.T) {
 		t.Run(fmt.Sprintf("flag-name-unknown=%v", unknown), func(t *testing.T) {
 			raw, _ := json.Marshal(hcnsim.Rules{FlagNameUnknown: unknown})
 			emu(t, "Emu.SetRules", string(raw))
-			mgr := newManager(svc, lowPriority(hcn.ManagerConfig{Network: hcn.NetworkSpec{Name: n.Name}}))
+			mgr := newManager(svc, lowPriority(hcn.ManagerConfig{AllowOverlap: emuNetworksOverlap, Network: hcn.NetworkSpec{Name: n.Name}}))
 			id := fmt.Sprintf("undecoded-%v", unknown)
 			d := hcn.Desired{SandboxID: id, Namespace: createNamespace(t), DNS: dns,
 				Policies: []hcn.PortMappingPolicy{{Protocol: hcn.TCP, ExternalPort: 28290, InternalPort: 80, Flags: hcn.NatFlagsLocalRoutedVip}}}
@@ -531,7 +537,7 @@ func TestTheAdapterKeepsDNSAndWhatItCannotDecode(t *testing.T) {
 // HNS says is not found on delete (HCN_E_ENDPOINT_NOT_FOUND) is gone: done.
 func TestRemovalGetsToTheDelete(t *testing.T) {
 	svc, n := emuSetup(t)
-	mgr := newManager(svc, lowPriority(hcn.ManagerConfig{Network: hcn.NetworkSpec{Name: n.Name}}))
+	mgr := newManager(svc, lowPriority(hcn.ManagerConfig{AllowOverlap: emuNetworksOverlap, Network: hcn.NetworkSpec{Name: n.Name}}))
 	for i, tc := range []struct{ name, fn, hr string }{
 		{"detach: HCN_E_ENDPOINT_NOT_ATTACHED", "HcnModifyNamespace", "0x803B0034"},
 		{"detach: an unmapped failure", "HcnModifyNamespace", "0x803B002E"},
@@ -604,7 +610,7 @@ func TestV1NATPolicyOnL2BridgeUnderBothReadings(t *testing.T) {
 				_ = svc.RemoveNamespaceEndpoint(emuBG, ns, cni)
 				_ = svc.DeleteEndpoint(emuBG, cni)
 			})
-			mgr := newManager(svc, lowPriority(hcn.ManagerConfig{Prefix: "hcnpm-v1nat-"}))
+			mgr := newManager(svc, lowPriority(hcn.ManagerConfig{AllowOverlap: emuNetworksOverlap, Prefix: "hcnpm-v1nat-"}))
 			got, err := mgr.Neighbours(emuBG, ns, "sandbox")
 			if err != nil {
 				t.Fatal(err)

@@ -112,7 +112,10 @@ func TestWindowsNetworkEnsure(t *testing.T) {
 	if err != nil || got.ID != n.ID || got.Type != NetworkNAT {
 		t.Fatalf("GetNetworkByName = %+v, %v; want %+v", got, err, n)
 	}
-	mgr := NewManager(svc, ManagerConfig{Prefix: "nri-hcn-portmap-", Network: NetworkSpec{Name: n.Name}, DefaultRoute: RouteLowPriority, RouteMetric: 5000})
+	// the shared emulator (or node) keeps other networks, maybe on this
+	// subnet: the overlap rule is tested on the simulator
+	mgr := NewManager(svc, ManagerConfig{Prefix: "nri-hcn-portmap-", Network: NetworkSpec{Name: n.Name}, DefaultRoute: RouteLowPriority, RouteMetric: 5000,
+		AllowOverlap: true})
 	if id, err := mgr.EnsureNetwork(bg); err != nil || id != n.ID {
 		t.Fatalf("EnsureNetwork = %q, %v", id, err)
 	}
@@ -209,7 +212,10 @@ func TestWindowsPortConflictAndRollback(t *testing.T) {
 	svc := newWin(t)
 	n := testNetwork(t, svc)
 	ns := testNamespace(t)
-	mgr := NewManager(svc, ManagerConfig{Prefix: "nri-hcn-portmap-", Network: NetworkSpec{Name: n.Name}, DefaultRoute: RouteLowPriority, RouteMetric: 5000})
+	// the shared emulator (or node) keeps other networks, maybe on this
+	// subnet: the overlap rule is tested on the simulator
+	mgr := NewManager(svc, ManagerConfig{Prefix: "nri-hcn-portmap-", Network: NetworkSpec{Name: n.Name}, DefaultRoute: RouteLowPriority, RouteMetric: 5000,
+		AllowOverlap: true})
 	web := []PortMappingPolicy{{Protocol: TCP, ExternalPort: 18082, InternalPort: 80, Flags: 1}}
 	ep, _, err := mgr.Ensure(bg, Desired{SandboxID: "win-a", Namespace: ns, Policies: web})
 	if err != nil {
