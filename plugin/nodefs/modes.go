@@ -1,6 +1,7 @@
 package nodefs
 
 import (
+	"encoding/binary"
 	"fmt"
 	"os"
 	"os/user"
@@ -78,4 +79,66 @@ func groupName(gid uint32) string {
 		return g.Name
 	}
 	return strconv.Itoa(int(gid))
+}
+
+// POSIX ACL entries as Linux stores them in system.posix_acl_access
+// (include/uapi/linux/posix_acl_xattr.h): a version, then tag, perm and id.
+const (
+	aclVersion = 2
+	aclUser    = 0x02
+	aclGroup   = 0x08
+	aclMask    = 0x10
+	aclRead    = 4
+	aclWrite   = 2
+)
+
+// ACLGrants is the Linux reading of an object's POSIX ACL, as the kernel
+// stores it (xattr: system.posix_acl_access; none: nil): who besides root
+// and self a named user or group entry lets write it (within the mask),
+// and who it lets read it. The owner, owning group and other entries are
+// the mode's, which ModeGrants reads.
+func ACLGrants(xattr []byte, self uint32, k Kind) ([]Grant, []string, error) {
+	if len(xattr) == 0 {
+		return nil, nil, nil
+	}
+	if len(xattr) < 4 || (len(xattr)-4)%8 != 0 || binary.LittleEndian.Uint32(xattr) != aclVersion {
+		return nil, nil, fmt.Errorf("a POSIX ACL of %d bytes not in version 2's form", len(xattr))
+	}
+	type entry struct {
+		tag, perm uint16
+		id        uint32
+	}
+	var entries []entry
+	mask := uint16(aclRead | aclWrite)
+	for b := xattr[4:]; len(b) > 0; b = b[8:] {
+		e := entry{binary.LittleEndian.Uint16(b), binary.LittleEndian.Uint16(b[2:]), binary.LittleEndian.Uint32(b[4:])}
+		if e.tag == aclMask {
+			mask = e.perm
+		}
+		entries = append(entries, e)
+	}
+	write := Rights(RightWrite)
+	if k == Dir {
+		write = RightAdd | RightDeleteChild
+	}
+	var grants []Grant
+	var readers []string
+	for _, e := range entries {
+		var who string
+		switch {
+		case e.tag == aclUser && e.id != 0 && e.id != self:
+			who = fmt.Sprintf("user %s (uid %d, POSIX ACL)", userName(e.id), e.id)
+		case e.tag == aclGroup && e.id != 0:
+			who = fmt.Sprintf("group %s (gid %d, POSIX ACL)", groupName(e.id), e.id)
+		default:
+			continue
+		}
+		if e.perm&mask&aclWrite != 0 && k != Link {
+			grants = append(grants, Grant{Who: who, Rights: write})
+		}
+		if e.perm&mask&aclRead != 0 {
+			readers = append(readers, who)
+		}
+	}
+	return grants, readers, nil
 }

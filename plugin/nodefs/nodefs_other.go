@@ -37,6 +37,17 @@ func (osFS) Lstat(path string) (Entry, error) {
 	}
 	e.Grants = ModeGrants(st.Uid, st.Gid, fi.Mode(), uint32(os.Getuid()), e.Kind)
 	e.Readers = ModeReaders(st.Uid, st.Gid, fi.Mode(), uint32(os.Getuid()))
+	if e.Kind != Link { // a link's ACL is not used
+		acl, err := posixACL(path)
+		if err != nil {
+			return Entry{}, fmt.Errorf("%s: its POSIX ACL: %w", path, err)
+		}
+		g, r, err := ACLGrants(acl, uint32(os.Getuid()), e.Kind)
+		if err != nil {
+			return Entry{}, fmt.Errorf("%s: %w", path, err)
+		}
+		e.Grants, e.Readers = append(e.Grants, g...), append(e.Readers, r...)
+	}
 	return e, nil
 }
 
@@ -61,5 +72,5 @@ func fixFor(path string, link bool) string {
 	if link { // a link's own owner (its mode is not used)
 		return fmt.Sprintf("give it to root alone: chown -h root:root %q", path)
 	}
-	return fmt.Sprintf("give it to root alone: chown root:root %q && chmod go-w %q", path, path)
+	return fmt.Sprintf("give it to root alone: chown root:root %q && chmod go-w %q (and, where its POSIX ACL names others, setfacl -b %q)", path, path, path)
 }
