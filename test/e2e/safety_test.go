@@ -215,12 +215,18 @@ func isTimeout(err error) bool {
 }
 
 // Issue 46: whoever binds the admin address first does not answer for the
-// plugin. A program on it before the plugin starts makes run fail, naming
+// plugin. A program on it while the plugin restarts makes run fail, naming
 // the address and the process that holds it; health, doctor and status
-// refuse its answer (it cannot prove it is the plugin's), and cleanup,
-// which a running plugin stops, runs, naming it.
+// refuse its answer (it cannot prove it is the plugin's: the key of the
+// plugin's last start, which the failed run leaves as it was, issue 54),
+// and cleanup, which a running plugin stops, runs, naming it.
 func TestAProgramOnTheAdminAddressAnswersForNobody(t *testing.T) {
 	env, ctx := newEnv(t, harness.NetworkConfig)
+	// the plugin's last start, which wrote its key
+	if err := env.StartPlugin(ctx); err != nil {
+		t.Fatal(err)
+	}
+	env.Plugin.Stop()
 	l, err := net.Listen("tcp", env.AdminAddr)
 	if err != nil {
 		t.Fatal(err)
@@ -268,5 +274,27 @@ func TestAProgramOnTheAdminAddressAnswersForNobody(t *testing.T) {
 	}
 	if out, stderr, err := env.Command(ctx, "cleanup"); err != nil || !strings.Contains(stderr, "another program holds the plugin's address") {
 		t.Errorf("cleanup with another program on the plugin's address: %v\n%s%s; want it run, naming it", err, out, stderr)
+	}
+}
+
+// Issue 54: a second run beside the running plugin (the same
+// configuration, tried in a console while the service runs) fails to bind
+// and changes nothing the running plugin proves: health still verifies it,
+// and cleanup still refuses to run under it.
+func TestASecondRunLeavesTheRunningPluginProvable(t *testing.T) {
+	env, ctx := newEnv(t, harness.NetworkConfig)
+	if err := env.StartPlugin(ctx); err != nil {
+		t.Fatal(err)
+	}
+	cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	if _, stderr, err := env.Command(cctx, "run"); err == nil || !strings.Contains(stderr, "cannot be served") {
+		t.Fatalf("a second run: %v\n%s; want it refused, naming the address", err, stderr)
+	}
+	if out, stderr, err := env.Command(ctx, "health"); err != nil || !strings.Contains(out, `"status": "ok"`) {
+		t.Fatalf("health after a second run: %v\n%s%s; want the running plugin verified", err, out, stderr)
+	}
+	if _, stderr, err := env.Command(ctx, "cleanup"); err == nil || !strings.Contains(stderr, "the plugin still runs") {
+		t.Fatalf("cleanup after a second run: %v\n%s; want it refused while the plugin runs", err, stderr)
 	}
 }
