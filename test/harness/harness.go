@@ -8,6 +8,7 @@ package harness
 import (
 	"context"
 	"fmt"
+	"math/rand/v2"
 	"net"
 	"os"
 	"path/filepath"
@@ -340,10 +341,19 @@ func processes(match func(exe, cmdline string) bool) []int {
 }
 
 func freeLoopbackAddr() (string, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return "", err
+	// below Linux's ephemeral range (ip_local_port_range, 32768-60999 by
+	// default): a port the kernel picks (127.0.0.1:0) is one it may give
+	// the next outbound connection of any process (the kube-apiserver
+	// took one between this pick and the plugin's bind), while one
+	// below it is taken only by a program that asks for it
+	var err error
+	for range 50 {
+		addr := fmt.Sprintf("127.0.0.1:%d", 20000+rand.IntN(12000))
+		var l net.Listener
+		if l, err = net.Listen("tcp", addr); err == nil {
+			l.Close()
+			return addr, nil
+		}
 	}
-	defer l.Close()
-	return l.Addr().String(), nil
+	return "", fmt.Errorf("no free loopback port in 20000-31999: %w", err)
 }
