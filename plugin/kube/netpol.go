@@ -268,8 +268,16 @@ func (n *NetworkPolicies) discover(ctx context.Context) {
 				n.log.WithError(err).WithField("attempt", failed).Warn("asking the API server which policy kinds it serves failed: " +
 					"host ports are not mapped once what was asked before is older than kubernetes.labels_max_age")
 			}
-			if !n.wait(ctx, retry.Step()) { // a failure is asked again soon, not at the next round
+			// a failure is asked again soon, not at the next round; a list
+			// that worked meanwhile (the API server is back) starts the
+			// curve again, so a discovery refused while the API server
+			// warms up is not left at the cap
+			ok, kicked := n.wait(ctx, retry.Step())
+			if !ok {
 				return
+			}
+			if kicked {
+				retry.Reset()
 			}
 			continue
 		default:
@@ -288,24 +296,25 @@ func (n *NetworkPolicies) discover(ctx context.Context) {
 			}
 			n.tell(changed...)
 		}
-		if !n.wait(ctx, n.every) {
+		if ok, _ := n.wait(ctx, n.every); !ok {
 			return
 		}
 	}
 }
 
-// wait waits d, or less when a discovery is asked for; false when ctx
-// ended first.
-func (n *NetworkPolicies) wait(ctx context.Context, d time.Duration) bool {
+// wait waits d, or less when a discovery is asked for (kicked); false
+// when ctx ended first.
+func (n *NetworkPolicies) wait(ctx context.Context, d time.Duration) (ok, kicked bool) {
 	t := time.NewTimer(d)
 	defer t.Stop()
 	select {
 	case <-ctx.Done():
-		return false
+		return false, false
 	case <-t.C:
+		return true, false
 	case <-n.kick:
+		return true, true
 	}
-	return true
 }
 
 // age tells every namespace when the view becomes too old to grant

@@ -283,3 +283,33 @@ func TestAListThatWorksAgainAsksTheKindsAtOnce(t *testing.T) {
 	nextWatch(t, r.api.watches)
 	eventually(t, "the kinds asked once the list works", func() bool { return r.n.Stale() == "" })
 }
+
+// A list that works again restarts the discovery's retry curve: a
+// discovery the API server still refuses as it warms up (RBAC not loaded:
+// HTTP 403) is asked again at the bottom of the curve, not at the step the
+// outage grew it to (the e2e test that restarts the API server met the
+// kinds unknown for longer than its window).
+func TestAListThatWorksAgainRestartsTheDiscoverysCurve(t *testing.T) {
+	r := newPolicyRig(t, true)
+	r.n.every, r.n.retryMin, r.n.retryMax = time.Hour, 10*time.Millisecond, time.Hour
+	r.api.kindErr = errors.New("connection refused")
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { r.n.Run(ctx); close(done) }()
+	defer func() { cancel(); <-done }()
+	stream := nextWatch(t, r.api.watches)
+	time.Sleep(2 * time.Second) // the outage: the curve has grown past a second
+	stream <- fmt.Errorf("%w: test", ErrExpired) // listed again; the kicked discovery still refused
+	nextWatch(t, r.api.watches)
+	time.Sleep(50 * time.Millisecond)
+	r.api.mu.Lock()
+	r.api.kindErr = nil
+	r.api.mu.Unlock()
+	deadline := time.Now().Add(time.Second)
+	for r.n.Stale() != "" {
+		if time.Now().After(deadline) {
+			t.Fatalf("the kinds still unknown a second after the API server answered: %s", r.n.Stale())
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}

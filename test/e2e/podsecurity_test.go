@@ -194,9 +194,11 @@ func TestAnnotationWaitsForTheAPIServer(t *testing.T) {
 	}
 	must(t, k.RestartAPIServer(ctx))
 	// each view lists again within its retry cap (config.APIRetryMax) of
-	// the API server's return, and the pod is synced when both are read
-	for _, synced := range []string{"nri_hcn_portmap_kubernetes_namespaces_synced", "nri_hcn_portmap_kubernetes_network_policies_synced"} {
-		if err := env.WaitMetric(ctx, synced, 1, config.APIRetryMax+15*time.Second); err != nil {
+	// the API server's return (the policy kinds asked again at once), and
+	// the pod is synced when both are read
+	for sample, want := range map[string]float64{"nri_hcn_portmap_kubernetes_namespaces_synced": 1,
+		"nri_hcn_portmap_kubernetes_network_policies_synced": 1, "nri_hcn_portmap_kubernetes_network_policies_stale": 0} {
+		if err := env.WaitMetric(ctx, sample, want, config.APIRetryMax+15*time.Second); err != nil {
 			t.Fatal(err)
 		}
 	}
