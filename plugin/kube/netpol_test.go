@@ -298,7 +298,7 @@ func TestAListThatWorksAgainRestartsTheDiscoverysCurve(t *testing.T) {
 	go func() { r.n.Run(ctx); close(done) }()
 	defer func() { cancel(); <-done }()
 	stream := nextWatch(t, r.api.watches)
-	time.Sleep(2 * time.Second) // the outage: the curve has grown past a second
+	time.Sleep(2 * time.Second)                  // the outage: the curve has grown past a second
 	stream <- fmt.Errorf("%w: test", ErrExpired) // listed again; the kicked discovery still refused
 	nextWatch(t, r.api.watches)
 	time.Sleep(50 * time.Millisecond)
