@@ -53,11 +53,19 @@ func (osFS) Lstat(path string) (Entry, error) {
 
 func mkdirPrivate(path string) error { return os.MkdirAll(path, 0o700) }
 
+// setPrivate changes the folder itself, through a descriptor opened
+// without following a link (O_NOFOLLOW): a link swapped in after the
+// caller's check is refused, not followed.
 func setPrivate(path string) error {
-	if err := os.Chown(path, os.Geteuid(), os.Getegid()); err != nil {
+	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_DIRECTORY|syscall.O_NOFOLLOW, 0)
+	if err != nil {
 		return err
 	}
-	return os.Chmod(path, 0o700)
+	defer f.Close()
+	if err := f.Chown(os.Geteuid(), os.Getegid()); err != nil {
+		return err
+	}
+	return f.Chmod(0o700)
 }
 
 func createSecret(path string) (*os.File, error) {

@@ -2,6 +2,7 @@ package nodefs
 
 import (
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 
@@ -112,7 +113,11 @@ const privateOwned = "O:BA" + PrivateSDDL
 
 // setObjectPrivate gives the folder at path the security descriptor
 // privateOwned (its DACL protected: what it inherited is dropped, and
-// what it holds inherits the new one).
+// what it holds inherits the new one). The folder is opened itself, never
+// through a link (FILE_FLAG_OPEN_REPARSE_POINT), checked to be a folder
+// and no reparse point on that handle, and changed through it: one made
+// by another user, who may swap it for a junction after the caller's
+// check, cannot steer the change onto the junction's target.
 func setObjectPrivate(path string) error {
 	sd, err := windows.SecurityDescriptorFromString(privateOwned)
 	if err != nil {
@@ -126,10 +131,28 @@ func setObjectPrivate(path string) error {
 	if err != nil {
 		return err
 	}
-	if err := windows.SetNamedSecurityInfo(path, windows.SE_FILE_OBJECT,
+	p, err := windows.UTF16PtrFromString(path)
+	if err != nil {
+		return err
+	}
+	h, err := windows.CreateFile(p, windows.READ_CONTROL|windows.WRITE_DAC|windows.WRITE_OWNER,
+		windows.FILE_SHARE_READ|windows.FILE_SHARE_WRITE|windows.FILE_SHARE_DELETE, nil, windows.OPEN_EXISTING,
+		windows.FILE_FLAG_OPEN_REPARSE_POINT|windows.FILE_FLAG_BACKUP_SEMANTICS, 0)
+	if err != nil {
+		return &os.PathError{Op: "open", Path: path, Err: err}
+	}
+	defer windows.CloseHandle(h)
+	var info windows.ByHandleFileInformation
+	if err := windows.GetFileInformationByHandle(h, &info); err != nil {
+		return &os.PathError{Op: "GetFileInformationByHandle", Path: path, Err: err}
+	}
+	if info.FileAttributes&windows.FILE_ATTRIBUTE_DIRECTORY == 0 || info.FileAttributes&windows.FILE_ATTRIBUTE_REPARSE_POINT != 0 {
+		return fmt.Errorf("%s is not a folder of its own (a file, a link or a junction): nothing was changed", path)
+	}
+	if err := windows.SetSecurityInfo(h, windows.SE_FILE_OBJECT,
 		windows.OWNER_SECURITY_INFORMATION|windows.DACL_SECURITY_INFORMATION|windows.PROTECTED_DACL_SECURITY_INFORMATION,
 		owner, nil, dacl, nil); err != nil {
-		return &os.PathError{Op: "SetNamedSecurityInfo", Path: path, Err: err}
+		return &os.PathError{Op: "SetSecurityInfo", Path: path, Err: err}
 	}
 	return nil
 }
