@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strings"
 
 	"github.com/nri-hcn-portmap/nri-hcn-portmap/plugin/nodefs"
@@ -68,7 +69,7 @@ func serviceCmd(args []string, stdout, stderr io.Writer) error {
 		}
 		// the folders the service makes files in are the administrators'
 		// before it is registered: at start it refuses any other
-		taken, err := takeFolders(nodefs.Checker{FS: nodefs.OSFS()}, serviceFolder(), serviceFolders(cfg), nodefs.MakePrivate)
+		taken, err := takeFolders(nodefs.Checker{FS: nodefs.OSFS()}, serviceFolder(), serviceFolders(cfg), nodefs.MakePrivate, folderNames)
 		for _, t := range taken {
 			fmt.Fprintln(stdout, t)
 		}
@@ -140,23 +141,20 @@ func serviceFolders(cfg config.Config) []string {
 // makes with New-Item under ProgramData, where it inherits BUILTIN\Users'
 // right to add files, is given to them, and said so; any other folder that
 // others may change is refused, naming who and the fix: install changes
-// no folder but the service's own and the ones it makes.
-func takeFolders(c nodefs.Checker, own string, folders []string, take func(string) error) (said []string, err error) {
-	done := map[string]bool{}
+// no folder but the service's own and the ones it makes. Then every entry
+// of each (list) must be theirs as well: a file someone added while the
+// folder let them (a log rotation's name, a key) is refused, naming it.
+func takeFolders(c nodefs.Checker, own string, folders []string, take func(string) error, list func(string) ([]string, error)) (said []string, err error) {
+	var done []string
 	for _, dir := range folders {
-		key := filepath.Clean(dir)
-		if runtime.GOOS == "windows" {
-			key = strings.ToLower(key)
-		}
-		if done[key] {
+		if slices.ContainsFunc(done, func(d string) bool { return samePath(d, dir) }) {
 			continue
 		}
-		done[key] = true
+		done = append(done, dir)
 		err := c.CheckFolder(dir)
 		var we *nodefs.WritableError
 		switch {
 		case err == nil:
-			continue
 		case errors.Is(err, os.ErrNotExist):
 		case errors.As(err, &we) && samePath(we.Path, dir) && samePath(dir, own):
 			said = append(said, fmt.Sprintf("service install: %s is now the administrators' own (SYSTEM and Administrators alone; it let %s)",
@@ -164,14 +162,53 @@ func takeFolders(c nodefs.Checker, own string, folders []string, take func(strin
 		default:
 			return said, fmt.Errorf("service install: a folder the service makes files in: %w", err)
 		}
-		if err := take(dir); err != nil {
-			return said, fmt.Errorf("service install: giving %s to the administrators: %w", dir, err)
+		if err != nil {
+			if err := take(dir); err != nil {
+				return said, fmt.Errorf("service install: giving %s to the administrators: %w", dir, err)
+			}
+			if err := c.CheckFolder(dir); err != nil {
+				return said, fmt.Errorf("service install: a folder the service makes files in: %w", err)
+			}
 		}
-		if err := c.CheckFolder(dir); err != nil {
-			return said, fmt.Errorf("service install: a folder the service makes files in: %w", err)
+		if err := entriesTheirs(c, dir, list); err != nil {
+			return said, fmt.Errorf("service install: in a folder the service makes files in: %w; delete it, or give it to the administrators", err)
 		}
 	}
 	return said, nil
+}
+
+// entriesTheirs refuses an entry of dir (a file, a folder, a link) that a
+// principal other than the node's administrators may change.
+func entriesTheirs(c nodefs.Checker, dir string, list func(string) ([]string, error)) error {
+	names, err := list(dir)
+	if err != nil {
+		return err
+	}
+	for _, name := range names {
+		path := filepath.Join(dir, name)
+		e, err := c.FS.Lstat(path)
+		if err != nil {
+			return err
+		}
+		check := c.Check
+		if e.Kind == nodefs.Dir {
+			check = c.CheckFolder
+		}
+		if err := check(path); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// folderNames lists a folder's entries by name.
+func folderNames(dir string) ([]string, error) {
+	entries, err := os.ReadDir(dir)
+	names := make([]string, 0, len(entries))
+	for _, e := range entries {
+		names = append(names, e.Name())
+	}
+	return names, err
 }
 
 // samePath: a and b name the same path (Windows: whatever the case).

@@ -109,6 +109,9 @@ func TestServiceInstallTakesTheServicesFolderAndNoOther(t *testing.T) {
 		{"a folder of the operator's naming is refused, not changed", []string{own, at("logs")}, []string{own}, "", at("logs")},
 		{"a folder under one Users may change is refused", []string{at("open/nri-hcn-portmap")}, nil, "", at("open")},
 		{"one folder named twice is taken once", []string{own, own}, []string{own}, "", ""},
+		{"a file a user planted while Users could add is refused, naming it", []string{own, at("ProgramData/nri-hcn-portmap/planted")},
+			[]string{own}, "", at("ProgramData/nri-hcn-portmap/nri-hcn-portmap.log.1")},
+		{"the administrators' own files pass", []string{own, at("ProgramData/nri-hcn-portmap/config")}, []string{own}, "", ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			fs := node()
@@ -121,7 +124,35 @@ func TestServiceInstallTakesTheServicesFolderAndNoOther(t *testing.T) {
 				}{nodefs.Dir, private}
 				return nil
 			}
-			said, err := takeFolders(nodefs.Checker{FS: fs}, own, tc.folders, take)
+			// a row's second folder, under own, names what own holds
+			if len(tc.folders) > 1 && strings.HasSuffix(tc.folders[1], "planted") {
+				fs[at("ProgramData/nri-hcn-portmap/nri-hcn-portmap.log.1")] = struct {
+					kind nodefs.Kind
+					sddl string
+				}{nodefs.File, "O:S-1-5-21-1-2-3-1001D:(A;;FA;;;S-1-5-21-1-2-3-1001)(A;;FA;;;SY)"}
+				tc.folders = tc.folders[:1]
+			}
+			if len(tc.folders) > 1 && strings.HasSuffix(tc.folders[1], "config") {
+				fs[at("ProgramData/nri-hcn-portmap/config.toml")] = struct {
+					kind nodefs.Kind
+					sddl string
+				}{nodefs.File, "O:BAD:AI(A;ID;FA;;;SY)(A;ID;FA;;;BA)(A;ID;0x1200a9;;;BU)"}
+				tc.folders = tc.folders[:1]
+			}
+			list := func(dir string) ([]string, error) { // what the fake holds directly in dir
+				var names []string
+				for p := range fs {
+					if filepath.Dir(p) == filepath.Clean(dir) {
+						names = append(names, filepath.Base(p))
+					}
+				}
+				return names, nil
+			}
+			who := `BUILTIN\Users` // who the refusal names
+			if strings.HasSuffix(tc.refused, ".log.1") {
+				who = "S-1-5-21-1-2-3-1001, its owner"
+			}
+			said, err := takeFolders(nodefs.Checker{FS: fs}, own, tc.folders, take, list)
 			if !slices.Equal(taken, tc.taken) {
 				t.Errorf("changed %v, want %v", taken, tc.taken)
 			}
@@ -132,8 +163,8 @@ func TestServiceInstallTakesTheServicesFolderAndNoOther(t *testing.T) {
 			switch {
 			case tc.refused == "" && err != nil:
 				t.Errorf("refused: %v", err)
-			case tc.refused != "" && (!errors.As(err, &we) || we.Path != tc.refused || !strings.Contains(err.Error(), `BUILTIN\Users`)):
-				t.Errorf("%v, want refused naming %s and BUILTIN\\Users", err, tc.refused)
+			case tc.refused != "" && (!errors.As(err, &we) || we.Path != tc.refused || !strings.Contains(err.Error(), who)):
+				t.Errorf("%v, want refused naming %s and %s", err, tc.refused, who)
 			}
 		})
 	}
