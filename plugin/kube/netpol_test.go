@@ -115,11 +115,7 @@ func TestNetworkPoliciesAreFollowedAndPublished(t *testing.T) {
 	r := newPolicyRig(t, true)
 	r.api.items = []*networkingv1.NetworkPolicy{np("team", "deny", "1")}
 	r.api.served = []string{"crd.antrea.io/clusternetworkpolicies"}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() { r.n.Run(ctx); close(done) }()
-	defer func() { cancel(); <-done }()
-	stream := nextWatch(t, r.api.watches)
+	stream := r.run(t)
 	eventually(t, "the list and the kinds published", func() bool {
 		_, v := r.heard()
 		return len(v.ByNamespace["team"]) == 1 && slices.Equal(v.Unevaluated, r.api.served) && r.n.Stale() == ""
@@ -146,11 +142,7 @@ func TestNetworkPoliciesAreFollowedAndPublished(t *testing.T) {
 func TestNetworkPoliciesThatAgeOutAreToldToEveryNamespace(t *testing.T) {
 	r := newPolicyRig(t, false)
 	r.n.maxAge = 300 * time.Millisecond
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() { r.n.Run(ctx); close(done) }()
-	defer func() { cancel(); <-done }()
-	nextWatch(t, r.api.watches)
+	r.run(t)
 	eventually(t, "listed", func() bool { return r.n.Stale() == "" })
 	before, _ := r.heard()
 	r.advance(time.Second)
@@ -158,6 +150,17 @@ func TestNetworkPoliciesThatAgeOutAreToldToEveryNamespace(t *testing.T) {
 		told, _ := r.heard()
 		return len(told) > len(before) && told[len(told)-1] == "" && r.n.Stale() != ""
 	})
+}
+
+// run runs the cache until the test ends and returns its first watch's
+// stream, once it lists and watches.
+func (r *policyRig) run(t *testing.T) chan any {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { r.n.Run(ctx); close(done) }()
+	t.Cleanup(func() { cancel(); <-done })
+	return nextWatch(t, r.api.watches)
 }
 
 func nextWatch(t *testing.T, watches chan chan any) chan any {
@@ -248,11 +251,7 @@ func TestAFailedDiscoveryIsAskedAgainSoon(t *testing.T) {
 	r := newPolicyRig(t, true)
 	r.n.every, r.n.retryMin, r.n.retryMax = time.Hour, 10*time.Millisecond, 20*time.Millisecond
 	r.api.kindErr = errors.New("connection refused")
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() { r.n.Run(ctx); close(done) }()
-	defer func() { cancel(); <-done }()
-	nextWatch(t, r.api.watches)
+	r.run(t)
 	time.Sleep(50 * time.Millisecond)
 	if r.n.Stale() == "" {
 		t.Fatal("fresh while the kinds were never heard")
@@ -270,11 +269,7 @@ func TestAListThatWorksAgainAsksTheKindsAtOnce(t *testing.T) {
 	r := newPolicyRig(t, true)
 	r.n.every, r.n.retryMin, r.n.retryMax = time.Hour, time.Hour, time.Hour
 	r.api.kindErr = errors.New("connection refused")
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() { r.n.Run(ctx); close(done) }()
-	defer func() { cancel(); <-done }()
-	stream := nextWatch(t, r.api.watches)
+	stream := r.run(t)
 	time.Sleep(50 * time.Millisecond) // the first discovery has failed, the next is an hour away
 	r.api.mu.Lock()
 	r.api.kindErr = nil
@@ -293,11 +288,7 @@ func TestAListThatWorksAgainRestartsTheDiscoverysCurve(t *testing.T) {
 	r := newPolicyRig(t, true)
 	r.n.every, r.n.retryMin, r.n.retryMax = time.Hour, 10*time.Millisecond, time.Hour
 	r.api.kindErr = errors.New("connection refused")
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() { r.n.Run(ctx); close(done) }()
-	defer func() { cancel(); <-done }()
-	stream := nextWatch(t, r.api.watches)
+	stream := r.run(t)
 	time.Sleep(2 * time.Second)                  // the outage: the curve has grown past a second
 	stream <- fmt.Errorf("%w: test", ErrExpired) // listed again; the kicked discovery still refused
 	nextWatch(t, r.api.watches)

@@ -111,28 +111,16 @@ func (m *Metrics) CountForeignDNS(count func() int) {
 // (registered with NRI, or subscribed to containerd's events), read from
 // up at every scrape.
 func (m *Metrics) WatchSource(up func() bool) {
-	m.reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "nri_hcn_portmap_event_source_up",
-		Help: "1 while the event source is live (registered with the NRI runtime, or subscribed to containerd's events): pods are followed; 0 while not."},
-		func() float64 {
-			if up() {
-				return 1
-			}
-			return 0
-		}))
+	m.boolGauge("nri_hcn_portmap_event_source_up",
+		"1 while the event source is live (registered with the NRI runtime, or subscribed to containerd's events): pods are followed; 0 while not.", up)
 }
 
 // WatchNamespaces registers the gauge saying whether the namespaces'
 // labels are too old to grant host ports (kubernetes.labels_max_age
 // passed while the API server was not read), read at every scrape.
 func (m *Metrics) WatchNamespaces(stale func() bool) {
-	m.reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "nri_hcn_portmap_kubernetes_namespaces_stale",
-		Help: "With kubernetes.enabled: 1 while the namespaces' labels were last read longer ago than kubernetes.labels_max_age (the API server not reached): new annotations are held back; 0 otherwise."},
-		func() float64 {
-			if stale() {
-				return 1
-			}
-			return 0
-		}))
+	m.boolGauge("nri_hcn_portmap_kubernetes_namespaces_stale",
+		"With kubernetes.enabled: 1 while the namespaces' labels were last read longer ago than kubernetes.labels_max_age (the API server not reached): new annotations are held back; 0 otherwise.", stale)
 }
 
 // CountFailing registers the gauge of the pods whose mappings fail now, by
@@ -255,14 +243,19 @@ func (m *Metrics) NetworkPoliciesSynced(synced bool) {
 // WatchNetworkPolicies registers the gauge saying whether the
 // NetworkPolicies are too old to grant host ports, read at every scrape.
 func (m *Metrics) WatchNetworkPolicies(stale func() bool) {
-	m.reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "nri_hcn_portmap_kubernetes_network_policies_stale",
-		Help: "With kubernetes.enabled and admission.network_policy other than off: 1 while the NetworkPolicies (or the policy kinds served) were last read longer ago than kubernetes.labels_max_age: no host port is mapped, those in place are removed; 0 otherwise."},
-		func() float64 {
-			if stale() {
-				return 1
-			}
-			return 0
-		}))
+	m.boolGauge("nri_hcn_portmap_kubernetes_network_policies_stale",
+		"With kubernetes.enabled and admission.network_policy other than off: 1 while the NetworkPolicies (or the policy kinds served) were last read longer ago than kubernetes.labels_max_age: no host port is mapped, those in place are removed; 0 otherwise.", stale)
+}
+
+// boolGauge registers a gauge read from f at every scrape: 1 while f
+// says true, 0 otherwise.
+func (m *Metrics) boolGauge(name, help string, f func() bool) {
+	m.reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: name, Help: help}, func() float64 {
+		if f() {
+			return 1
+		}
+		return 0
+	}))
 }
 
 // KubeDropped counts a report dropped from a full queue.
