@@ -94,8 +94,13 @@ func run(out, png string, counts map[time.Duration]int, churnPods int, beforeRev
 		}
 		bins["before"] = b
 	}
-	// the before side is a plugin from before --admin-key-file
+	// the before side is a plugin from before --admin-key-file and before
+	// admission.network_policy (it checks no NetworkPolicy, as the key's
+	// "off" says of the after side)
 	options := func(side, config string) harness.Options {
+		if side == "before" {
+			config = strings.Replace(config, "network_policy = \"off\"\n", "", 1)
+		}
 		return harness.Options{PluginBin: bins[side], Config: config, NoAdminKey: side == "before"}
 	}
 	newEnv := func() (*harness.Env, error) {
