@@ -345,15 +345,17 @@ func freeLoopbackAddr() (string, error) {
 	// default): a port the kernel picks (127.0.0.1:0) is one it may give
 	// the next outbound connection of any process (the kube-apiserver
 	// took one between this pick and the plugin's bind), while one
-	// below it is taken only by a program that asks for it
+	// below it is taken only by a program that asks for it. And clear of
+	// the host ports the tests map (e2e 18000-19999, bench 20000-39999):
+	// the plugin refuses to map its own ports
 	var err error
 	for range 50 {
-		addr := fmt.Sprintf("127.0.0.1:%d", 20000+rand.IntN(12000))
+		addr := fmt.Sprintf("127.0.0.1:%d", 11000+rand.IntN(7000))
 		var l net.Listener
 		if l, err = net.Listen("tcp", addr); err == nil {
 			l.Close()
 			return addr, nil
 		}
 	}
-	return "", fmt.Errorf("no free loopback port in 20000-31999: %w", err)
+	return "", fmt.Errorf("no free loopback port in 11000-17999: %w", err)
 }
