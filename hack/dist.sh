@@ -50,10 +50,10 @@ cp docs/*.md "$work/exe/docs/"
 	TZ=UTC zip -q -X "$out/nri-hcn-portmap-$version-windows-amd64.zip" nri-hcn-portmap.exe README.md LICENSE docs/*.md)
 
 # the chart, linted as packaged
-"$helm" lint --strict deploy/helm/nri-hcn-portmap --kube-version "$kube_version" >/dev/null
+"$helm" lint --strict deploy/helm/nri-hcn-portmap --namespace nri-hcn-portmap --kube-version "$kube_version" >/dev/null
 "$helm" package deploy/helm/nri-hcn-portmap --version "$semver" --app-version "$semver" --destination "$out" >/dev/null
 chart="$out/nri-hcn-portmap-$semver.tgz"
-"$helm" lint --strict "$chart" --kube-version "$kube_version" >/dev/null
+"$helm" lint --strict "$chart" --namespace nri-hcn-portmap --kube-version "$kube_version" >/dev/null
 
 # the kustomize bundle, rendered from that chart as make manifests renders
 # (hack/kustomize: the ConfigMap generated from config.toml, the admission

@@ -137,10 +137,10 @@ func TestDistMakesTheReleaseArtifacts(t *testing.T) {
 	if err := yaml.Unmarshal(b, &meta); err != nil || meta.Version != semver || meta.AppVersion != semver {
 		t.Errorf("packaged chart %+v (%v), want version and appVersion %s", meta, err, semver)
 	}
-	if b, err := exec.Command(helmBin(t), "lint", "--strict", chartTgz, "--kube-version", kubeVersion).CombinedOutput(); err != nil {
+	if b, err := exec.Command(helmBin(t), "lint", "--strict", chartTgz, "--namespace", "nri-hcn-portmap", "--kube-version", kubeVersion).CombinedOutput(); err != nil {
 		t.Errorf("helm lint --strict: %v\n%s", err, b)
 	}
-	rendered, err := exec.Command(helmBin(t), "template", "x", chartTgz, "--kube-version", kubeVersion).Output()
+	rendered, err := exec.Command(helmBin(t), "template", "x", chartTgz, "--namespace", "nri-hcn-portmap", "--kube-version", kubeVersion).Output()
 	if err != nil {
 		t.Fatal(err)
 	}

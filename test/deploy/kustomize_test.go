@@ -38,6 +38,12 @@ func kustomizeBuild(t *testing.T, dir string) []byte {
 // that replaces the base's config.toml), and with components.
 func overlay(t *testing.T, network string, components ...string) string {
 	t.Helper()
+	return overlayIn(t, "nri-hcn-portmap", network, components...)
+}
+
+// overlayIn is overlay with the overlay's namespace.
+func overlayIn(t *testing.T, namespace, network string, components ...string) string {
+	t.Helper()
 	root, err := filepath.Abs(kustomize)
 	if err != nil {
 		t.Fatal(err)
@@ -50,7 +56,7 @@ func overlay(t *testing.T, network string, components ...string) string {
 		}
 		return r
 	}
-	body := `namespace: nri-hcn-portmap
+	body := `namespace: ` + namespace + `
 resources: [` + rel("base") + `]
 images: [{name: ghcr.io/nri-hcn-portmap/nri-hcn-portmap, newName: registry.example/team/nri-hcn-portmap, newTag: v9.9.9}]
 configMapGenerator:

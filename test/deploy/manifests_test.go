@@ -438,8 +438,8 @@ func TestChartSchema(t *testing.T) {
 	} {
 		t.Run(tt.set, func(t *testing.T) {
 			for _, cmd := range [][]string{
-				{"template", "x", chart, "--kube-version", kubeVersion, "--set", tt.set},
-				{"lint", chart, "--set", tt.set},
+				{"template", "x", chart, "--namespace", "nri-hcn-portmap", "--kube-version", kubeVersion, "--set", tt.set},
+				{"lint", chart, "--namespace", "nri-hcn-portmap", "--set", tt.set},
 			} {
 				out, err := exec.Command(helmBin(t), cmd...).CombinedOutput()
 				if err == nil || !strings.Contains(string(out), tt.want) {
@@ -450,7 +450,7 @@ func TestChartSchema(t *testing.T) {
 	}
 	// issue 48: nothing to say either (helm's [INFO] asks for an icon,
 	// which Chart.yaml lacked)
-	out, err := exec.Command(helmBin(t), "lint", "--strict", chart).CombinedOutput()
+	out, err := exec.Command(helmBin(t), "lint", "--strict", chart, "--namespace", "nri-hcn-portmap").CombinedOutput()
 	if err != nil || strings.Contains(string(out), "[WARNING]") || strings.Contains(string(out), "[ERROR]") || strings.Contains(string(out), "[INFO]") {
 		t.Errorf("helm lint: %v\n%s", err, out)
 	}
@@ -516,7 +516,7 @@ func TestChartRBAC(t *testing.T) {
 		!strings.Contains(out, "config.admission.podSecurity=enforce needs kubernetes.enabled=true") {
 		t.Errorf("kubernetes.enabled=false with Pod Security enforced: %v\n%s", err, out)
 	}
-	if out, err := exec.Command(helmBin(t), "lint", "--strict", chart, "--set", "kubernetes.enabled=false").CombinedOutput(); err == nil ||
+	if out, err := exec.Command(helmBin(t), "lint", "--strict", chart, "--namespace", "nri-hcn-portmap", "--set", "kubernetes.enabled=false").CombinedOutput(); err == nil ||
 		!strings.Contains(string(out), "config.admission.podSecurity=enforce needs kubernetes.enabled=true") {
 		t.Errorf("helm lint --strict, kubernetes.enabled=false with Pod Security enforced: %v\n%s", err, out)
 	}
@@ -530,7 +530,7 @@ func TestChartRBAC(t *testing.T) {
 			s, err = renderErr(t, "nri-hcn-portmap", args...)
 			out = []byte(s)
 		} else {
-			out, err = exec.Command(helmBin(t), "lint", "--strict", chart, "--set", args[0], "--set", args[1]).CombinedOutput()
+			out, err = exec.Command(helmBin(t), "lint", "--strict", chart, "--namespace", "nri-hcn-portmap", "--set", args[0], "--set", args[1]).CombinedOutput()
 		}
 		if err == nil || !strings.Contains(string(out), "config.admission.networkPolicy=kubernetes needs kubernetes.enabled=true") {
 			t.Errorf("helm %s, kubernetes.enabled=false with NetworkPolicy checked: %v\n%s", how, err, out)

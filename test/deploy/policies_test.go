@@ -3,6 +3,9 @@ package deploy
 import (
 	"context"
 	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -182,6 +185,30 @@ func TestAdmissionPoliciesOnTheAPIServer(t *testing.T) {
 				what, err, after.Labels, after.Annotations, after.Finalizers, after.Status)
 		}
 	}
+	// issue 54: its own condition as it writes it, once, with a bounded
+	// message (the plugin cuts its own at 1024 bytes)
+	if err := patchStatus(ctx, sa, mine); err != nil {
+		t.Fatal(err)
+	}
+	long := `{"status":{"conditions":[{"type":"hcn.nri.io/port-mappings-ready","status":"False","reason":"HNSError","message":"` +
+		strings.Repeat("x", 64<<10) + `","lastTransitionTime":"2026-12-01T00:00:00Z"}]}}`
+	twice := `[{"op":"add","path":"/status/conditions/-","value":{"type":"hcn.nri.io/port-mappings-ready","status":"True","reason":"PortsMapped"}}]`
+	odd := `{"status":{"conditions":[{"type":"hcn.nri.io/port-mappings-ready","status":"Unknown","reason":"PortsMapped"}]}}`
+	spaced := `{"status":{"conditions":[{"type":"hcn.nri.io/port-mappings-ready","status":"True","reason":"Ports mapped, see https://example.com"}]}}`
+	for what, p := range map[string]struct {
+		typ   types.PatchType
+		patch string
+	}{
+		"a 64 KiB message":        {types.StrategicMergePatchType, long},
+		"its condition twice":     {types.JSONPatchType, twice},
+		"a status of its own":     {types.StrategicMergePatchType, odd},
+		"a reason that is a text": {types.StrategicMergePatchType, spaced},
+	} {
+		if _, err := sa.CoreV1().Pods("open").Patch(ctx, "mine", p.typ, []byte(p.patch), metav1.PatchOptions{}, "status"); err == nil ||
+			!strings.Contains(err.Error(), "once, as it writes it") {
+			t.Errorf("the plugin's token writing %s: %v, want refused by the policy", what, err)
+		}
+	}
 	// and what must still work: its condition on a pod being deleted (a
 	// finalizer holds it), whose deletionTimestamp the status update keeps
 	held, err := k.Admin.CoreV1().Pods("open").Create(ctx, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "held", Namespace: "open",
@@ -214,7 +241,8 @@ func TestAdmissionPoliciesOnTheAPIServer(t *testing.T) {
 	if _, err := k.Admin.CoreV1().ServiceAccounts(ns).Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "node-win-a"}}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := k.Admin.RbacV1().ClusterRoleBindings().Create(ctx, &rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: "nri-hcn-portmap-node-win-a"},
+	if _, err := k.Admin.RbacV1().ClusterRoleBindings().Create(ctx, &rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: "nri-hcn-portmap-node-win-a",
+		Labels: map[string]string{"hcn.nri.io/node-restricted": "true"}},
 		RoleRef:  rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "ClusterRole", Name: release},
 		Subjects: []rbacv1.Subject{{Kind: "ServiceAccount", Name: "node-win-a", Namespace: ns}}}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
@@ -302,4 +330,100 @@ func createEventIn(ctx context.Context, c *kubernetes.Clientset, namespace strin
 		Regarding: corev1.ObjectReference{Kind: "Pod", APIVersion: "v1", Namespace: pod.Namespace, Name: pod.Name, UID: pod.UID}}
 	_, err := c.EventsV1().Events(namespace).Create(ctx, ev, metav1.CreateOptions{})
 	return err
+}
+
+// Issue 54: the node restriction holds the plugin's own accounts, not a
+// namespace's, wherever the chart or the kustomize base puts them. The
+// chart in the namespace infra, and the kustomize base under an overlay
+// that moves it to tools (the policy's component added), each on its own
+// API server: the plugin's token from there, bound to its pod on win-a,
+// is refused a pod of win-b and writes its own node's; another
+// ServiceAccount of the same namespace, granted pods/status by a role of
+// its own, is not held.
+func TestTheNodeRestrictionHoldsThePluginsAccountsWhereverTheyAre(t *testing.T) {
+	for _, route := range []struct{ name, ns string }{{"chart", "infra"}, {"kustomize", "tools"}} {
+		t.Run(route.name, func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+			defer cancel()
+			k, kubeconfig := startKube(t, ctx)
+			for _, name := range []string{route.ns, "open"} {
+				if _, err := k.Admin.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}}, metav1.CreateOptions{}); err != nil {
+					t.Fatal(err)
+				}
+			}
+			const sa = "nri-hcn-portmap"
+			if route.name == "chart" {
+				helmOn(t, ctx, kubeconfig, "install", "nri-hcn-portmap", chart, "-n", route.ns)
+			} else {
+				file := filepath.Join(t.TempDir(), "rendered.yaml")
+				if err := os.WriteFile(file, kustomizeBuild(t, overlayIn(t, route.ns, "pods-nat", "components/admission-policies")), 0o644); err != nil {
+					t.Fatal(err)
+				}
+				if out, err := exec.CommandContext(ctx, kubectlBin(t), "--kubeconfig", kubeconfig, "apply", "-f", file).CombinedOutput(); err != nil {
+					t.Fatalf("kubectl apply of the overlay: %v\n%s", err, out)
+				}
+			}
+			plugin, err := k.Admin.CoreV1().Pods(route.ns).Create(ctx, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "plugin-win-a"},
+				Spec: corev1.PodSpec{NodeName: "win-a", ServiceAccountName: sa, Containers: []corev1.Container{{Name: "plugin", Image: "nri-hcn-portmap:test"}}}},
+				metav1.CreateOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			token, err := k.PodToken(ctx, route.ns, sa, plugin)
+			if err != nil {
+				t.Fatal(err)
+			}
+			pluginClient, err := k.Client(token)
+			if err != nil {
+				t.Fatal(err)
+			}
+			pods := map[string]*corev1.Pod{}
+			for name, node := range map[string]string{"mine": "win-a", "theirs": "win-b"} {
+				pods[name], err = k.Admin.CoreV1().Pods("open").Create(ctx, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name},
+					Spec: corev1.PodSpec{NodeName: node, Containers: []corev1.Container{{Name: "app", Image: "example/app:1"}}}}, metav1.CreateOptions{})
+				if err != nil {
+					t.Fatal(err)
+				}
+			}
+			err = harness.Eventually(ctx, 30*time.Second, func() error {
+				if err := patchStatus(ctx, pluginClient, pods["theirs"]); err == nil {
+					return fmt.Errorf("the plugin's token from %s on win-a patched the status of a pod of win-b", route.ns)
+				} else if !strings.Contains(err.Error(), "nri-hcn-portmap on node win-a may not write the status of pod open/theirs") {
+					return fmt.Errorf("refused, but not by the policy: %w", err)
+				}
+				return nil
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := patchStatus(ctx, pluginClient, pods["mine"]); err != nil {
+				t.Errorf("the plugin's token from %s patching a pod of its node: %v", route.ns, err)
+			}
+			// another account of the namespace, with a grant of its own
+			if _, err := k.Admin.CoreV1().ServiceAccounts(route.ns).Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "other"}}, metav1.CreateOptions{}); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := k.Admin.RbacV1().ClusterRoles().Create(ctx, &rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: "status-writer"},
+				Rules: []rbacv1.PolicyRule{{APIGroups: []string{""}, Resources: []string{"pods/status"}, Verbs: []string{"patch"}}}}, metav1.CreateOptions{}); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := k.Admin.RbacV1().ClusterRoleBindings().Create(ctx, &rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: "status-writer"},
+				RoleRef:  rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "ClusterRole", Name: "status-writer"},
+				Subjects: []rbacv1.Subject{{Kind: "ServiceAccount", Name: "other", Namespace: route.ns}}}, metav1.CreateOptions{}); err != nil {
+				t.Fatal(err)
+			}
+			otherToken, err := k.Token(ctx, route.ns, "other")
+			if err != nil {
+				t.Fatal(err)
+			}
+			other, err := k.Client(otherToken)
+			if err != nil {
+				t.Fatal(err)
+			}
+			err = harness.Eventually(ctx, 30*time.Second, func() error { return patchStatus(ctx, other, pods["theirs"]) }) // its binding takes effect
+			if err != nil {
+				t.Errorf("another account of %s, with a token naming no node, patching a pod of win-b: %v, want allowed (the policy is not its)", route.ns, err)
+			}
+		})
+	}
 }

@@ -121,7 +121,7 @@ func pluginReads(t *testing.T, rendered string) error {
 // lint; they must not pass what install refuses).
 func lintRefuses(t *testing.T, file string) (string, bool) {
 	t.Helper()
-	out, err := exec.Command(helmBin(t), "lint", "--strict", chart, "--kube-version", kubeVersion, "--values", file).CombinedOutput()
+	out, err := exec.Command(helmBin(t), "lint", "--strict", chart, "--namespace", "nri-hcn-portmap", "--kube-version", kubeVersion, "--values", file).CombinedOutput()
 	return string(out), err != nil
 }
 
@@ -312,14 +312,21 @@ func tomlOf(v any) string {
 	return fmt.Sprint(v)
 }
 
-// Issue 46: the chart refuses kube-system, naming the namespace to use: its
-// node-restriction policy holds every ServiceAccount of the release's
-// namespace to one node's pods, which there would hold kube-system's own
-// controllers. Its own namespace renders.
-func TestTheChartRefusesKubeSystem(t *testing.T) {
-	out, err := renderErr(t, "nri-hcn-portmap", "--namespace=kube-system")
-	if err == nil || !strings.Contains(out, "kube-system") || !strings.Contains(out, "-n nri-hcn-portmap") {
-		t.Fatalf("helm template -n kube-system: %v\n%s; want refused, naming the namespace to use", err, out)
+// Issues 46 and 54: the chart refuses the namespaces the cluster or other
+// workloads share (whoever creates a pod there may run it as the plugin's
+// ServiceAccount), naming the namespace to use, in helm template and in
+// helm lint alike. A namespace of its own renders.
+func TestTheChartRefusesASharedNamespace(t *testing.T) {
+	for _, ns := range []string{"kube-system", "default", "kube-public", "kube-node-lease"} {
+		out, err := renderErr(t, "nri-hcn-portmap", "--namespace="+ns)
+		if err == nil || !strings.Contains(out, "the release's namespace is "+ns) || !strings.Contains(out, "-n nri-hcn-portmap") {
+			t.Errorf("helm template -n %s: %v\n%s; want refused, naming it and the namespace to use", ns, err, out)
+		}
+	}
+	// helm lint's namespace is default unless told
+	if out, err := exec.Command(helmBin(t), "lint", "--strict", chart, "--kube-version", kubeVersion).CombinedOutput(); err == nil ||
+		!strings.Contains(string(out), "the release's namespace is default") {
+		t.Errorf("helm lint with no namespace: %v\n%s; want refused", err, out)
 	}
 	if _, err := renderErr(t, "nri-hcn-portmap", "--namespace=windows-system"); err != nil {
 		t.Fatalf("a namespace of its own: %v", err)
@@ -411,7 +418,7 @@ func TestTheChartRefusesWhatTheClusterWouldRefuse(t *testing.T) {
 			}
 			// helm lint knows no API versions but the built-in ones: it
 			// refuses every monitor, naming the missing kind
-			args := []string{"lint", "--strict", chart, "--kube-version", kubeVersion}
+			args := []string{"lint", "--strict", chart, "--namespace", "nri-hcn-portmap", "--kube-version", kubeVersion}
 			for _, s := range tc.set {
 				if strings.HasPrefix(s, "--api-versions=") {
 					return

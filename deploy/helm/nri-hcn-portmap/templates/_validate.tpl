@@ -6,8 +6,8 @@ plugin's words, before a DaemonSet whose every pod would exit at start.
 test/deploy/refuse_test.go renders each and runs the plugin's validation.
 */ -}}
 {{- define "nri-hcn-portmap.validate" -}}
-{{- if eq .Release.Namespace "kube-system" }}
-{{- include "nri-hcn-portmap.refuse" "the release's namespace is kube-system: the chart's node-restriction policy holds every ServiceAccount of the release's namespace to one node's pods (pods/status and events), which there would hold kube-system's own controllers; install it into a namespace of its own (kubectl create namespace nri-hcn-portmap, then helm install ... -n nri-hcn-portmap)" }}
+{{- if has .Release.Namespace (list "kube-system" "default" "kube-public" "kube-node-lease") }}
+{{- include "nri-hcn-portmap.refuse" (printf "the release's namespace is %s, which the cluster or other workloads share: whoever may create a pod there may run it as the plugin's ServiceAccount and write with its grant (the condition and events of pods), and a stolen token there is one among many; install it into a namespace of its own (kubectl create namespace nri-hcn-portmap, then helm install ... -n nri-hcn-portmap)" .Release.Namespace) }}
 {{- end }}
 {{- /* the plugin's own ports, in the plugin's sentences (config/config.go
 ValidateOn, PortWhy, AdminPortWhy, DeniedWhy): admin.listen's a TCP port
