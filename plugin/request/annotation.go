@@ -43,7 +43,10 @@ func ParsePortMappings(value string, lim Limits) ([]PortMapping, error) {
 	if lim.MaxBytes > 0 && len(value) > lim.MaxBytes {
 		return nil, &LimitError{What: "bytes", Count: len(value), Limit: lim.MaxBytes, Key: KeyMaxBytes}
 	}
-	v := strings.TrimSpace(value)
+	if err := lineBreaks(value); err != nil {
+		return nil, err
+	}
+	v := strings.Trim(value, blanks)
 	if v == "" {
 		return nil, nil
 	}
@@ -65,6 +68,26 @@ func ParsePortMappings(value string, lim Limits) ([]PortMapping, error) {
 	return out, nil
 }
 
+// blanks are what the grammar ignores around the value and its compact
+// entries: space, tab, and the line breaks LF and CRLF. Unicode's other
+// spaces are not blanks (a policy engine may not trim them).
+const blanks = " \t\r\n"
+
+// lineBreaks refuses a value with a line break but LF and CRLF: YAML 1.1
+// readers (and go-yaml) take NEL, LS and PS as line breaks where YAML 1.2
+// readers do not, and a lone CR is one only to some.
+func lineBreaks(v string) error {
+	for i, r := range v {
+		switch {
+		case r == '\r' && !strings.HasPrefix(v[i:], "\r\n"):
+			return &MappingError{Entry: "value", Reason: fmt.Sprintf("a carriage return without a line feed at byte %d: line breaks are LF or CRLF", i)}
+		case r == '\u0085' || r == '\u2028' || r == '\u2029':
+			return &MappingError{Entry: "value", Reason: fmt.Sprintf("%U at byte %d: line breaks are LF or CRLF", r, i)}
+		}
+	}
+	return nil
+}
+
 // isListForm tells a JSON/YAML list from a compact entry that starts with a
 // bracketed IPv6 address.
 func isListForm(v string) bool {
@@ -72,7 +95,7 @@ func isListForm(v string) bool {
 		return true // a YAML block list
 	}
 	if rest, ok := strings.CutPrefix(v, "["); ok {
-		rest = strings.TrimSpace(rest)
+		rest = strings.TrimLeft(rest, blanks)
 		return rest == "" || rest[0] == '{' || rest[0] == ']'
 	}
 	return false
@@ -84,7 +107,7 @@ func parseCompact(v string, lim Limits) ([]PortMapping, error) {
 	}
 	out := make([]PortMapping, 0, strings.Count(v, ",")+1)
 	for _, raw := range strings.Split(v, ",") {
-		entry := strings.TrimSpace(raw)
+		entry := strings.Trim(raw, blanks)
 		m, reason := parseCompactEntry(entry)
 		if reason != "" {
 			return nil, &MappingError{Entry: strconv.Quote(entry), Reason: reason}
@@ -123,6 +146,9 @@ func parseCompactEntry(entry string) (PortMapping, string) {
 		if hostIP == "" {
 			return m, "empty host IP in brackets"
 		}
+		if !strings.Contains(hostIP, ":") {
+			return m, fmt.Sprintf("host IP [%s] is no IPv6 address: only IPv6 host IPs go in brackets", hostIP)
+		}
 	} else {
 		parts := strings.Split(body, ":")
 		switch len(parts) {
@@ -159,9 +185,9 @@ func parseCompactEntry(entry string) (PortMapping, string) {
 }
 
 // parsePort reads a compact form port: a plain decimal number, without a
-// sign or a leading zero (one reading: 03389 is not 3389 to every reader).
+// sign, a leading zero or blanks (one reading: 03389 is not 3389 to every
+// reader).
 func parsePort(what, s string) (uint16, string) {
-	s = strings.TrimSpace(s)
 	n, err := strconv.Atoi(s)
 	if err != nil || !plainDecimal(s) {
 		return 0, fmt.Sprintf("%s %q is not a plain decimal number", what, s)
@@ -177,7 +203,7 @@ func checkPort(what string, n int) (uint16, string) {
 }
 
 func parseProtocol(s string) (hcn.Protocol, string) {
-	switch strings.ToLower(strings.TrimSpace(s)) {
+	switch strings.ToLower(s) {
 	case "tcp":
 		return hcn.TCP, ""
 	case "udp":
@@ -190,10 +216,16 @@ func parseProtocol(s string) (hcn.Protocol, string) {
 	return 0, fmt.Sprintf("unknown protocol %q (want tcp or udp)", s)
 }
 
+// parseHostIP reads a host IP as written: no blanks, and an IPv4-mapped
+// IPv6 address is refused rather than read as IPv4 (a reader of the
+// annotation would take it for IPv6).
 func parseHostIP(s string) (netip.Addr, string) {
-	ip, err := netip.ParseAddr(strings.TrimSpace(s))
+	ip, err := netip.ParseAddr(s)
 	if err != nil {
 		return netip.Addr{}, fmt.Sprintf("host IP %q is not an IP address", s)
+	}
+	if ip.Is4In6() {
+		return netip.Addr{}, fmt.Sprintf("host IP %q is an IPv4-mapped IPv6 address: write the IPv4 address %s", s, ip.Unmap())
 	}
 	if ip.Zone() != "" {
 		return netip.Addr{}, fmt.Sprintf("host IP %q: zones are not supported", s)
@@ -201,7 +233,7 @@ func parseHostIP(s string) (netip.Addr, string) {
 	if ip.IsMulticast() {
 		return netip.Addr{}, fmt.Sprintf("host IP %q is a multicast address", s)
 	}
-	return ip.Unmap(), ""
+	return ip, ""
 }
 
 // listEntry is one element of the list form. Pointers tell missing from zero.

@@ -36,12 +36,16 @@ func TestParsePortMappingsAccepts(t *testing.T) {
 		{"same port both protocols", "53:53/tcp,53:53/udp", []PortMapping{m(hcn.TCP, 53, 53, ""), m(hcn.UDP, 53, 53, "")}},
 		{"same port distinct host ips", "10.0.0.4:80:80,10.0.0.5:80:81", []PortMapping{m(hcn.TCP, 80, 80, "10.0.0.4"), m(hcn.TCP, 80, 81, "10.0.0.5")}},
 		{"same port v4 and v6 host ips", "10.0.0.4:80:80,[fd00::4]:80:80", []PortMapping{m(hcn.TCP, 80, 80, "10.0.0.4"), m(hcn.TCP, 80, 80, "fd00::4")}},
-		{"v4-mapped v6 is v4", "[::ffff:10.0.0.4]:80:80", []PortMapping{m(hcn.TCP, 80, 80, "10.0.0.4")}},
 		{"json list", `[{"containerPort":80,"hostPort":8080,"protocol":"TCP","hostIP":"10.0.0.4"}]`, []PortMapping{m(hcn.TCP, 8080, 80, "10.0.0.4")}},
 		{"json list defaults to tcp", `[{"containerPort":80,"hostPort":8080},{"containerPort":53,"hostPort":53,"protocol":"udp"}]`,
 			[]PortMapping{m(hcn.TCP, 8080, 80, ""), m(hcn.UDP, 53, 53, "")}},
 		{"json list ipv6", `[ {"containerPort":80,"hostPort":8080,"hostIP":"fd00::4"} ]`, []PortMapping{m(hcn.TCP, 8080, 80, "fd00::4")}},
 		{"empty json list", `[]`, []PortMapping{}},
+		// issue 54: the blanks the grammar ignores are SP, HTAB and the
+		// line breaks LF and CRLF, around the value and its entries
+		{"compact tabs and line breaks around entries", "\t8080:80,\r\n 9090:90/udp\n", []PortMapping{m(hcn.TCP, 8080, 80, ""), m(hcn.UDP, 9090, 90, "")}},
+		{"yaml list with CRLF", "- containerPort: 80\r\n  hostPort: 8080\r\n", []PortMapping{m(hcn.TCP, 8080, 80, "")}},
+		{"json list with line breaks", "[\r\n {\"containerPort\": 80,\n  \"hostPort\": 8080}\n]\n", []PortMapping{m(hcn.TCP, 8080, 80, "")}},
 		{"yaml list", "- containerPort: 80\n  hostPort: 8080\n  protocol: UDP\n- containerPort: 443\n  hostPort: 8443\n  hostIP: 10.0.0.4\n",
 			[]PortMapping{m(hcn.UDP, 8080, 80, ""), m(hcn.TCP, 8443, 443, "10.0.0.4")}},
 	}
@@ -135,6 +139,25 @@ func TestParsePortMappingsRejects(t *testing.T) {
 		{"compact leading zero", "03389:80", []string{`host port "03389"`}},
 		{"compact leading zero, container", "8080:080", []string{`container port "080"`}},
 		{"compact plus, with host IP", "10.0.0.4:+8080:80", []string{`"+8080"`}},
+		// issue 54: exactly the documented grammar; every other spelling
+		// is refused, not read (a policy engine may read it otherwise)
+		{"compact blank inside an entry", "8080 : 80", []string{`host port "8080 " is not a plain decimal number`}},
+		{"compact blank before the protocol", "8080:80/ udp", []string{`unknown protocol " udp"`}},
+		{"compact no-break space inside", "8080:\u00a080", []string{`container port "\u00a080"`}},
+		{"compact no-break space around", "\u00a08080:80", []string{`host port "\u00a08080"`}},
+		{"compact em space around", "8080:80\u2003", []string{`container port "80\u2003"`}},
+		{"compact ideographic space around the value", "\u30008080:80", []string{"not a plain decimal"}},
+		{"compact bracketed ipv4", "[10.0.0.4]:8080:80", []string{"host IP [10.0.0.4] is no IPv6 address"}},
+		{"compact blank in the host IP", " 10.0.0.4 :8080:80", []string{`host IP "10.0.0.4 " is not an IP address`}},
+		{"compact ipv4-mapped ipv6", "[::ffff:10.0.0.4]:8080:80", []string{"IPv4-mapped", "write the IPv4 address 10.0.0.4"}},
+		{"json ipv4-mapped ipv6", `[{"containerPort":80,"hostPort":8080,"hostIP":"::ffff:10.0.0.4"}]`, []string{"IPv4-mapped"}},
+		{"json protocol with blanks", `[{"containerPort":80,"hostPort":8080,"protocol":" UDP "}]`, []string{`unknown protocol " UDP "`}},
+		{"json host IP with blanks", `[{"containerPort":80,"hostPort":8080,"hostIP":" 10.0.0.4"}]`, []string{`host IP " 10.0.0.4" is not an IP address`}},
+		{"yaml NEL line break", "- containerPort: 80\u0085  hostPort: 8080\n", []string{"U+0085", "line breaks are LF or CRLF"}},
+		{"yaml LS line break", "- containerPort: 80\u2028  hostPort: 8080\n", []string{"U+2028"}},
+		{"yaml PS line break", "- containerPort: 80\u2029  hostPort: 8080\n", []string{"U+2029"}},
+		{"a lone carriage return", "- containerPort: 80\r  hostPort: 8080\n", []string{"carriage return without a line feed"}},
+		{"compact NEL between entries", "8080:80,\u00859090:90", []string{"U+0085"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
