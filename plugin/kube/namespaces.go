@@ -100,8 +100,9 @@ type Namespaces struct {
 // NewNamespaces returns the cache; Run fills and keeps it. metrics may be
 // nil.
 func NewNamespaces(api NamespaceAPI, maxAge time.Duration, metrics NamespaceMetrics, log *logrus.Entry) *Namespaces {
+	_, grace := watchWindow(maxAge)
 	return &Namespaces{api: api, log: log, metrics: metrics, retryMin: config.APIRetryMin, retryMax: config.APIRetryMax,
-		maxAge: maxAge, grace: config.NamespaceWatchGrace, now: time.Now, labels: map[string]admission.Label{}}
+		maxAge: maxAge, grace: grace, now: time.Now, labels: map[string]admission.Label{}}
 }
 
 // OnChange makes fn hear each namespace whose enforce label becomes known
@@ -135,12 +136,10 @@ func (n *Namespaces) Stale() string {
 	return v.Stale()
 }
 
-// watchTimeout is how long one watch is asked to stay open: client-go's
-// reflector's 5 minutes, or half the labels' bound where that is shorter,
-// so that a cluster without changes or bookmarks is listed again before
-// its labels age out.
+// watchTimeout is how long one watch is asked to stay open (watchWindow).
 func (n *Namespaces) watchTimeout() time.Duration {
-	return max(min(config.NamespaceWatchTimeout, n.maxAge/2), time.Second)
+	timeout, _ := watchWindow(n.maxAge)
+	return timeout
 }
 
 // Health is Stale as a health check.

@@ -25,6 +25,7 @@ type fakeNamespaces struct {
 	lists   int
 	watches chan chan any // each watch asks for its stream: WatchEvent or error
 	timeout time.Duration // what the last watch asked
+	window  time.Duration // how long the last watch was given before it is ended
 }
 
 func newFakeNamespaces() *fakeNamespaces {
@@ -48,6 +49,9 @@ func (f *fakeNamespaces) ListNamespaces(ctx context.Context) ([]Namespace, strin
 func (f *fakeNamespaces) WatchNamespaces(ctx context.Context, rv string, timeout time.Duration, each func(WatchEvent)) error {
 	f.mu.Lock()
 	f.timeout = timeout
+	if deadline, ok := ctx.Deadline(); ok {
+		f.window = time.Until(deadline)
+	}
 	f.mu.Unlock()
 	stream := make(chan any)
 	select {
@@ -387,6 +391,57 @@ func TestASilentWatchAgesTheLabels(t *testing.T) {
 	if lists < 2 {
 		t.Fatalf("%d lists: the silent watch was not ended and the namespaces listed again", lists)
 	}
+	cancel()
+	<-done
+}
+
+// Issue 54: a watch that sends only bookmarks keeps the labels heard, but
+// what it does not send (a relabel) is read only at the next list. Each
+// watch is ended, and the namespaces listed again, within three quarters
+// of kubernetes.labels_max_age, at the smallest bound validation takes
+// and at the largest: a relabel the watch never sends is read within the
+// bound.
+func TestABookmarkOnlyWatchIsListedAgainWithinTheBound(t *testing.T) {
+	for _, maxAge := range []time.Duration{2 * time.Second, 10 * time.Second, 29 * time.Second, 5 * time.Minute, 24 * time.Hour} {
+		api := newFakeNamespaces()
+		n := NewNamespaces(api, maxAge, nil, logrus.NewEntry(logrus.New()))
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan struct{})
+		go func() { n.Run(ctx); close(done) }()
+		api.next(t)
+		api.mu.Lock()
+		asked, window := api.timeout, api.window
+		api.mu.Unlock()
+		if window <= 0 || window > maxAge*3/4 || asked > window || asked.Round(time.Second) < time.Second {
+			t.Errorf("labels_max_age %s: the watch asked %s and was given %s, want a whole second or more and within three quarters of the bound", maxAge, asked, window)
+		}
+		cancel()
+		<-done
+	}
+	api := newFakeNamespaces()
+	api.set(nil, map[string]map[string]string{"open": {"pod-security.kubernetes.io/enforce": "privileged"}})
+	n := NewNamespaces(api, 2*time.Second, nil, logrus.NewEntry(logrus.New()))
+	n.retryMin, n.retryMax = time.Millisecond, 2*time.Millisecond
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	done := make(chan struct{})
+	go func() { n.Run(ctx); close(done) }()
+	w := api.next(t)
+	api.set(nil, map[string]map[string]string{"open": {"pod-security.kubernetes.io/enforce": "restricted"}}) // never sent
+	stop := make(chan struct{})
+	go func() { // bookmarks only, every 100 ms, on every watch
+		for i := 0; ; i++ {
+			select {
+			case <-stop:
+				return
+			case w <- WatchEvent{Type: "BOOKMARK", ResourceVersion: fmt.Sprint(100 + i)}:
+			case w = <-api.watches:
+			case <-time.After(100 * time.Millisecond):
+			}
+		}
+	}()
+	eventually(t, "the relabel read by a list", func() bool { return label(n, "open").value == "restricted" })
+	close(stop)
 	cancel()
 	<-done
 }

@@ -103,7 +103,8 @@ type NetworkPolicyMetrics interface {
 // NewNetworkPolicies returns the cache; Run fills and keeps it. kinds: the
 // policy kinds the API server serves are asked (discovery).
 func NewNetworkPolicies(api NetworkPolicyAPI, kinds bool, maxAge time.Duration, metrics NetworkPolicyMetrics, log *logrus.Entry) *NetworkPolicies {
-	return &NetworkPolicies{api: api, log: log, metrics: metrics, kinds: kinds, maxAge: maxAge, grace: config.NamespaceWatchGrace,
+	_, grace := watchWindow(maxAge)
+	return &NetworkPolicies{api: api, log: log, metrics: metrics, kinds: kinds, maxAge: maxAge, grace: grace,
 		now: time.Now, retryMin: config.APIRetryMin, retryMax: config.APIRetryMax, every: min(config.PolicyKindsEvery, maxAge/2),
 		byNS: map[string]map[string]held{}, pub: map[string][]admission.NetworkPolicy{}, kick: make(chan struct{}, 1)}
 }
@@ -169,7 +170,7 @@ func (n *NetworkPolicies) Run(ctx context.Context) {
 				n.apply(ev)
 			})
 		},
-		notCurrent: func() { n.synced(false) }, synced: n.synced, timeout: func() time.Duration { return max(min(config.NamespaceWatchTimeout, n.maxAge/2), time.Second) },
+		notCurrent: func() { n.synced(false) }, synced: n.synced, timeout: func() time.Duration { timeout, _ := watchWindow(n.maxAge); return timeout },
 		grace: n.grace, retryMin: n.retryMin, retryMax: n.retryMax, log: n.log}.run(ctx)
 	wg.Wait()
 }

@@ -8,8 +8,19 @@ import (
 
 	"github.com/sirupsen/logrus"
 
+	"github.com/nri-hcn-portmap/nri-hcn-portmap/config"
 	"github.com/nri-hcn-portmap/nri-hcn-portmap/plugin/backoff"
 )
+
+// watchWindow is, for a view whose word must be no older than maxAge, how
+// long one watch is asked to stay open (client-go's reflector's 5 minutes,
+// or half maxAge where that is shorter) and how long past that one is
+// ended here (15 s, or a quarter of maxAge): a watch that sends only
+// bookmarks, or nothing, is ended and the objects listed again within
+// three quarters of maxAge, whatever maxAge is.
+func watchWindow(maxAge time.Duration) (timeout, grace time.Duration) {
+	return min(config.NamespaceWatchTimeout, maxAge/2), min(config.NamespaceWatchGrace, maxAge/4)
+}
 
 // reflector keeps a view of one kind of object current by a list and then
 // a watch of the API server, as client-go's reflector keeps an informer's
