@@ -61,6 +61,9 @@ func kindOfStatus(code int) error {
 // errorKind is one row of the table: how a failed request is treated.
 type errorKind struct {
 	retry bool // a report is tried again, up to config.APIReportAttempts (then dropped: the next outcome is reported again)
+	// final: the outcome counts as told (a refusal for good: no resync
+	// sends it again)
+	final bool
 	// relist: a watch that ends with it is followed by a list at once,
 	// and it is not a failure; stale: what is held is no longer current
 	// meanwhile (it ages from the API server's last word as always)
@@ -80,8 +83,8 @@ var errorTable = []struct {
 }{
 	{ErrExpired, errorKind{relist: true, level: logrus.DebugLevel, says: "the watch's resource version is too old: listing again"}},
 	{ErrWatchSilent, errorKind{relist: true, stale: true, level: logrus.WarnLevel, says: "the watch stayed open past its timeout: listing again"}},
-	{ErrGone, errorKind{level: logrus.DebugLevel, says: "not reported: the pod is gone"}},
-	{ErrRefused, errorKind{level: logrus.ErrorLevel, says: "not reported: the API server refused it"}},
+	{ErrGone, errorKind{final: true, level: logrus.DebugLevel, says: "not reported: the pod is gone"}},
+	{ErrRefused, errorKind{final: true, level: logrus.ErrorLevel, says: "not reported: the API server refused it"}},
 	{ErrDenied, errorKind{retry: true, level: logrus.ErrorLevel, says: "not reported: the API server denied it (check the plugin's RBAC and token)",
 		check: "the plugin's ClusterRole needs list and watch on"}},
 	{ErrUnavailable, errorKind{retry: true, level: logrus.ErrorLevel, says: "not reported: the API server did not take it"}},

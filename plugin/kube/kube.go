@@ -37,6 +37,9 @@ const ConditionType corev1.PodConditionType = "hcn.nri.io/port-mappings-ready"
 const (
 	ReasonMapped = "PortsMapped"
 	ReasonFailed = "PortMappingFailed"
+	// ConfigSourceAnnotation is kubelet's: where a pod came from ("api",
+	// or "file" and "http" for a static pod).
+	ConfigSourceAnnotation = "kubernetes.io/config.source"
 	Controller   = "hcn.nri.io/nri-hcn-portmap"
 	Action       = "MapHostPorts"
 )
@@ -219,26 +222,56 @@ func (r *Reporter) send(ctx context.Context, it *item) error {
 	if !it.eventSent {
 		if err := r.opt.API.CreateEvent(cctx, r.event(rep.Pod, typ, eventReason, note)); err != nil {
 			r.count("event", "failed")
+			if kindOf(err).final {
+				r.told(key, st, transition{})
+			}
 			return err
 		}
 		it.eventSent = true
 		r.count("event", "sent")
 	}
+	if Static(rep.Pod) {
+		// kubelet's own pod: the mirror pod in the API server has
+		// another UID than the sandbox's (kubelet's config hash), so the
+		// UID precondition cannot name it, and the plugin reads no pod
+		r.count("condition", "skipped")
+		r.told(key, st, transition{})
+		return nil
+	}
 	since := r.transition(key, status)
 	if err := r.patchCondition(cctx, rep.Pod, status, reason, msg, since); err != nil {
 		r.count("condition", "failed")
+		if kindOf(err).final { // refused for good: told once, not again each resync
+			r.told(key, st, transition{})
+		}
 		return err
 	}
 	r.count("condition", "sent")
+	r.told(key, st, transition{status, since})
+	return nil
+}
+
+// Static says whether pod is a static pod: one kubelet runs from a file
+// (or a URL), whose annotation kubernetes.io/config.source is not "api";
+// the API server holds only its mirror pod, of another UID.
+func Static(pod plugin.Pod) bool {
+	src, ok := pod.Annotations[ConfigSourceAnnotation]
+	return ok && src != "api"
+}
+
+// told records st as what the pod was last told (a repeat is not sent
+// again), and its condition's transition where one was set.
+func (r *Reporter) told(key, st string, t transition) {
 	r.mu.Lock()
 	if len(r.last) >= config.ReportsRemembered {
 		clear(r.last)
 		clear(r.since)
 	}
 	r.last[key] = st
-	r.since[key] = transition{status, since}
+	if t.status != "" {
+		r.since[key] = t
+	}
 	r.mu.Unlock()
-	return nil
 }
 
 // transition is when the pod's condition last took status: the time this

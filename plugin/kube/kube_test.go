@@ -334,3 +334,55 @@ func TestAReportWritesOnlyToThePodItCameFrom(t *testing.T) {
 		t.Fatalf("patch %s: want metadata.uid u1 as the precondition", api.lastPatch)
 	}
 }
+
+// Issue 55: what a real kubelet showed. A refused patch (another pod of
+// that name, a mirror pod's other UID: 409, 422) is told once: the
+// resyncs that report the same outcome every minute send no second event
+// and no second patch. A static pod (kubelet's annotation
+// kubernetes.io/config.source is not "api") gets its event once and no
+// condition: its sandbox's UID is kubelet's config hash, not the mirror
+// pod's, so the UID precondition cannot name the mirror pod.
+func TestAnOutcomeTheAPIServerRefusesIsToldOnce(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		pod     plugin.Pod
+		patches int
+		skipped int
+	}{
+		{"another pod of that name", plugin.Pod{Name: "web", Namespace: "default", UID: "u1"}, 1, 0},
+		{"a static pod", plugin.Pod{Name: "web", Namespace: "default", UID: "6f1c0c6a4a1b2f3e",
+			Annotations: map[string]string{ConfigSourceAnnotation: "file", "kubernetes.io/config.hash": "6f1c0c6a4a1b2f3e"}}, 0, 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			api := &fakeAPI{pod: corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: "default", UID: "mirror-uid"}}}
+			c := &counts{reports: map[string]int{}}
+			r := New(Options{API: api, Node: "n1", QueueSize: 256, Metrics: c, Log: logrus.NewEntry(logrus.New()), RetryMin: time.Millisecond, RetryMax: time.Millisecond})
+			runReporter(t, r)
+			rep := plugin.PodReport{Pod: tc.pod, Mapped: true, Endpoint: "EP1"}
+			r.Report(rep)
+			eventually(t, "the outcome handled", func() bool { return c.get("condition/failed")+c.get("condition/skipped") == 1 })
+			for range 5 { // five resyncs, 10 ms apart
+				time.Sleep(10 * time.Millisecond)
+				r.Report(rep)
+			}
+			time.Sleep(50 * time.Millisecond) // retries 1 ms apart: over this window a repeat would show
+			api.mu.Lock()
+			defer api.mu.Unlock()
+			if len(api.events) != 1 || api.patches != tc.patches || c.get("condition/skipped") != tc.skipped || len(r.waiting()) != 0 {
+				t.Fatalf("%d events, %d patches, %d skipped, waiting %v; want 1 event, %d patches, %d skipped, nothing waiting",
+					len(api.events), api.patches, c.get("condition/skipped"), r.waiting(), tc.patches, tc.skipped)
+			}
+		})
+	}
+}
+
+func TestStaticSaysWhatKubeletRunsFromAFile(t *testing.T) {
+	for src, want := range map[string]bool{"api": false, "file": true, "http": true, "": true} {
+		if got := Static(plugin.Pod{Annotations: map[string]string{ConfigSourceAnnotation: src}}); got != want {
+			t.Errorf("config.source %q: static %v, want %v", src, got, want)
+		}
+	}
+	if Static(plugin.Pod{}) {
+		t.Error("a pod without kubelet's annotation (not from kubelet's CRI): static, want not")
+	}
+}

@@ -18,6 +18,7 @@ import (
 
 	"github.com/nri-hcn-portmap/nri-hcn-portmap/hcn"
 	"github.com/nri-hcn-portmap/nri-hcn-portmap/hcn/hcnsim"
+	"github.com/nri-hcn-portmap/nri-hcn-portmap/plugin/request"
 	"github.com/nri-hcn-portmap/nri-hcn-portmap/test/harness"
 )
 
@@ -81,7 +82,13 @@ func must(t *testing.T, err error) {
 // plugin reports with the chart's ServiceAccount and RBAC.
 func kubeEnv(t *testing.T) (*harness.Env, *harness.Kube, context.Context) {
 	t.Helper()
-	env, ctx := newEnv(t, eventsConfig)
+	return kubeEnvWith(t, eventsConfig)
+}
+
+// kubeEnvWith is kubeEnv with the plugin's configuration but [kubernetes].
+func kubeEnvWith(t *testing.T, base string) (*harness.Env, *harness.Kube, context.Context) {
+	t.Helper()
+	env, ctx := newEnv(t, base)
 	k, err := env.StartKube(ctx)
 	if err != nil {
 		t.Fatal(err)
@@ -91,7 +98,7 @@ func kubeEnv(t *testing.T) (*harness.Env, *harness.Kube, context.Context) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg := eventsConfig + fmt.Sprintf("\n[kubernetes]\nenabled = true\nkubeconfig = %q\nnode_name = %q\n", kubeconfig, kubeNode)
+	cfg := base + fmt.Sprintf("\n[kubernetes]\nenabled = true\nkubeconfig = %q\nnode_name = %q\n", kubeconfig, kubeNode)
 	must(t, os.WriteFile(env.ConfigPath, []byte(cfg), 0o644))
 	if err := env.StartPluginEvents(ctx); err != nil {
 		t.Fatal(err)
@@ -337,5 +344,53 @@ func TestKubernetesSaysWhoMapsEachPort(t *testing.T) {
 			ours := wantEndpoint(t, ctx, env, p.ID, guid, []hcn.PortMappingPolicy{tcp(tc.ports[1], 81, "", 1)})
 			wantSaid(t, ctx, k, p, tc.typ, tc.reason, tc.want(cni.ID, ours.Endpoint), tc.cond, tc.why)
 		})
+	}
+}
+
+// Issue 55: a static pod, as a real kubelet runs it. Its sandbox carries
+// kubelet's config hash as its UID and kubernetes.io/config.source=file;
+// the API server holds its mirror pod, of another UID. The plugin maps
+// it, tells it once in an Event, and writes no condition (the UID
+// precondition cannot name the mirror pod); resyncs, every second here,
+// repeat nothing. A refused patch (the recreated pod above) is told once
+// too: it is the same rule.
+func TestAStaticPodIsMappedAndToldOnce(t *testing.T) {
+	env, k, ctx := kubeEnvWith(t, strings.Replace(eventsConfig, `resync_interval = "0s"`, `resync_interval = "1s"`, 1))
+	const hash = "3f0c6b1e9d2a4c5b8e7f6a5d4c3b2a19"
+	static := pod("kube-static-"+kubeNode, "18706:80")
+	static.Annotations["kubernetes.io/config.source"] = "file"
+	static.Annotations["kubernetes.io/config.hash"] = hash
+	mirror := static
+	mirror.Annotations = map[string]string{"kubernetes.io/config.source": "file", "kubernetes.io/config.hash": hash,
+		"kubernetes.io/config.mirror": hash, request.AnnotationPortMappings: "18706:80"}
+	if _, err := k.CreatePod(ctx, &mirror, kubeNode, true); err != nil {
+		t.Fatal(err)
+	}
+	static.UID = hash
+	ns := runSandbox(t, ctx, env, static)
+	wantEndpoint(t, ctx, env, static.ID, ns, []hcn.PortMappingPolicy{tcp(18706, 80, "", 1)})
+	waitMetric(t, env, `nri_hcn_portmap_kubernetes_reports_total{result="skipped",what="condition"}`, 1)
+	runs := scrape(t, env)[`nri_hcn_portmap_reconcile_runs_total{trigger="periodic"}`]
+	err := harness.Eventually(ctx, 20*time.Second, func() error {
+		if n := scrape(t, env)[`nri_hcn_portmap_reconcile_runs_total{trigger="periodic"}`]; n < runs+3 {
+			return fmt.Errorf("%v resyncs since the event, want 3", n-runs)
+		}
+		return nil
+	})
+	must(t, err)
+	evs, err := podEvents(ctx, k, static)
+	must(t, err)
+	if len(evs) != 1 || evs[0].Reason != "PortsMapped" || !strings.Contains(evs[0].Note, "*:18706->80/tcp") {
+		t.Errorf("events regarding the static pod after 3 resyncs: %+v, want one PortsMapped", evs)
+	}
+	got, err := k.Admin.CoreV1().Pods(mirror.Namespace).Get(ctx, mirror.Name, metav1.GetOptions{})
+	must(t, err)
+	for _, c := range got.Status.Conditions {
+		if c.Type == "hcn.nri.io/port-mappings-ready" {
+			t.Errorf("the mirror pod got a condition: %+v", c)
+		}
+	}
+	if n := scrape(t, env)[`nri_hcn_portmap_kubernetes_reports_total{result="failed",what="condition"}`]; n != 0 {
+		t.Errorf("%v condition patches failed, want none tried", n)
 	}
 }
