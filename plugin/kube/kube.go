@@ -40,8 +40,8 @@ const (
 	// ConfigSourceAnnotation is kubelet's: where a pod came from ("api",
 	// or "file" and "http" for a static pod).
 	ConfigSourceAnnotation = "kubernetes.io/config.source"
-	Controller   = "hcn.nri.io/nri-hcn-portmap"
-	Action       = "MapHostPorts"
+	Controller             = "hcn.nri.io/nri-hcn-portmap"
+	Action                 = "MapHostPorts"
 )
 
 // Metrics counts what the reporter does.
