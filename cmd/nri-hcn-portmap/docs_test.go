@@ -420,6 +420,23 @@ func TestTheServicesUpgradeAndUninstallAreWrittenForWindows(t *testing.T) {
 		t.Errorf("the service's upgrade: %q; want Stop-Service (which waits), Expand-Archive ... -Force, Start-Service", block)
 	}
 	uninstall := doc[strings.Index(doc, "\n## Uninstall\n"):]
+	// issue 55: the uninstall stops the service and waits before cleanup,
+	// which refuses while the plugin answers (sc.exe stop does not wait)
+	readme, err := os.ReadFile("../../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for where, text := range map[string]string{"docs/operating.md": uninstall, "README.md": string(readme)} {
+		for _, block := range strings.Split(text, "```powershell\n")[1:] {
+			block, _, _ = strings.Cut(block, "```")
+			if !strings.Contains(block, " cleanup ") {
+				continue
+			}
+			if first := strings.Fields(block)[0]; first != "Stop-Service" || strings.Contains(block, "\nsc.exe stop") {
+				t.Errorf("%s: the service's uninstall begins %q; want Stop-Service (which waits) before cleanup:\n%s", where, first, block)
+			}
+		}
+	}
 	for _, left := range []string{"Remove-HnsNetwork", `C:\ProgramData\nri-hcn-portmap`, "delete serviceaccount", "delete clusterrolebinding", "Remove-NetFirewallRule"} {
 		if !strings.Contains(uninstall, left) {
 			t.Errorf("the uninstall does not say how to remove what it leaves: no %q", left)
