@@ -561,11 +561,10 @@ func (c *Config) ValidateOn(source string, origin map[string]string, goos string
 		}
 	}
 	for _, o := range own {
-		for _, d := range rules.Deny {
-			if d.Proto != "udp" && d.Lo <= o.Port && o.Port <= d.Hi {
-				bad(o.Key, o.Addr, DeniedWhy(o.Port, d.Text))
-				break
-			}
+		if d, ok := holding(rules.Deny, o.Port); ok {
+			bad(o.Key, o.Addr, DeniedWhy(o.Port, d))
+		} else if d, ok := holding(nodePorts(), o.Port); ok { // whatever admission.deny says
+			bad(o.Key, o.Addr, NodePortWhy(o.Port, d))
 		}
 	}
 	if sock := c.Admin.Socket; sock != "" && !strings.HasPrefix(strings.ToLower(sock), `\\.\pipe\`) && !strings.HasPrefix(sock, "/") {
@@ -593,6 +592,34 @@ func AdminPortWhy(port uint16, addr string) string {
 // admission.deny entry deny holds.
 func DeniedWhy(port uint16, deny string) string {
 	return fmt.Sprintf("port %d is on admission.deny (%s), the ports kept for the node's own services: pick another port", port, deny)
+}
+
+// NodePortWhy is why the plugin does not listen on port, which the node's
+// own services hold (DefaultDeny's entry deny), whatever admission.deny
+// says.
+func NodePortWhy(port uint16, deny string) string {
+	return fmt.Sprintf("port %d is one the node's own services hold (%s, kept whatever admission.deny says): pick another port", port, deny)
+}
+
+// nodePorts are DefaultDeny's ranges: the ports of the node's own services.
+func nodePorts() []PortRange {
+	var out []PortRange
+	for _, d := range DefaultDeny() {
+		if r, err := parseRange(d); err == nil {
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
+// holding is the entry of ranges that holds TCP port, as written.
+func holding(ranges []PortRange, port uint16) (string, bool) {
+	for _, d := range ranges {
+		if d.Proto != "udp" && d.Lo <= port && port <= d.Hi {
+			return d.Text, true
+		}
+	}
+	return "", false
 }
 
 // OwnPort is a TCP port the plugin itself listens on.

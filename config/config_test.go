@@ -272,6 +272,8 @@ func TestValidate(t *testing.T) {
 		{"admin port 0", func(c *Config) { c.Admin.Listen = "127.0.0.1:0" }, `admin.listen = "127.0.0.1:0": port 0 is no TCP port`},
 		{"an admin port by name", func(c *Config) { c.Admin.Listen = "127.0.0.1:http" }, `admin.listen = "127.0.0.1:http": port http is no TCP port`},
 		{"a metrics port past 65535", func(c *Config) { c.Admin.MetricsListen = ":70000" }, `admin.metrics_listen = ":70000": port 70000 is no TCP port`},
+		{"metrics on kubelet's port, not on the deny list", func(c *Config) { c.Admin.MetricsListen = ":10250"; c.Admission.Deny = []string{"3389"} },
+			`admin.metrics_listen = ":10250": port 10250 is one the node's own services hold (10248-10250, kept whatever admission.deny says): pick another port`},
 		{"metrics on kubelet's port", func(c *Config) { c.Admin.MetricsListen = ":10250" },
 			`admin.metrics_listen = ":10250": port 10250 is on admission.deny (10248-10250), the ports kept for the node's own services: pick another port`},
 		{"admin on RDP's port", func(c *Config) { c.Admin.Listen = "127.0.0.1:3389" }, `admin.listen = "127.0.0.1:3389": port 3389 is on admission.deny (3389)`},

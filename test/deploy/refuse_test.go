@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"reflect"
 	"slices"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -355,6 +356,10 @@ func TestValuesNoNodeCanUseAreRefusedInOneSentence(t *testing.T) {
 			"[admin]\nmetrics_listen = \":9466\"\n", config.AdminPortWhy(9466, "127.0.0.1:9466")},
 		{"metrics on kubelet's port", map[string]any{"metrics": map[string]any{"port": 10250}},
 			"[admin]\nmetrics_listen = \":10250\"\n", config.DeniedWhy(10250, "10248-10250")},
+		// issue 55: kubelet's port is refused whatever the deny list says
+		{"metrics on kubelet's port, off the deny list", map[string]any{"metrics": map[string]any{"port": 10250},
+			"config": map[string]any{"admission": map[string]any{"deny": []string{"3389"}}}},
+			"[admin]\nmetrics_listen = \":10250\"\n[admission]\ndeny = [\"3389\"]\n", config.NodePortWhy(10250, "10248-10250")},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			values, err := yaml.Marshal(tc.values)
@@ -429,6 +434,36 @@ func TestTheChartRefusesWhatTheClusterWouldRefuse(t *testing.T) {
 			if lerr == nil || !strings.Contains(string(lint), tc.want) {
 				t.Errorf("helm lint --strict: %v, want refused saying %q:\n%s", lerr, tc.want, lint)
 			}
+			if !strings.Contains(string(lint), "helm lint --set metrics.monitoringCRDs=true") && strings.Contains(tc.want, "the cluster has no") {
+				t.Errorf("helm lint's refusal does not say how to lint values with a monitor:\n%s", lint)
+			}
 		})
+	}
+	// issue 55: production values with monitors lint by the documented
+	// route (lint has no --api-versions): metrics.monitoringCRDs states
+	// the CRDs are installed, and the monitors render
+	args := []string{"lint", "--strict", chart, "--namespace", "nri-hcn-portmap", "--kube-version", kubeVersion,
+		"--set", "metrics.podMonitor.enabled=true", "--set", "metrics.serviceMonitor.enabled=true", "--set", "metrics.monitoringCRDs=true"}
+	if out, err := exec.Command(helmBin(t), args...).CombinedOutput(); err != nil {
+		t.Errorf("helm lint --strict with monitors and metrics.monitoringCRDs=true: %v\n%s", err, out)
+	}
+	out := string(render(t, "nri-hcn-portmap", "metrics.podMonitor.enabled=true", "metrics.serviceMonitor.enabled=true", "metrics.monitoringCRDs=true"))
+	if !strings.Contains(out, "kind: PodMonitor") || !strings.Contains(out, "kind: ServiceMonitor") {
+		t.Errorf("helm template with metrics.monitoringCRDs=true renders no monitor:\n%s", out)
+	}
+}
+
+// Issue 55: the chart keeps the node's own services' ports from the
+// plugin's listeners as the plugin does (config.DefaultDeny), whatever
+// admission.deny says: each entry's first port is refused for metrics in
+// the plugin's words.
+func TestTheChartKeepsTheNodesOwnPortsAsThePluginDoes(t *testing.T) {
+	for _, entry := range config.DefaultDeny() {
+		lo, _, _ := strings.Cut(entry, "-")
+		out, err := renderErr(t, "nri-hcn-portmap", "metrics.port="+lo, "config.admission.deny={1}")
+		port, _ := strconv.Atoi(lo)
+		if why := config.NodePortWhy(uint16(port), entry); err == nil || !strings.Contains(out, why) {
+			t.Errorf("metrics.port=%s with admission.deny [1]: %v, want refused saying %q:\n%s", lo, err, why, out)
+		}
 	}
 }

@@ -69,6 +69,14 @@ keeps for the node's own services (kubelet's 10250 among them) */ -}}
 {{- include "nri-hcn-portmap.refuse" (printf "%s: port %d is on admission.deny (%s), the ports kept for the node's own services: pick another port" $o.what (int $o.port) $entry) }}
 {{- end }}
 {{- end }}
+{{- /* the node's own services' ports whatever admission.deny says
+(config/admission.go DefaultDeny, config.go NodePortWhy) */ -}}
+{{- range $entry := list "3389" "5985-5986" "47001" "10248-10250" "10255-10256" }}
+{{- $ends := splitList "-" $entry }}
+{{- if and (le (atoi (first $ends)) (int $o.port)) (le (int $o.port) (atoi (last $ends))) }}
+{{- include "nri-hcn-portmap.refuse" (printf "%s: port %d is one the node's own services hold (%s, kept whatever admission.deny says): pick another port" $o.what (int $o.port) $entry) }}
+{{- end }}
+{{- end }}
 {{- end }}
 {{- $hcn := default dict (default dict $c.settings).hcn }}
 {{- if and .Values.daemonset.enabled (not .Values.kubernetes.enabled) (eq $adm.podSecurity "enforce") (has "annotations" $c.mappingSources) }}
