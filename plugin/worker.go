@@ -73,8 +73,12 @@ func (c *Core) startWorkers(n int) {
 // then the outcome said once, and the retry as the table of errors says.
 func (c *Core) process(id string) {
 	sn, ok := c.st.snapshot(id, c.q.NumRequeues(id)+1)
-	if !ok {
-		c.q.Forget(id) // a delayed retry of work already done
+	if !ok || (!sn.act && !sn.listing) {
+		// a delayed retry of work already done: nothing was seen since
+		// the last sync, whose outcome (a pod held back until the
+		// NetworkPolicies are read) stands; a sync would decide nothing
+		// and forget it
+		c.q.Forget(id)
 		return
 	}
 	// A sync is never cut short (an HNS call given up on would leave what

@@ -2,6 +2,7 @@ package plugin
 
 import (
 	"errors"
+	"fmt"
 	"slices"
 	"testing"
 	"time"
@@ -92,4 +93,33 @@ func TestAReloadDuringARefusalJudgesThePodByTheNewPolicy(t *testing.T) {
 			})
 		})
 	}
+}
+
+// Issue 55 (found by TestAnnotationWaitsForTheAPIServer, 1 run in 3): a
+// retry left waiting by an earlier failure (containerd, here) that fires after a
+// later sync held the pod back until the NetworkPolicies are read must
+// not forget the pod: nothing was seen since that sync, whose outcome
+// stands, so the policies read later map it.
+func TestAStaleRetryKeepsAHeldBackPodForItsPolicies(t *testing.T) {
+	f, ps, _ := policyFixture(t, retryEvery(200*time.Millisecond))
+	p := webPod(f, "web")
+	f.store.mu.Lock()
+	f.store.failSandbox = fmt.Errorf("connecting to containerd at /run/containerd.sock: %w", ErrContainerd)
+	f.store.mu.Unlock()
+	f.started(p.ID)
+	eventually(t, "containerd unreachable, the retry waiting", func() bool { return errors.Is(f.core.st.lastErr("web"), ErrContainerd) })
+	f.store.mu.Lock()
+	f.store.failSandbox = nil
+	f.store.mu.Unlock()
+	ps.publish(time.Now().Add(-2 * time.Minute)) // what was read is too old: host ports are held back
+	f.started(p.ID)
+	eventually(t, "held back until the policies are read", func() bool {
+		return errors.Is(f.core.st.lastErr("web"), admission.ErrNetworkPolicyUnknown)
+	})
+	never(t, 500*time.Millisecond, "the held-back pod forgotten when the earlier retry fires", func() bool {
+		return !errors.Is(f.core.st.lastErr("web"), admission.ErrNetworkPolicyUnknown)
+	})
+	ps.publish(time.Now())
+	f.core.NetworkPoliciesChanged("")
+	eventually(t, "mapped once the policies are read", func() bool { return len(f.endpoints("web")) == 1 })
 }
