@@ -42,6 +42,8 @@ type EventSource struct {
 	backMin time.Duration
 	backMax time.Duration
 	live    atomic.Bool // the subscription is live
+	// stopsOnly: beside NRI, which starts pods, it acts on stops alone
+	stopsOnly bool
 }
 
 // Live reports whether the event subscription is live.
@@ -51,6 +53,18 @@ func (s *EventSource) Live() bool { return s.live.Load() }
 func NewEventSource(core *plugin.Core, store *Store, resync *plugin.Resyncer, reconnectMax time.Duration, log *logrus.Entry) *EventSource {
 	return &EventSource{core: core, store: store, resync: resync, log: log.WithField("source", "containerd"),
 		backMin: config.ReconnectMin, backMax: max(reconnectMax, config.ReconnectMin)}
+}
+
+// Stops is an event source like s that acts only on stops (a task's exit
+// or deletion, a container's deletion), to run beside NRI: containerd
+// keeps in memory which sandboxes it must send an NRI stop for, so after
+// it restarts the pods that lived through it get none (containerd v2.4.2
+// internal/nri/nri.go); their task's exit still comes as an event. A stop
+// costs nothing for a container without an endpoint, and one NRI stopped
+// already (the core's work is idempotent).
+func (s *EventSource) Stops() *EventSource {
+	return &EventSource{core: s.core, store: s.store, resync: s.resync, log: s.log.WithField("acts_on", "stops"),
+		backMin: s.backMin, backMax: s.backMax, stopsOnly: true}
 }
 
 // Run subscribes and handles events until ctx ends.
@@ -186,7 +200,9 @@ func (s *EventSource) handle(topic string, payload typeurl.Any) {
 	}
 	switch id, a := Decode(ev); a {
 	case Start:
-		s.core.Started(id)
+		if !s.stopsOnly {
+			s.core.Started(id)
+		}
 	case Exit:
 		s.core.Exited(id)
 	case Removed:

@@ -82,6 +82,7 @@ func (s *Sources) Run(ctx context.Context) error {
 	case config.SourceNRI:
 		s.choose(config.SourceNRI)
 		s.Log.WithField("source", config.SourceNRI).Info("event source chosen")
+		s.stopsBeside(ctx, &wg)
 		return s.NRI.Run(ctx)
 	case config.SourceContainerd:
 		s.choose(config.SourceContainerd)
@@ -123,7 +124,23 @@ func (s *Sources) auto(ctx context.Context) error {
 	}
 	s.choose(config.SourceNRI)
 	s.Log.WithField("source", config.SourceNRI).Info("event source chosen")
-	return <-errc
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	s.stopsBeside(nctx, &wg)
+	err := <-errc
+	ncancel()
+	return err
+}
+
+// stopsBeside runs containerd's stop events beside NRI until ctx ends
+// (containerd.EventSource.Stops: after a containerd restart, NRI sends no
+// stop for the pods that lived through it).
+func (s *Sources) stopsBeside(ctx context.Context, wg *sync.WaitGroup) {
+	if s.Events == nil {
+		return
+	}
+	stops := s.Events.Stops()
+	wg.Go(func() { _ = stops.Run(ctx) })
 }
 
 // Health reports whether the chosen event source is connected.

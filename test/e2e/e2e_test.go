@@ -415,3 +415,25 @@ func TestARestartRebuildsNothing(t *testing.T) {
 		})
 	}
 }
+
+// Issue 55: containerd keeps in memory which sandboxes it owes an NRI
+// stop, so after it restarts a pod that lived through it is stopped with
+// no NRI stop at all (containerd v2.4.2 internal/nri/nri.go). Beside NRI
+// the plugin follows containerd's stop events: the sandbox's task exit
+// frees its endpoint at once, with no resync (off here) and no NRI stop.
+func TestAPodStoppedAfterAContainerdRestartIsFreedAtOnce(t *testing.T) {
+	env, ctx := newEnv(t, eventsConfig) // resync off
+	must(t, env.StartPlugin(ctx))
+	p := pod("after-restart", "18707:80")
+	ns, err := env.RunPod(ctx, p) // NRI's RunPodSandbox
+	must(t, err)
+	wantEndpoint(t, ctx, env, p.ID, ns, []hcn.PortMappingPolicy{tcp(18707, 80, "", 1)})
+	must(t, env.WaitSubscribed(ctx, 1, 20*time.Second))
+	must(t, env.RestartContainerd(ctx, nil))
+	must(t, env.WaitSubscribed(ctx, 2, 20*time.Second)) // the stop events' subscription, taken up again
+	if ep := endpointOf(t, ctx, env, p.ID); ep == nil {
+		t.Fatal("the running pod's endpoint went with the restart")
+	}
+	must(t, env.PublishExit(ctx, p.ID)) // the sandbox's task exits; NRI says nothing
+	wantNoEndpoint(t, ctx, env, p.ID)
+}
