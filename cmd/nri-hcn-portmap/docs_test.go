@@ -443,3 +443,39 @@ func TestTheServicesUpgradeAndUninstallAreWrittenForWindows(t *testing.T) {
 		}
 	}
 }
+
+// Issue 55: a service node is scraped as documented. The README's service
+// configuration serves metrics on the port the static job of
+// docs/operating.md ("Scraping") targets, and the firewall rule beside it
+// opens that port to Prometheus' addresses alone.
+func TestTheServicesConfigurationServesWhatItsScrapeJobReads(t *testing.T) {
+	readme, err := os.ReadFile("../../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ops, err := os.ReadFile("../../docs/operating.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	service, _, _ := strings.Cut(string(readme)[strings.Index(string(readme), "### As a Windows service"):], "\n## ")
+	var cfg config.Config
+	for _, c := range codeOf(service) {
+		if c.block && c.lang == "toml" {
+			cfg = config.Default()
+			if err := config.Decode("README.md", []byte(c.text), &cfg); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	job := regexp.MustCompile(`job_name: nri-hcn-portmap-service\s+static_configs:\s+- targets: \["[0-9.]+:([0-9]+)"\]`).FindStringSubmatch(string(ops))
+	if job == nil {
+		t.Fatal("docs/operating.md has no static job for the service")
+	}
+	if _, port, _ := strings.Cut(cfg.Admin.MetricsListen, ":"); port != job[1] {
+		t.Errorf("the README's service configuration serves metrics at %q; the static job scrapes port %s", cfg.Admin.MetricsListen, job[1])
+	}
+	rule := regexp.MustCompile(`New-NetFirewallRule [^\n]*-LocalPort ([0-9]+)[^\n]*`).FindStringSubmatch(service)
+	if rule == nil || rule[1] != job[1] || !strings.Contains(rule[0], "-RemoteAddress ") {
+		t.Errorf("the README's service firewall rule %q: want port %s opened to Prometheus' addresses (-RemoteAddress)", rule, job[1])
+	}
+}
