@@ -205,3 +205,21 @@ func TestWhoMapsEachHostPort(t *testing.T) {
 		}
 	}
 }
+
+// Issue 55: the report of a pod started by NRI (a whole request, of which
+// the state keeps only what it reads) still says where kubelet got the
+// pod, so package kube tells a static pod from one of the API server.
+func TestAReportSaysWhereKubeletGotThePod(t *testing.T) {
+	rep := &reports{}
+	f := newFixture(t, func(o *Options) { o.Reporter = rep })
+	p := f.sandbox("static", "8080:80")
+	p.Annotations[AnnotationConfigSource] = "file"
+	p.Annotations["example.com/other"] = "x"
+	if _, err := f.start(p); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the pod reported", func() bool { _, ok := rep.last(); return ok })
+	if r, _ := rep.last(); r.Pod.Annotations[AnnotationConfigSource] != "file" || r.Pod.Annotations["example.com/other"] != "" {
+		t.Fatalf("the report's annotations %v: want kubelet's config.source kept, and nothing the controller does not read", r.Pod.Annotations)
+	}
+}

@@ -206,8 +206,13 @@ func (s *state) trigger(id string, seen sighting) {
 func podOf(p Pod) Pod {
 	out := p
 	out.Annotations = nil
-	if v, ok := p.Annotations[request.AnnotationPortMappings]; ok {
-		out.Annotations = map[string]string{request.AnnotationPortMappings: v}
+	for _, k := range []string{request.AnnotationPortMappings, AnnotationConfigSource} {
+		if v, ok := p.Annotations[k]; ok {
+			if out.Annotations == nil {
+				out.Annotations = map[string]string{}
+			}
+			out.Annotations[k] = v
+		}
 	}
 	out.Labels = maps.Clone(p.Labels)
 	return out

@@ -101,3 +101,8 @@ func (m CNIMapping) String() string {
 type nopReporter struct{}
 
 func (nopReporter) Report(PodReport) {}
+
+// AnnotationConfigSource is kubelet's annotation of where a pod came from:
+// "api", or "file" and "http" for a static pod (whose mirror pod in the API
+// server has another UID than its sandbox).
+const AnnotationConfigSource = "kubernetes.io/config.source"

@@ -39,7 +39,7 @@ const (
 	ReasonFailed = "PortMappingFailed"
 	// ConfigSourceAnnotation is kubelet's: where a pod came from ("api",
 	// or "file" and "http" for a static pod).
-	ConfigSourceAnnotation = "kubernetes.io/config.source"
+	ConfigSourceAnnotation = plugin.AnnotationConfigSource
 	Controller             = "hcn.nri.io/nri-hcn-portmap"
 	Action                 = "MapHostPorts"
 )
