@@ -356,6 +356,11 @@ func TestValuesNoNodeCanUseAreRefusedInOneSentence(t *testing.T) {
 			"[admin]\nmetrics_listen = \":9466\"\n", config.AdminPortWhy(9466, "127.0.0.1:9466")},
 		{"metrics on kubelet's port", map[string]any{"metrics": map[string]any{"port": 10250}},
 			"[admin]\nmetrics_listen = \":10250\"\n", config.DeniedWhy(10250, "10248-10250")},
+		// issue 55: a Windows path in YAML "double quotes" (C:, a tab,
+		// "emp", a newline, "ew.log") is refused where it is written, as
+		// the plugin refuses it in TOML's
+		{"a Windows path in double quotes", map[string]any{"config": map[string]any{"settings": map[string]any{"hcn": map[string]any{"adapter": "C:\temp\new.log"}}}},
+			"[hcn]\nadapter = \"C:\\temp\\new.log\"\n", `holds a tab (\t) and a newline (\n)`},
 		// issue 55: kubelet's port is refused whatever the deny list says
 		{"metrics on kubelet's port, off the deny list", map[string]any{"metrics": map[string]any{"port": 10250},
 			"config": map[string]any{"admission": map[string]any{"deny": []string{"3389"}}}},

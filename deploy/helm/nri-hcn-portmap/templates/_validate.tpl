@@ -9,6 +9,11 @@ test/deploy/refuse_test.go renders each and runs the plugin's validation.
 {{- if has .Release.Namespace (list "kube-system" "default" "kube-public" "kube-node-lease") }}
 {{- include "nri-hcn-portmap.refuse" (printf "the release's namespace is %s, which the cluster or other workloads share: whoever may create a pod there may run it as the plugin's ServiceAccount and write with its grant (the condition and events of pods), and a stolen token there is one among many; install it into a namespace of its own (kubectl create namespace nri-hcn-portmap, then helm install ... -n nri-hcn-portmap)" .Release.Namespace) }}
 {{- end }}
+{{- /* a control character in any string of config (config/decode.go
+controlsWritten): almost always a Windows path in YAML "double quotes",
+where C:\temp\new.log is C:, a tab, "emp", a newline and "ew.log";
+first, as every other check reads the value as made */ -}}
+{{- include "nri-hcn-portmap.controls" (dict "path" "config" "v" .Values.config) }}
 {{- /* the plugin's own ports, in the plugin's sentences (config/config.go
 ValidateOn, PortWhy, AdminPortWhy, DeniedWhy): admin.listen's a TCP port
 (before the patterns, whose words say less) */ -}}
@@ -150,6 +155,28 @@ turns fail into a log line (it runs in "lint mode"), so --strict would pass
 what helm template and helm install refuse; there the render goes on, and
 the include of a template named by the message fails it, the message in
 helm's error. */ -}}
+{{- /* controls refuses a string of v (a map, a list or a string, at
+path) that holds a control character, naming each as the plugin does. */ -}}
+{{- define "nri-hcn-portmap.controls" -}}
+{{- $path := .path }}
+{{- if kindIs "map" .v }}
+{{- range $k, $v := .v }}{{ include "nri-hcn-portmap.controls" (dict "path" (printf "%s.%s" $path $k) "v" $v) }}{{ end }}
+{{- else if kindIs "slice" .v }}
+{{- range $i, $v := .v }}{{ include "nri-hcn-portmap.controls" (dict "path" (printf "%s[%d]" $path $i) "v" $v) }}{{ end }}
+{{- else if and (kindIs "string" .v) (regexMatch "[[:cntrl:]]" .v) }}
+{{- $names := list }}
+{{- range $c := list (list "\t" "a tab (\\t)") (list "\n" "a newline (\\n)") (list "\r" "a carriage return (\\r)") (list "\b" "a backspace (\\b)") (list "\f" "a form feed (\\f)") }}
+{{- if contains (first $c) $.v }}{{ $names = append $names (last $c) }}{{ end }}
+{{- end }}
+{{- if not $names }}{{ $names = list "a control character" }}{{ end }}
+{{- $said := join " and " $names }}
+{{- if gt (len $names) 2 }}{{ $said = printf "%s and %s" (join ", " (initial $names)) (last $names) }}{{ end }}
+{{- $fixed := .v | replace "\t" "\\t" | replace "\n" "\\n" | replace "\r" "\\r" | replace "\b" "\\b" | replace "\f" "\\f" }}
+{{- $key := regexReplaceAll "^.*\\." $path "" }}
+{{- include "nri-hcn-portmap.refuse" (printf "%s = %s: holds %s: in YAML \"double quotes\" a backslash starts an escape; write a Windows path in 'single quotes' (%s: '%s'), or double each backslash" $path (toJson .v) $said $key $fixed) }}
+{{- end }}
+{{- end }}
+
 {{- define "nri-hcn-portmap.refuse" -}}
 {{- fail . }}
 {{- include (printf "refused: %s" .) dict }}
