@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -393,4 +394,54 @@ func TestAStaticPodIsMappedAndToldOnce(t *testing.T) {
 	if n := scrape(t, env)[`nri_hcn_portmap_kubernetes_reports_total{result="failed",what="condition"}`]; n != 0 {
 		t.Errorf("%v condition patches failed, want none tried", n)
 	}
+}
+
+// Issue 55: the kubeconfig recipe of docs/kubernetes.md ("The Windows
+// service's account"), run as written against a real API server (its
+// URL and CA in place of the placeholders, the node win-a): the plugin
+// started with the file it writes lists the namespaces over verified TLS
+// with the node-bound token of its own ServiceAccount.
+func TestTheDocumentedKubeconfigRecipeWorks(t *testing.T) {
+	env, ctx := newEnv(t, eventsConfig)
+	k, err := env.StartKube(ctx)
+	must(t, err)
+	applyRBAC(t, ctx, k)
+	_, err = k.Admin.CoreV1().Nodes().Create(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: kubeNode}}, metav1.CreateOptions{})
+	must(t, err)
+	root, err := harness.ModuleRoot()
+	must(t, err)
+	doc, err := os.ReadFile(filepath.Join(root, "docs/kubernetes.md"))
+	must(t, err)
+	section, _, _ := strings.Cut(string(doc)[strings.Index(string(doc), "### The Windows service's account"):], "\n## ")
+	var script []string
+	for _, block := range strings.Split(section, "```sh\n")[1:] {
+		block, _, _ = strings.Cut(block, "```")
+		script = append(script, block)
+	}
+	if len(script) != 2 || !strings.Contains(script[1], "kubectl config set-cluster") {
+		t.Fatalf("docs/kubernetes.md: want the account's commands, then the kubeconfig's: %q", script)
+	}
+	server := strings.TrimPrefix(k.URL, "https://")
+	body := strings.NewReplacer("NODE", kubeNode, "API-SERVER:6443", server, "ca.crt", k.CAFile()).Replace(strings.Join(script, "\n"))
+	admin, err := k.AdminKubeconfig()
+	must(t, err)
+	bin := t.TempDir()
+	kubectl, err := harness.Tool("KUBECTL_BIN", "kubectl-v1.37.2", "run `make kube`")
+	must(t, err)
+	must(t, os.Symlink(kubectl, filepath.Join(bin, "kubectl")))
+	work := t.TempDir()
+	cmd := exec.CommandContext(ctx, "bash", "-euo", "pipefail", "-c", body)
+	cmd.Dir = work
+	cmd.Env = append(os.Environ(), "PATH="+bin+":"+os.Getenv("PATH"), "KUBECONFIG="+admin)
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("the documented commands: %v\n%s\n%s", err, body, out)
+	}
+	kubeconfig := filepath.Join(work, "kubeconfig")
+	if b, err := os.ReadFile(kubeconfig); err != nil || strings.Contains(string(b), "insecure-skip-tls-verify") || !strings.Contains(string(b), "certificate-authority-data") {
+		t.Fatalf("the kubeconfig written: %v\n%s", err, b)
+	}
+	cfg := eventsConfig + fmt.Sprintf("\n[kubernetes]\nenabled = true\nkubeconfig = %q\nnode_name = %q\n", kubeconfig, kubeNode)
+	must(t, os.WriteFile(env.ConfigPath, []byte(cfg), 0o644))
+	must(t, env.StartPluginEvents(ctx))
+	waitMetric(t, env, "nri_hcn_portmap_kubernetes_namespaces_synced", 1)
 }

@@ -194,6 +194,11 @@ func (k *Kube) ServiceAccountKubeconfig(ctx context.Context, namespace, name str
 	return k.writeKubeconfig(name, token)
 }
 
+// CAFile is the certificate the API server serves, self-signed with its
+// CA (kube-apiserver --cert-dir): what a kubeconfig's
+// certificate-authority names to verify it.
+func (k *Kube) CAFile() string { return filepath.Join(k.dir, "certs", "apiserver.crt") }
+
 // RESTConfig is the API server's address with token.
 func (k *Kube) RESTConfig(token string) *rest.Config { return k.config(token) }
 
