@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/nri-hcn-portmap/nri-hcn-portmap/plugin"
 	"github.com/prometheus/client_golang/prometheus/testutil/promlint"
 	"sigs.k8s.io/yaml"
 )
@@ -49,9 +50,10 @@ func TestMonitoringNamesOnlyExportedMetrics(t *testing.T) {
 	if err := yaml.Unmarshal(b, &rules); err != nil { // their schema is promtool's to check (test/deploy)
 		t.Fatal(err)
 	}
-	// the three rules that see a plugin's absence read what Prometheus
-	// and kube-state-metrics export, not the plugin
-	outside := map[string]string{"NriHcnPortmapDown": "up{", "NriHcnPortmapAbsent": "absent(up{", "NriHcnPortmapMissingOnAWindowsNode": "kube_node_labels{"}
+	// the rules that see a plugin's absence (or its coming and going)
+	// read what Prometheus and kube-state-metrics export, not the plugin
+	outside := map[string]string{"NriHcnPortmapDown": "up{", "NriHcnPortmapAbsent": "absent(up{", "NriHcnPortmapMissingOnAWindowsNode": "kube_node_labels{",
+		"NriHcnPortmapFlapping": "avg_over_time(up{"}
 	for _, g := range rules.Groups {
 		for _, r := range g.Rules {
 			if m, ok := outside[r.Alert]; ok {
@@ -87,6 +89,12 @@ func TestMonitoringNamesOnlyExportedMetrics(t *testing.T) {
 			t.Errorf("dashboard panel %q has no query", p.Title)
 		}
 		for _, tg := range p.Targets {
+			if p.Title == "Nodes down or missing" { // issue 55: Prometheus' up, as the absence rules read it
+				if !strings.Contains(tg.Expr, `up{app_kubernetes_io_name="nri-hcn-portmap"}`) {
+					t.Errorf("dashboard panel %q: %q does not read the plugin's up", p.Title, tg.Expr)
+				}
+				continue
+			}
 			queries = append(queries, tg.Expr)
 		}
 	}
@@ -166,5 +174,44 @@ func TestEveryAlertHasItsCategoryAndARunbookThatIsThere(t *testing.T) {
 	}
 	if n < 8 {
 		t.Fatalf("%d rules read", n)
+	}
+}
+
+// Issue 55: every reason the plugin counts a failing pod by raises
+// exactly one of the two pod alerts: the node's (PodsFailing) or the
+// pod's owner's (PodsRefused). A reason dropped from both (or added to
+// the plugin and to neither) fails here.
+func TestEveryFailureReasonRaisesOnePodAlert(t *testing.T) {
+	var rules struct {
+		Groups []struct {
+			Rules []struct{ Alert, Expr string }
+		}
+	}
+	b, err := os.ReadFile("../../deploy/monitoring/alerts.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := yaml.Unmarshal(b, &rules); err != nil {
+		t.Fatal(err)
+	}
+	selects := map[string][]string{}
+	reasonRe := regexp.MustCompile(`nri_hcn_portmap_pods_failing\{reason=~"([^"]+)"\}`)
+	for _, g := range rules.Groups {
+		for _, r := range g.Rules {
+			if m := reasonRe.FindStringSubmatch(r.Expr); m != nil {
+				for _, reason := range strings.Split(m[1], "|") {
+					selects[reason] = append(selects[reason], r.Alert)
+				}
+			}
+		}
+	}
+	for _, reason := range plugin.FailureReasons() {
+		if got := selects[reason]; len(got) != 1 {
+			t.Errorf("pods failing with %s raise %v, want exactly one alert", reason, got)
+		}
+		delete(selects, reason)
+	}
+	for reason, alerts := range selects {
+		t.Errorf("%v select reason %s, which the plugin never reports", alerts, reason)
 	}
 }
