@@ -58,8 +58,8 @@ func suggest(path []string) string {
 		return fmt.Sprintf("%s belongs in %s: %s", name, strings.Join(where, " or "), strings.Join(homes, ", "))
 	}
 	if len(path) == 1 {
-		if s := closest(name, sections); s != "" {
-			return fmt.Sprintf("did you mean [%s]?", s)
+		if s := closest(name, sections); s != nil {
+			return "did you mean " + strings.Join(bracketed(s), " or ") + "?"
 		}
 		return "the sections are " + strings.Join(bracketed(sections), ", ")
 	}
@@ -70,15 +70,15 @@ func suggest(path []string) string {
 			own = append(own, k)
 		}
 	}
-	if k := closest(strings.Join(path, "."), own); k != "" {
-		return fmt.Sprintf("did you mean %s?", k)
+	if k := closest(strings.Join(path, "."), own); k != nil {
+		return "did you mean " + strings.Join(k, " or ") + "?"
 	}
-	if k := closest(strings.Join(path, "."), keys); k != "" {
-		return fmt.Sprintf("did you mean %s?", k)
+	if k := closest(strings.Join(path, "."), keys); k != nil {
+		return "did you mean " + strings.Join(k, " or ") + "?"
 	}
 	if !slices.Contains(sections, path[0]) {
-		if s := closest(path[0], sections); s != "" {
-			return fmt.Sprintf("did you mean [%s]?", s)
+		if s := closest(path[0], sections); s != nil {
+			return "did you mean " + strings.Join(bracketed(s), " or ") + "?"
 		}
 	}
 	return ""
@@ -94,21 +94,23 @@ func bracketed(s []string) []string {
 
 // closest is the candidate nearest to s by edit distance, if it is near
 // enough to be a typo of it (at most a third of its length, and at most
-// 3); "" otherwise, or when two are equally near.
-func closest(s string, candidates []string) string {
-	best, bestD, tie := "", 0, false
+// 3); none otherwise. Candidates equally near are all named ("log.file or
+// log.level"): a guess between them would be a coin's.
+func closest(s string, candidates []string) []string {
+	var best []string
+	bestD := 0
 	for _, c := range candidates {
-		d := distance(s, c)
-		switch {
-		case best == "" || d < bestD:
-			best, bestD, tie = c, d, false
+		switch d := distance(s, c); {
+		case len(best) == 0 || d < bestD:
+			best, bestD = []string{c}, d
 		case d == bestD:
-			tie = true
+			best = append(best, c)
 		}
 	}
-	if best == "" || tie || bestD > min(3, max(1, len(s)/3)) {
-		return ""
+	if len(best) == 0 || bestD > min(3, max(1, len(s)/3)) {
+		return nil
 	}
+	slices.Sort(best)
 	return best
 }
 

@@ -19,6 +19,8 @@ func TestAnUnknownKeyNamesWhatWasMeant(t *testing.T) {
 		{"a typo of a section", "[admision]\nnamespaces = [\"*\"]\n", `unknown key "admision": did you mean [admission]?`},
 		{"a typo of a section, with a key of it", "[hnc]\nnetwork = \"nat\"\n", `unknown key "hnc": did you mean [hcn]?`},
 		{"nothing near", "[hcn]\nzzzzzzzz = 1\n", `unknown key "hcn.zzzzzzzz"`},
+		// issue 55: two keys equally near are both named, not one guessed
+		{"two keys equally near", "[log]\nlive = \"x\"\n", `unknown key "log.live": did you mean log.file or log.level?`},
 		{"no section near", "[qqqq]\n", `unknown key "qqqq": the sections are [plugin], [nri], [containerd], [hcn], [kubernetes], [admission], [admin], [log]`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
