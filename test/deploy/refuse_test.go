@@ -361,6 +361,12 @@ func TestValuesNoNodeCanUseAreRefusedInOneSentence(t *testing.T) {
 		// the plugin refuses it in TOML's
 		{"a Windows path in double quotes", map[string]any{"config": map[string]any{"settings": map[string]any{"hcn": map[string]any{"adapter": "C:\temp\new.log"}}}},
 			"[hcn]\nadapter = \"C:\\temp\\new.log\"\n", `holds a tab (\t) and a newline (\n)`},
+		// issue 55: every number in the plugin's sentence, not the
+		// schema's words
+		{"metrics on port 0", map[string]any{"metrics": map[string]any{"port": 0}},
+			"[admin]\nmetrics_listen = \":0\"\n", config.PortWhy("0")},
+		{"metrics on port 65536", map[string]any{"metrics": map[string]any{"port": 65536}},
+			"[admin]\nmetrics_listen = \":65536\"\n", config.PortWhy("65536")},
 		// issue 55: kubelet's port is refused whatever the deny list says
 		{"metrics on kubelet's port, off the deny list", map[string]any{"metrics": map[string]any{"port": 10250},
 			"config": map[string]any{"admission": map[string]any{"deny": []string{"3389"}}}},

@@ -57,6 +57,9 @@ keeps for the node's own services (kubelet's 10250 among them) */ -}}
 {{- if .Values.metrics.enabled }}
 {{- $mp := int .Values.metrics.port }}
 {{- $what := printf "metrics.port = %d (admin.metrics_listen = \":%d\")" $mp $mp }}
+{{- if or (lt $mp 1) (gt $mp 65535) }}
+{{- include "nri-hcn-portmap.refuse" (printf "%s: port %d is no TCP port: it must be 1 to 65535" $what $mp) }}
+{{- end }}
 {{- if eq $mp $adminPort }}
 {{- include "nri-hcn-portmap.refuse" (printf "%s: port %d is admin.listen's (%s): give metrics a port of their own" $what $mp $c.adminListen) }}
 {{- end }}
