@@ -235,3 +235,46 @@ func docsPrune(t *testing.T) string {
 	}
 	return m[1]
 }
+
+// Issue 55: the image your own build pushes is the one the chart's and the
+// overlay's documented settings pull: deploy/Dockerfile's tag, the
+// chart rendered with docs/operating.md's --set image.* flags, and the
+// overlay's images entry name one repository (followed together, they
+// gave ImagePullBackOff).
+func TestTheOwnBuildsImageIsTheOneTheDocsPull(t *testing.T) {
+	df, err := os.ReadFile(filepath.Join(chart, "..", "..", "Dockerfile"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	built := regexp.MustCompile(`-t (\S+):\S+ --push`).FindStringSubmatch(string(df))
+	ops, err := os.ReadFile(filepath.Join(chart, "..", "..", "..", "docs", "operating.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	helmLine := regexp.MustCompile(`(?m)^  (--set image\.\S+ ?)+$`).FindString(string(ops))
+	overlayName := regexp.MustCompile(`images: \[\{name: \S+, newName: (\S+), newTag: \S+\}\]`).FindStringSubmatch(string(ops))
+	if built == nil || helmLine == "" || overlayName == nil {
+		t.Fatalf("Dockerfile tag %v, helm line %q, overlay %v: one is not written", built, helmLine, overlayName)
+	}
+	var set []string
+	for _, f := range strings.Fields(helmLine) {
+		if f != "--set" {
+			set = append(set, f)
+		}
+	}
+	var ds []string
+	for _, doc := range strings.Split(string(render(t, "nri-hcn-portmap", append(set, "--show-only=templates/daemonset.yaml")...)), "\n") {
+		if img, ok := strings.CutPrefix(strings.TrimSpace(doc), "image: "); ok {
+			ds = append(ds, strings.Trim(img, `"`))
+		}
+	}
+	if len(ds) == 0 {
+		t.Fatal("the DaemonSet names no image")
+	}
+	for _, img := range ds {
+		repo := img[:strings.LastIndex(img, ":")]
+		if repo != built[1] || overlayName[1] != built[1] {
+			t.Errorf("the Dockerfile pushes %s; the chart with %q pulls %s; the overlay names %s", built[1], helmLine, img, overlayName[1])
+		}
+	}
+}
