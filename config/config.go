@@ -312,7 +312,10 @@ func Load(path string) (Config, error) {
 
 // Decode strictly decodes TOML data (named path in errors) into cfg.
 func Decode(path string, data []byte, cfg *Config) error {
-	data, _ = asUTF8(data)
+	data, enc := asUTF8(data)
+	if err := unmarkedUTF16(path, data, enc); err != nil {
+		return err
+	}
 	if err := durationsWritten(path, data); err != nil {
 		return err
 	}

@@ -32,6 +32,24 @@ func asUTF8(data []byte) (out []byte, enc string) {
 	return data, ""
 }
 
+// unmarkedUTF16 refuses a file with a NUL byte (once read as enc): TOML
+// holds none, and one in two bytes NUL is UTF-16
+// without its byte order mark (what Set-Content -Encoding Unicode writes
+// on some systems, or a copy that dropped the mark). The encoding is not
+// guessed: the error says to save the file as UTF-8.
+func unmarkedUTF16(path string, data []byte, enc string) error {
+	i := bytes.IndexByte(data, 0)
+	if i < 0 {
+		return nil
+	}
+	if enc != "" { // a file UTF-16 twice over: what it holds once decoded is UTF-16 again
+		path += " (read as " + enc + ")"
+	}
+	line := bytes.Count(data[:i], []byte("\n")) + 1
+	return &Error{Path: path, Msg: fmt.Sprintf("%s: line %d: a NUL byte: the file looks like UTF-16 without its byte order mark; "+
+		"save it as UTF-8 (Set-Content -Encoding utf8, or Out-File -Encoding utf8)", path, line), Err: ErrInvalid}
+}
+
 func fromUTF16(b []byte, unit func([]byte) uint16) []byte {
 	units := make([]uint16, 0, len(b)/2)
 	for i := 0; i+1 < len(b); i += 2 {

@@ -54,6 +54,9 @@ func TestConfigErrorsNameFileLineKeyAndTheFix(t *testing.T) {
 			[]string{file + ":3: plugin.resync_interval = 60:", `e.g. resync_interval = "60s"`}},
 		{"a duration that is none", "[plugin]\nresync_interval = \"soon\"\n", []string{file + ":2: plugin.resync_interval:", `"soon" is not a duration`}},
 		{"an unknown key", "[hcn]\nnetwrok = \"nat\"\n", []string{file + `:2: unknown key "hcn.netwrok"`}},
+		// issue 55: UTF-16 without its byte order mark: the encoding named
+		{"UTF-16LE without a byte order mark", string(utf16With(nil, "[hcn]\nnetwork = \"pods\"\n", false)),
+			[]string{file, "line 1: a NUL byte: the file looks like UTF-16 without its byte order mark; save it as UTF-8"}},
 		// issue 48: valid TOML, but not the path written
 		{"escapes TOML takes in a path", "[log]\nlevel = \"info\"\nfile = \"C:\\temp\\new.log\"\n",
 			[]string{file + `:3: log.file = "C:\temp\new.log": holds a tab (\t) and a newline (\n)`,
