@@ -78,6 +78,9 @@ manifests: $(HELM)
 	$(HELM) template nri-hcn-portmap deploy/helm/nri-hcn-portmap --namespace nri-hcn-portmap \
 		--kube-version $(KUBE_VERSION) --api-versions $(KUBE_APIS) --set daemonset.enabled=false --set cleanup.enabled=true \
 		--show-only templates/cleanup.yaml | $(GO) run ./hack/kustomize -out deploy/kustomize -cleanup
+	$(HELM) template nri-hcn-portmap deploy/helm/nri-hcn-portmap --namespace nri-hcn-portmap \
+		--kube-version $(KUBE_VERSION) --api-versions $(KUBE_APIS) --set daemonset.enabled=false --set serviceNodes.enabled=true \
+		| $(GO) run ./hack/kustomize -out deploy/kustomize -service-nodes
 
 # The chart's values.schema.json takes its limits from the plugin's
 # (config.Limits, written by config/schema; test/deploy fails when they

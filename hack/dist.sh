@@ -59,12 +59,15 @@ chart="$out/nri-hcn-portmap-$semver.tgz"
 # (hack/kustomize: the ConfigMap generated from config.toml, the admission
 # policies a component of their own)
 mkdir -p "$work/kustomize"
-cp -r deploy/kustomize/base deploy/kustomize/cleanup deploy/kustomize/components "$work/kustomize/"
+cp -r deploy/kustomize/base deploy/kustomize/cleanup deploy/kustomize/components deploy/kustomize/service-nodes "$work/kustomize/"
 "$helm" template nri-hcn-portmap "$chart" --namespace nri-hcn-portmap --kube-version "$kube_version" \
 	--api-versions "$kube_apis" | go run ./hack/kustomize -out "$work/kustomize"
 "$helm" template nri-hcn-portmap "$chart" --namespace nri-hcn-portmap --kube-version "$kube_version" \
 	--api-versions "$kube_apis" --set daemonset.enabled=false --set cleanup.enabled=true \
 	--show-only templates/cleanup.yaml | go run ./hack/kustomize -out "$work/kustomize" -cleanup
+"$helm" template nri-hcn-portmap "$chart" --namespace nri-hcn-portmap --kube-version "$kube_version" \
+	--api-versions "$kube_apis" --set daemonset.enabled=false --set serviceNodes.enabled=true \
+	| go run ./hack/kustomize -out "$work/kustomize" -service-nodes
 tar -C "$work" --sort=name --owner=0 --group=0 --numeric-owner --mtime="$date" \
 	-czf "$out/nri-hcn-portmap-$version-kustomize.tar.gz" kustomize
 

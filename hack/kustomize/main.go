@@ -15,6 +15,7 @@
 //
 //	helm template ... | go run ./hack/kustomize -out deploy/kustomize
 //	helm template ... --show-only templates/cleanup.yaml | go run ./hack/kustomize -out deploy/kustomize -cleanup
+//	helm template ... --set daemonset.enabled=false --set serviceNodes.enabled=true | go run ./hack/kustomize -out deploy/kustomize -service-nodes
 package main
 
 import (
@@ -32,10 +33,18 @@ import (
 func main() {
 	out := flag.String("out", "deploy/kustomize", "the kustomize tree to write")
 	cleanup := flag.Bool("cleanup", false, "the input is the cleanup DaemonSet (cleanup/nri-hcn-portmap-cleanup.yaml)")
+	serviceNodes := flag.Bool("service-nodes", false, "the input is the chart for Windows service nodes alone (service-nodes/service-nodes.yaml, its ConfigMap dropped)")
 	flag.Parse()
 	in, err := io.ReadAll(os.Stdin)
 	if err == nil {
-		err = write(*out, in, *cleanup)
+		mode := ""
+		switch {
+		case *cleanup:
+			mode = "cleanup"
+		case *serviceNodes:
+			mode = "service-nodes"
+		}
+		err = write(*out, in, mode)
 	}
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "kustomize:", err)
@@ -45,7 +54,10 @@ func main() {
 
 const header = "# Rendered from the Helm chart (deploy/helm/nri-hcn-portmap) by `make manifests`\n# (hack/kustomize); do not edit by hand.\n"
 
-func write(root string, rendered []byte, cleanup bool) error {
+// write splits rendered into the tree at root; mode is "" (the chart's
+// defaults: base, config.toml, the policies' component), "cleanup" or
+// "service-nodes".
+func write(root string, rendered []byte, mode string) error {
 	files := map[string]*bytes.Buffer{}
 	add := func(name string, doc map[string]any) error {
 		b, err := yaml.Marshal(doc)
@@ -71,8 +83,11 @@ func write(root string, rendered []byte, cleanup bool) error {
 		kind, _ := doc["kind"].(string)
 		var err error
 		switch {
-		case cleanup:
+		case mode == "cleanup":
 			err = add("cleanup/nri-hcn-portmap-cleanup.yaml", doc)
+		case mode == "service-nodes" && kind == "ConfigMap": // the service reads its own file
+		case mode == "service-nodes":
+			err = add("service-nodes/service-nodes.yaml", doc)
 		case kind == "ConfigMap":
 			data, _ := doc["data"].(map[string]any)
 			toml, _ := data["config.toml"].(string)

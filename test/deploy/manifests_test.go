@@ -204,6 +204,7 @@ func TestKustomizeManifestsAreRenderedFromTheChart(t *testing.T) {
 	}{
 		{nil, nil},
 		{[]string{"daemonset.enabled=false", "cleanup.enabled=true", "--show-only=templates/cleanup.yaml"}, []string{"-cleanup"}},
+		{[]string{"daemonset.enabled=false", "serviceNodes.enabled=true"}, []string{"-service-nodes"}},
 	} {
 		cmd := exec.Command("go", append([]string{"run", "../../hack/kustomize", "-out", out}, tt.args...)...)
 		cmd.Stdin = bytes.NewReader(render(t, "nri-hcn-portmap", tt.set...))
@@ -212,7 +213,7 @@ func TestKustomizeManifestsAreRenderedFromTheChart(t *testing.T) {
 		}
 	}
 	for _, file := range []string{"base/nri-hcn-portmap.yaml", "base/config.toml", "components/admission-policies/admission-policies.yaml",
-		"cleanup/nri-hcn-portmap-cleanup.yaml"} {
+		"cleanup/nri-hcn-portmap-cleanup.yaml", "service-nodes/service-nodes.yaml"} {
 		got, err := os.ReadFile(filepath.Join(kustomize, file))
 		if err != nil {
 			t.Fatal(err)

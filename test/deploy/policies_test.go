@@ -427,3 +427,71 @@ func TestTheNodeRestrictionHoldsThePluginsAccountsWhereverTheyAre(t *testing.T) 
 		})
 	}
 }
+
+// Issue 55: a cluster whose Windows nodes run the plugin as a service
+// applies deploy/kustomize/service-nodes (no DaemonSet): the ClusterRole
+// and the policies. A node's account made as docs/kubernetes.md says
+// (its ServiceAccount, a binding labelled hcn.nri.io/node-restricted, a
+// token bound to the Node) writes its own node's pods and is refused
+// another node's.
+func TestTheServiceNodesManifestsHoldEachNodesAccount(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	k, kubeconfig := startKube(t, ctx)
+	const ns = "nri-hcn-portmap"
+	for _, name := range []string{ns, "open"} {
+		if _, err := k.Admin.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}}, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if out, err := exec.CommandContext(ctx, kubectlBin(t), "--kubeconfig", kubeconfig, "apply", "-k", filepath.Join(kustomize, "service-nodes")).CombinedOutput(); err != nil {
+		t.Fatalf("kubectl apply -k service-nodes: %v\n%s", err, out)
+	}
+	if dss, err := k.Admin.AppsV1().DaemonSets(ns).List(ctx, metav1.ListOptions{}); err != nil || len(dss.Items) != 0 {
+		t.Fatalf("the service nodes' manifests made DaemonSets: %v %v", dss, err)
+	}
+	// docs/kubernetes.md, "The Windows service's account", for node win-a
+	if _, err := k.Admin.CoreV1().ServiceAccounts(ns).Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "node-win-a"}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := k.Admin.RbacV1().ClusterRoleBindings().Create(ctx, &rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: "nri-hcn-portmap-node-win-a",
+		Labels: map[string]string{"hcn.nri.io/node-restricted": "true"}},
+		RoleRef:  rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "ClusterRole", Name: "nri-hcn-portmap"},
+		Subjects: []rbacv1.Subject{{Kind: "ServiceAccount", Name: "node-win-a", Namespace: ns}}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	node, err := k.Admin.CoreV1().Nodes().Create(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "win-a"}}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	token, err := k.NodeToken(ctx, ns, "node-win-a", node)
+	if err != nil {
+		t.Fatal(err)
+	}
+	svc, err := k.Client(token)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pods := map[string]*corev1.Pod{}
+	for name, on := range map[string]string{"mine": "win-a", "theirs": "win-b"} {
+		pods[name], err = k.Admin.CoreV1().Pods("open").Create(ctx, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name},
+			Spec: corev1.PodSpec{NodeName: on, Containers: []corev1.Container{{Name: "app", Image: "example/app:1"}}}}, metav1.CreateOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	err = harness.Eventually(ctx, 30*time.Second, func() error {
+		if err := patchStatus(ctx, svc, pods["theirs"]); err == nil {
+			return fmt.Errorf("the service's account of win-a patched the status of a pod of win-b")
+		} else if !strings.Contains(err.Error(), "nri-hcn-portmap on node win-a may not write the status of pod open/theirs") {
+			return fmt.Errorf("refused, but not by the policy: %w", err)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := patchStatus(ctx, svc, pods["mine"]); err != nil {
+		t.Errorf("the service's account patching a pod of its node: %v", err)
+	}
+}
