@@ -88,6 +88,7 @@ func commandFlags(t *testing.T) map[string]map[string]bool {
 		out[cmd] = flags
 	}
 	out["service uninstall"] = map[string]bool{}
+	out["service absent"] = map[string]bool{}
 	out["service"] = map[string]bool{"h": true}
 	out["config"] = map[string]bool{"h": true}
 	out["version"] = map[string]bool{"h": true}

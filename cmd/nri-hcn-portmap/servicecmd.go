@@ -23,12 +23,14 @@ const serviceUsage = `Usage:
                                                     configuration it runs with (checked now), the defaults
                                                     without it; --depends-on names services to start after
   nri-hcn-portmap service uninstall                 remove the service (then run cleanup to delete its endpoints)
+  nri-hcn-portmap service absent                    fail when the service is installed on this node (the
+                                                    DaemonSet's init step: a node never runs both)
 `
 
 func serviceCmd(args []string, stdout, stderr io.Writer) error {
 	if len(args) == 0 {
 		fmt.Fprint(stderr, serviceUsage)
-		return usageError{error: errors.New("service: want install or uninstall")}
+		return usageError{error: errors.New("service: want install, uninstall or absent")}
 	}
 	switch args[0] {
 	case "-h", "-help", "--help", "help":
@@ -81,6 +83,12 @@ func serviceCmd(args []string, stdout, stderr io.Writer) error {
 		}
 		fmt.Fprintf(stdout, "service %s installed (%s %s); start it with: sc.exe start %s\n", plan.Name, plan.Exe, strings.Join(plan.Args, " "), plan.Name)
 		return nil
+	case "absent":
+		if err := service.Absent(service.Name); err != nil {
+			return err
+		}
+		fmt.Fprintf(stdout, "no service %s is installed on this node\n", service.Name)
+		return nil
 	case "uninstall":
 		if err := service.Uninstall(service.Name); err != nil {
 			return err
@@ -88,7 +96,7 @@ func serviceCmd(args []string, stdout, stderr io.Writer) error {
 		fmt.Fprintf(stdout, "service %s removed; run `nri-hcn-portmap cleanup` to delete the endpoints it created\n", service.Name)
 		return nil
 	}
-	return usageError{error: fmt.Errorf("service: unknown subcommand %q (want install or uninstall)", args[0])}
+	return usageError{error: fmt.Errorf("service: unknown subcommand %q (want install, uninstall or absent)", args[0])}
 }
 
 // checkInstall refuses to register a SYSTEM service whose executable, or

@@ -205,8 +205,9 @@ func powerShellReceives(line string) []string {
 func TestFirewallStepsReachPowerShellAsACommand(t *testing.T) {
 	plugin := decodeAll(t, render(t, "nri-hcn-portmap", "metrics.firewallRule=true", "metrics.port=9500")).daemonSets[0]
 	cleanup := decodeAll(t, render(t, "nri-hcn-portmap", "daemonset.enabled=false", "cleanup.enabled=true", "metrics.firewallRule=true")).daemonSets[0]
-	if len(plugin.Spec.Template.Spec.InitContainers) != 1 {
-		t.Fatalf("init containers %+v", plugin.Spec.Template.Spec.InitContainers)
+	inits := plugin.Spec.Template.Spec.InitContainers // no-service (issue 55), then the firewall's
+	if len(inits) != 2 || inits[1].Name != "firewall" {
+		t.Fatalf("init containers %+v", inits)
 	}
 	argv := func(c corev1.Container) []string { return append(append([]string{}, c.Command...), c.Args...) }
 	steps := []struct {
@@ -214,7 +215,7 @@ func TestFirewallStepsReachPowerShellAsACommand(t *testing.T) {
 		argv []string
 		want []string // the scripts' commands, in order
 	}{
-		{"init container", argv(plugin.Spec.Template.Spec.InitContainers[0]), []string{
+		{"init container", argv(inits[1]), []string{
 			"Remove-NetFirewallRule -Name 'nri-hcn-portmap-metrics' -ErrorAction SilentlyContinue; " +
 				"New-NetFirewallRule -Name 'nri-hcn-portmap-metrics' -DisplayName 'nri-hcn-portmap metrics' -Direction Inbound -Protocol TCP -LocalPort 9500 -Action Allow | Out-Null"}},
 		{"cleanup", argv(cleanup.Spec.Template.Spec.Containers[0]), []string{

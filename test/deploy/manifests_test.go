@@ -674,3 +674,25 @@ func checkPluginDaemonSet(t *testing.T, ds appsv1.DaemonSet, image string) {
 		t.Error("no memory limit")
 	}
 }
+
+// Issue 55: the DaemonSet's pod refuses a node where the plugin's Windows
+// service is installed: its first init step runs `service absent` with
+// the plugin's own image and executable (cmd/nri-hcn-portmap/service's
+// tests hold what it says, on a fake SCM and on wine's).
+func TestTheDaemonSetsFirstStepRefusesANodeWithTheService(t *testing.T) {
+	for _, set := range [][]string{nil, {"metrics.firewallRule=true"}} {
+		o := decodeAll(t, render(t, "nri-hcn-portmap", set...))
+		if len(o.daemonSets) != 1 {
+			t.Fatalf("%v: %d DaemonSets", set, len(o.daemonSets))
+		}
+		spec := o.daemonSets[0].Spec.Template.Spec
+		if len(spec.InitContainers) == 0 {
+			t.Fatalf("%v: no init step", set)
+		}
+		first, plugin := spec.InitContainers[0], spec.Containers[0]
+		if first.Name != "no-service" || strings.Join(first.Args, " ") != "service absent" || first.Image != plugin.Image ||
+			strings.Join(first.Command, " ") != strings.Join(plugin.Command, " ") {
+			t.Errorf("%v: the first init step %+v; want the plugin's executable running service absent", set, first)
+		}
+	}
+}

@@ -237,7 +237,7 @@ func TestChartOperatorValues(t *testing.T) {
 	}) {
 		t.Errorf("args %v, env %+v", c.Args, c.Env)
 	}
-	if len(spec.InitContainers) != 1 || !strings.Contains(strings.Join(spec.InitContainers[0].Command, " "),
+	if len(spec.InitContainers) != 2 || !strings.Contains(strings.Join(spec.InitContainers[1].Command, " "),
 		"New-NetFirewallRule -Name 'nri-hcn-portmap-metrics' -DisplayName 'nri-hcn-portmap metrics' -Direction Inbound -Protocol TCP -LocalPort 9467 -Action Allow") {
 		t.Errorf("init containers %+v: want the firewall rule for 9467", spec.InitContainers)
 	}

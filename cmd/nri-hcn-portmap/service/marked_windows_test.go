@@ -59,3 +59,39 @@ func TestADeletedServiceHeldOpenIsKnownAsMarked(t *testing.T) {
 		t.Errorf("deleting it again: %v, want ErrMarkedForDelete", err)
 	}
 }
+
+// Issue 55: on the SCM itself, the DaemonSet's init step (service absent)
+// passes a node without the service and refuses one where it is
+// installed, naming its state.
+func TestAbsentReadsTheSCM(t *testing.T) {
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := mgr.Connect()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Disconnect()
+	const name = "nri-hcn-portmap-absent-test"
+	if old, err := m.OpenService(name); err == nil { // a run before this one
+		_ = old.Delete()
+		old.Close()
+	}
+	if err := Absent(name); err != nil {
+		t.Fatalf("no such service: %v, want nothing said", err)
+	}
+	plan, err := InstallPlan(exe, "", nil, func(string) bool { return false })
+	if err != nil {
+		t.Fatal(err)
+	}
+	plan.Name = name
+	created, err := scm{m}.Create(plan)
+	if err != nil {
+		t.Fatalf("creating the service: %v", err)
+	}
+	defer func() { _ = created.Delete(); created.Close() }()
+	if err := Absent(name); !errors.Is(err, ErrServiceInstalled) || !strings.Contains(err.Error(), name+" (stopped)") {
+		t.Fatalf("the service installed: %v, want ErrServiceInstalled naming it stopped", err)
+	}
+}

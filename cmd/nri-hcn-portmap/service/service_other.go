@@ -29,3 +29,6 @@ func Install(Plan) error { return errNotWindows }
 
 // Uninstall fails off Windows.
 func Uninstall(string) error { return errNotWindows }
+
+// Absent: no Windows service is installed where there is no Windows.
+func Absent(string) error { return nil }

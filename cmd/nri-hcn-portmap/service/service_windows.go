@@ -273,3 +273,14 @@ func (s service) Delete() error {
 }
 
 func (s service) Close() error { return s.s.Close() }
+
+// Absent refuses when the service name is installed on this node
+// (AbsentFrom).
+func Absent(name string) error {
+	m, err := mgr.Connect()
+	if err != nil {
+		return fmt.Errorf("connecting to the service control manager: %w", err)
+	}
+	defer m.Disconnect()
+	return AbsentFrom(scm{m}, name)
+}

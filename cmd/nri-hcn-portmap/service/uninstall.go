@@ -192,3 +192,31 @@ func UninstallFrom(scm SCM, name string, w UninstallWaits) error {
 		}
 	}
 }
+
+// ErrServiceInstalled: the plugin's Windows service is installed on the
+// node, so a DaemonSet's pod there would map the node's pods beside it.
+var ErrServiceInstalled = errors.New("the plugin's Windows service is installed on this node")
+
+// AbsentFrom says nothing when no service name is installed, and refuses
+// (ErrServiceInstalled, naming its state and how to move the node to the
+// DaemonSet) when one is, running or not: the DaemonSet's init step, so
+// that a node never runs both (the second one fails to bind admin.listen
+// anyway, and a stopped service would start again at the next boot).
+func AbsentFrom(scm SCM, name string) error {
+	s, err := scm.Open(name)
+	if errors.Is(err, ErrNoService) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("asking the service control manager for %s: %w", name, err)
+	}
+	defer s.Close()
+	state, err := s.State()
+	if err != nil {
+		state = "state unknown: " + err.Error()
+	}
+	return fmt.Errorf("%w: %s (%s); the DaemonSet's pod would map this node's pods beside it: "+
+		"uninstall the service first (Stop-Service %s; nri-hcn-portmap.exe service uninstall; docs/operating.md, "+
+		"\"Moving a node between the service and the DaemonSet\"), and the pod starts at its next try",
+		ErrServiceInstalled, name, state, name)
+}

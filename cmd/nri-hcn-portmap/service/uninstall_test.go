@@ -298,3 +298,34 @@ func TestAMarkedServiceIsKnownByEitherSignal(t *testing.T) {
 		t.Fatalf("install over a marked service the SCM answers no 1072 for: %v", err)
 	}
 }
+
+// Issue 55: the DaemonSet's init step refuses a node where the plugin's
+// service is installed, running or stopped, naming its state and the
+// fix; a node without it passes.
+func TestTheDaemonSetRefusesANodeWithTheService(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		scm  *fakeSCM
+		want string // "" where it passes
+	}{
+		{"no service", &fakeSCM{}, ""},
+		{"the service running", &fakeSCM{installed: true, running: true}, "nri-hcn-portmap (running)"},
+		{"the service stopped", &fakeSCM{installed: true}, "nri-hcn-portmap (stopped)"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			err := AbsentFrom(tc.scm, Name)
+			if tc.want == "" {
+				if err != nil {
+					t.Fatalf("%v, want nothing said", err)
+				}
+				return
+			}
+			if !errors.Is(err, ErrServiceInstalled) || !strings.Contains(err.Error(), tc.want) || !strings.Contains(err.Error(), "service uninstall") {
+				t.Fatalf("%v, want ErrServiceInstalled naming %q and how to uninstall it", err, tc.want)
+			}
+			if tc.scm.open != 0 {
+				t.Errorf("%d handles left open on the service", tc.scm.open)
+			}
+		})
+	}
+}
