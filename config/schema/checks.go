@@ -7,6 +7,8 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+
+	"github.com/nri-hcn-portmap/nri-hcn-portmap/config"
 )
 
 // Check is one value's string rule as the chart's templates hold it
@@ -106,6 +108,30 @@ instead. Do not edit; edit the schema and run make schema. */ -}}
 `)
 	out.Write(list.Bytes())
 	out.WriteString("{{- end }}\n")
+	// every key of the plugin's configuration (config.Keys), for the
+	// chart's did-you-mean on config.settings (_validate.tpl)
+	keys, err := json.Marshal(config.Keys())
+	if err != nil {
+		return nil, fmt.Errorf("schema: %w", err)
+	}
+	out.WriteString("{{- define \"nri-hcn-portmap.configKeys\" -}}\n")
+	out.Write(keys)
+	out.WriteString("\n{{- end }}\n")
+	// the keys config.settings offers, by section (the schema's; the
+	// chart cannot read values.schema.json, which .Files leaves out)
+	offered := map[string][]string{}
+	settings, _ := dig(root, "properties", "config", "properties", "settings", "properties").(map[string]any)
+	for section, node := range settings {
+		props, _ := dig(node, "properties").(map[string]any)
+		offered[section] = slices.Sorted(mapKeys(props))
+	}
+	b, err := json.Marshal(offered)
+	if err != nil {
+		return nil, fmt.Errorf("schema: %w", err)
+	}
+	out.WriteString("{{- define \"nri-hcn-portmap.offeredSettings\" -}}\n")
+	out.Write(b)
+	out.WriteString("\n{{- end }}\n")
 	return out.Bytes(), nil
 }
 
@@ -182,4 +208,16 @@ func mapKeys(m map[string]any) func(func(string) bool) {
 			}
 		}
 	}
+}
+
+// dig is v's value at path, through maps; nil where one is missing.
+func dig(v any, path ...string) any {
+	for _, k := range path {
+		m, ok := v.(map[string]any)
+		if !ok {
+			return nil
+		}
+		v = m[k]
+	}
+	return v
 }

@@ -478,3 +478,34 @@ func TestTheChartKeepsTheNodesOwnPortsAsThePluginDoes(t *testing.T) {
 		}
 	}
 }
+
+// Issue 55: a key config.settings does not offer is refused at helm
+// template and lint in the plugin's words (config/suggest.go), the
+// did-you-mean included: the chart computes the same suggestion (the
+// schema's "additional properties not allowed" named none).
+func TestTheChartNamesAnUnknownSettingAsThePluginDoes(t *testing.T) {
+	for _, tc := range []struct{ set, toml string }{
+		{"config.settings.hcn.netwrok=nat", "[hcn]\nnetwrok = \"nat\"\n"},
+		{"config.settings.hnc.network=nat", "[hnc]\nnetwork = \"nat\"\n"},
+		{"config.settings.log.live=x", "[log]\nlive = \"x\"\n"},
+		{"config.settings.plugin.network=nat", "[plugin]\nnetwork = \"nat\"\n"},
+		{"config.settings.qqqq.x=1", "[qqqq]\nx = 1\n"},
+		{"config.settings.hcn.zzzzzzzz=1", "[hcn]\nzzzzzzzz = 1\n"},
+	} {
+		cfg := config.Default()
+		err := config.Decode("c.toml", []byte(tc.toml), &cfg)
+		_, said, ok := strings.Cut(fmt.Sprint(err), "unknown key ")
+		if !ok {
+			t.Fatalf("%s: the plugin says %v", tc.toml, err)
+		}
+		said = "unknown key " + said
+		out, rerr := renderErr(t, "nri-hcn-portmap", tc.set)
+		if rerr == nil || !strings.Contains(out, said) {
+			t.Errorf("helm template --set %s: %v, want refused saying %q:\n%s", tc.set, rerr, said, out)
+		}
+		lint, lerr := exec.Command(helmBin(t), "lint", "--strict", chart, "--namespace", "nri-hcn-portmap", "--kube-version", kubeVersion, "--set", tc.set).CombinedOutput()
+		if lerr == nil || !strings.Contains(string(lint), said) {
+			t.Errorf("helm lint --set %s: %v, want refused saying %q:\n%s", tc.set, lerr, said, lint)
+		}
+	}
+}

@@ -72,7 +72,7 @@ func TestAValueOfTheWrongFormIsRefusedInWords(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	body := tpl[bytes.Index(tpl, []byte("\n["))+1 : bytes.LastIndex(tpl, []byte("]"))+1]
+	body := tpl[bytes.Index(tpl, []byte("\n["))+1 : bytes.Index(tpl, []byte("\n]\n"))+2] // the patterns' define
 	if err := json.Unmarshal(body, &checks); err != nil {
 		t.Fatalf("%s: %v", schema.ChecksFile, err)
 	}

@@ -14,6 +14,7 @@ controlsWritten): almost always a Windows path in YAML "double quotes",
 where C:\temp\new.log is C:, a tab, "emp", a newline and "ew.log";
 first, as every other check reads the value as made */ -}}
 {{- include "nri-hcn-portmap.controls" (dict "path" "config" "v" .Values.config) }}
+{{- include "nri-hcn-portmap.settingsKeys" . }}
 {{- /* the plugin's own ports, in the plugin's sentences (config/config.go
 ValidateOn, PortWhy, AdminPortWhy, DeniedWhy): admin.listen's a TCP port
 (before the patterns, whose words say less) */ -}}
@@ -178,6 +179,90 @@ path) that holds a control character, naming each as the plugin does. */ -}}
 {{- $key := regexReplaceAll "^.*\\." $path "" }}
 {{- include "nri-hcn-portmap.refuse" (printf "%s = %s: holds %s: in YAML \"double quotes\" a backslash starts an escape; write a Windows path in 'single quotes' (%s: '%s'), or double each backslash" $path (toJson .v) $said $key $fixed) }}
 {{- end }}
+{{- end }}
+
+{{- /* settingsKeys refuses a key of config.settings the plugin does not
+know, naming what it is likely a typo of as the plugin does
+(config/suggest.go: the section's keys first, then every key, the nearest
+by edit distance within a third of its length and at most 3, all of them
+on a tie), and a key the chart sets itself (not offered by the schema). */ -}}
+{{- define "nri-hcn-portmap.settingsKeys" -}}
+{{- $all := include "nri-hcn-portmap.configKeys" . | fromJsonArray }}
+{{- $offered := include "nri-hcn-portmap.offeredSettings" . | fromJson }}
+{{- $sections := list }}
+{{- range $all }}{{ $sections = append $sections (first (splitList "." .)) }}{{ end }}
+{{- $sections = uniq $sections }}
+{{- range $section, $kv := .Values.config.settings }}
+{{- if not (has $section $sections) }}
+{{- $near := include "nri-hcn-portmap.closest" (dict "s" $section "in" $sections) | fromJsonArray }}
+{{- $said := printf "the sections are [%s]" (join "], [" $sections) }}
+{{- if $near }}{{ $said = printf "did you mean [%s]?" (join "] or [" $near) }}{{ end }}
+{{- include "nri-hcn-portmap.refuse" (printf "config.settings.%s: unknown key %q: %s" $section $section $said) }}
+{{- end }}
+{{- $props := default list (get $offered $section) }}
+{{- range $k, $v := (kindIs "map" $kv | ternary $kv dict) }}
+{{- $key := printf "%s.%s" $section $k }}
+{{- if not (has $k $props) }}
+{{- if has $key $all }}
+{{- include "nri-hcn-portmap.refuse" (printf "config.settings.%s: %s is set by the chart (its own value in values.yaml, or the pod's), not in config.settings" $key $key) }}
+{{- end }}
+{{- $homes := list }}
+{{- range $all }}{{ if eq (last (splitList "." .)) $k }}{{ $homes = append $homes . }}{{ end }}{{ end }}
+{{- if $homes }}
+{{- $where := list }}
+{{- range $homes }}{{ $where = append $where (printf "[%s]" (first (splitList "." .))) }}{{ end }}
+{{- include "nri-hcn-portmap.refuse" (printf "config.settings.%s: unknown key %q: %s belongs in %s: %s" $key $key $k (join " or " $where) (join ", " $homes)) }}
+{{- end }}
+{{- $own := list }}
+{{- range $all }}{{ if hasPrefix (printf "%s." $section) . }}{{ $own = append $own . }}{{ end }}{{ end }}
+{{- $near := include "nri-hcn-portmap.closest" (dict "s" $key "in" $own) | fromJsonArray }}
+{{- if not $near }}{{ $near = include "nri-hcn-portmap.closest" (dict "s" $key "in" $all) | fromJsonArray }}{{ end }}
+{{- $said := "" }}
+{{- if $near }}{{ $said = printf ": did you mean %s?" (join " or " $near) }}{{ end }}
+{{- include "nri-hcn-portmap.refuse" (printf "config.settings.%s: unknown key %q%s" $key $key $said) }}
+{{- end }}
+{{- end }}
+{{- end }}
+{{- end }}
+
+{{- /* closest is the candidates of .in nearest to .s (JSON), as
+config/suggest.go closest: none past min(3, max(1, len/3)). */ -}}
+{{- define "nri-hcn-portmap.closest" -}}
+{{- $s := .s }}
+{{- $best := list }}
+{{- $bestD := -1 }}
+{{- range .in }}
+{{- $d := include "nri-hcn-portmap.distance" (dict "a" $s "b" .) | atoi }}
+{{- if or (lt $bestD 0) (lt $d $bestD) }}{{ $best = list . }}{{ $bestD = $d }}
+{{- else if eq $d $bestD }}{{ $best = append $best . }}{{ end }}
+{{- end }}
+{{- if or (lt $bestD 0) (gt $bestD (min 3 (max 1 (div (len $s) 3)))) }}[]{{ else }}{{ sortAlpha $best | toJson }}{{ end }}
+{{- end }}
+
+{{- /* distance is the optimal-string-alignment edit distance of .a and .b
+(an adjacent swap counts one), as config/suggest.go distance. */ -}}
+{{- define "nri-hcn-portmap.distance" -}}
+{{- $a := splitList "" .a }}
+{{- $b := splitList "" .b }}
+{{- $prev2 := list }}
+{{- $prev := until (int (add (len $b) 1)) }}
+{{- range $i := until (len $a) }}
+{{- $cur := list (add $i 1) }}
+{{- range $j := until (len $b) }}
+{{- $cost := 1 }}
+{{- if eq (index $a $i) (index $b $j) }}{{ $cost = 0 }}{{ end }}
+{{- $v := min (add (index $prev (add $j 1)) 1) (add (last $cur) 1) (add (index $prev $j) $cost) }}
+{{- if and (gt $i 0) (gt $j 0) }}
+{{- if and (eq (index $a $i) (index $b (sub $j 1))) (eq (index $a (sub $i 1)) (index $b $j)) }}
+{{- $v = min $v (add (index $prev2 (sub $j 1)) 1) }}
+{{- end }}
+{{- end }}
+{{- $cur = append $cur $v }}
+{{- end }}
+{{- $prev2 = $prev }}
+{{- $prev = $cur }}
+{{- end }}
+{{- last $prev }}
 {{- end }}
 
 {{- define "nri-hcn-portmap.refuse" -}}
