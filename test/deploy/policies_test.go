@@ -377,28 +377,7 @@ func TestTheNodeRestrictionHoldsThePluginsAccountsWhereverTheyAre(t *testing.T) 
 			if err != nil {
 				t.Fatal(err)
 			}
-			pods := map[string]*corev1.Pod{}
-			for name, node := range map[string]string{"mine": "win-a", "theirs": "win-b"} {
-				pods[name], err = k.Admin.CoreV1().Pods("open").Create(ctx, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name},
-					Spec: corev1.PodSpec{NodeName: node, Containers: []corev1.Container{{Name: "app", Image: "example/app:1"}}}}, metav1.CreateOptions{})
-				if err != nil {
-					t.Fatal(err)
-				}
-			}
-			err = harness.Eventually(ctx, 30*time.Second, func() error {
-				if err := patchStatus(ctx, pluginClient, pods["theirs"]); err == nil {
-					return fmt.Errorf("the plugin's token from %s on win-a patched the status of a pod of win-b", route.ns)
-				} else if !strings.Contains(err.Error(), "nri-hcn-portmap on node win-a may not write the status of pod open/theirs") {
-					return fmt.Errorf("refused, but not by the policy: %w", err)
-				}
-				return nil
-			})
-			if err != nil {
-				t.Fatal(err)
-			}
-			if err := patchStatus(ctx, pluginClient, pods["mine"]); err != nil {
-				t.Errorf("the plugin's token from %s patching a pod of its node: %v", route.ns, err)
-			}
+			pods := heldToWinA(t, ctx, k, pluginClient, "the plugin's token from "+route.ns)
 			// another account of the namespace, with a grant of its own
 			if _, err := k.Admin.CoreV1().ServiceAccounts(route.ns).Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "other"}}, metav1.CreateOptions{}); err != nil {
 				t.Fatal(err)
@@ -472,17 +451,27 @@ func TestTheServiceNodesManifestsHoldEachNodesAccount(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	heldToWinA(t, ctx, k, svc, "the service's account of win-a")
+}
+
+// heldToWinA creates a pod on win-a (mine) and one on win-b (theirs) in
+// the namespace open, and checks that who, a client whose token names
+// win-a, is refused theirs by the node-restriction policy (once the API
+// server has loaded it) and writes mine.
+func heldToWinA(t *testing.T, ctx context.Context, k *harness.Kube, c *kubernetes.Clientset, who string) map[string]*corev1.Pod {
+	t.Helper()
 	pods := map[string]*corev1.Pod{}
 	for name, on := range map[string]string{"mine": "win-a", "theirs": "win-b"} {
-		pods[name], err = k.Admin.CoreV1().Pods("open").Create(ctx, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name},
+		p, err := k.Admin.CoreV1().Pods("open").Create(ctx, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name},
 			Spec: corev1.PodSpec{NodeName: on, Containers: []corev1.Container{{Name: "app", Image: "example/app:1"}}}}, metav1.CreateOptions{})
 		if err != nil {
 			t.Fatal(err)
 		}
+		pods[name] = p
 	}
-	err = harness.Eventually(ctx, 30*time.Second, func() error {
-		if err := patchStatus(ctx, svc, pods["theirs"]); err == nil {
-			return fmt.Errorf("the service's account of win-a patched the status of a pod of win-b")
+	err := harness.Eventually(ctx, 30*time.Second, func() error {
+		if err := patchStatus(ctx, c, pods["theirs"]); err == nil {
+			return fmt.Errorf("%s on win-a patched the status of a pod of win-b", who)
 		} else if !strings.Contains(err.Error(), "nri-hcn-portmap on node win-a may not write the status of pod open/theirs") {
 			return fmt.Errorf("refused, but not by the policy: %w", err)
 		}
@@ -491,7 +480,8 @@ func TestTheServiceNodesManifestsHoldEachNodesAccount(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := patchStatus(ctx, svc, pods["mine"]); err != nil {
-		t.Errorf("the service's account patching a pod of its node: %v", err)
+	if err := patchStatus(ctx, c, pods["mine"]); err != nil {
+		t.Errorf("%s patching a pod of its node: %v", who, err)
 	}
+	return pods
 }

@@ -15,25 +15,8 @@ import (
 // named: its start type read back as disabled (MS-SCMR 3.1.4.3), or 1072
 // answered to a change. A service not deleted is not marked.
 func TestADeletedServiceHeldOpenIsKnownAsMarked(t *testing.T) {
-	exe, err := os.Executable()
-	if err != nil {
-		t.Fatal(err)
-	}
-	m, err := mgr.Connect()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer m.Disconnect()
 	const name = "nri-hcn-portmap-marked-test"
-	if old, err := m.OpenService(name); err == nil { // a run before this one
-		_ = old.Delete()
-		old.Close()
-	}
-	plan, err := InstallPlan(exe, "", nil, func(string) bool { return false })
-	if err != nil {
-		t.Fatal(err)
-	}
-	plan.Name = name
+	m, plan := onTheSCM(t, name)
 	created, err := scm{m}.Create(plan)
 	if err != nil {
 		t.Fatalf("creating the service: %v", err)
@@ -64,28 +47,11 @@ func TestADeletedServiceHeldOpenIsKnownAsMarked(t *testing.T) {
 // passes a node without the service and refuses one where it is
 // installed, naming its state.
 func TestAbsentReadsTheSCM(t *testing.T) {
-	exe, err := os.Executable()
-	if err != nil {
-		t.Fatal(err)
-	}
-	m, err := mgr.Connect()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer m.Disconnect()
 	const name = "nri-hcn-portmap-absent-test"
-	if old, err := m.OpenService(name); err == nil { // a run before this one
-		_ = old.Delete()
-		old.Close()
-	}
+	m, plan := onTheSCM(t, name)
 	if err := Absent(name); err != nil {
 		t.Fatalf("no such service: %v, want nothing said", err)
 	}
-	plan, err := InstallPlan(exe, "", nil, func(string) bool { return false })
-	if err != nil {
-		t.Fatal(err)
-	}
-	plan.Name = name
 	created, err := scm{m}.Create(plan)
 	if err != nil {
 		t.Fatalf("creating the service: %v", err)
@@ -94,4 +60,30 @@ func TestAbsentReadsTheSCM(t *testing.T) {
 	if err := Absent(name); !errors.Is(err, ErrServiceInstalled) || !strings.Contains(err.Error(), name+" (stopped)") {
 		t.Fatalf("the service installed: %v, want ErrServiceInstalled naming it stopped", err)
 	}
+}
+
+// onTheSCM connects to the SCM (disconnected when the test ends), removes
+// a service name a run before this one left, and plans one of that name
+// running this test binary.
+func onTheSCM(t *testing.T, name string) (*mgr.Mgr, Plan) {
+	t.Helper()
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := mgr.Connect()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = m.Disconnect() })
+	if old, err := m.OpenService(name); err == nil {
+		_ = old.Delete()
+		old.Close()
+	}
+	plan, err := InstallPlan(exe, "", nil, func(string) bool { return false })
+	if err != nil {
+		t.Fatal(err)
+	}
+	plan.Name = name
+	return m, plan
 }
