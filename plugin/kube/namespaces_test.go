@@ -364,7 +364,12 @@ func TestASilentWatchAgesTheLabels(t *testing.T) {
 	}
 	told := len(heard.get())
 	w <- WatchEvent{Type: "BOOKMARK", ResourceVersion: "7"}
-	eventually(t, "the bookmark heard", func() bool { return n.Health(ctx) == nil })
+	// the listener is told after the lock that made the view current is
+	// let go: wait for what it was told, not for health
+	eventually(t, "the bookmark heard and told", func() bool { return len(heard.get()) > told })
+	if n.Health(ctx) != nil {
+		t.Fatalf("after a bookmark: unhealthy: %v", n.Health(ctx))
+	}
 	if got := label(n, "open"); got != (want{"privileged", true, true}) {
 		t.Fatalf("after a bookmark: %+v", got)
 	}
