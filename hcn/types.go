@@ -323,6 +323,11 @@ type Provider struct {
 	Endpoint *Endpoint
 	Policy   PortMappingPolicy // the endpoint's own policy for the port
 	V1NAT    bool              // a v1 NAT policy, not a v2 PortMapping
+	// Wider: the endpoint maps the port on every address of the family
+	// where p asked one host IP (a CNI that drops the host IP: EKS's
+	// vpc-bridge, aws/amazon-vpc-cni-plugins PR #93). HNS holds the port
+	// for every address then, so p is the CNI's, not ours to map again.
+	Wider bool
 }
 
 // ProvidedBy says which endpoint of eps maps what p maps (protocol, host
@@ -332,15 +337,21 @@ func ProvidedBy(p PortMappingPolicy, eps []Endpoint) *Provider {
 	same := func(q PortMappingPolicy) bool {
 		return q.Protocol == p.Protocol && q.ExternalPort == p.ExternalPort && q.IsIPv6() == p.IsIPv6() && sameVIP(q.VIP, p.VIP)
 	}
-	for i := range eps {
-		for _, q := range eps[i].PortMappings {
-			if same(q) {
-				return &Provider{Endpoint: &eps[i], Policy: q}
+	wider := func(q PortMappingPolicy) bool {
+		return q.Protocol == p.Protocol && q.ExternalPort == p.ExternalPort && q.IsIPv6() == p.IsIPv6() &&
+			canonicalVIP(q.VIP) == "" && canonicalVIP(p.VIP) != ""
+	}
+	for _, match := range []func(PortMappingPolicy) bool{same, wider} { // the same host IP first
+		for i := range eps {
+			for _, q := range eps[i].PortMappings {
+				if match(q) {
+					return &Provider{Endpoint: &eps[i], Policy: q, Wider: !sameVIP(q.VIP, p.VIP)}
+				}
 			}
-		}
-		for _, q := range eps[i].NATPolicies {
-			if same(q) {
-				return &Provider{Endpoint: &eps[i], Policy: q, V1NAT: true}
+			for _, q := range eps[i].NATPolicies {
+				if match(q) {
+					return &Provider{Endpoint: &eps[i], Policy: q, V1NAT: true, Wider: !sameVIP(q.VIP, p.VIP)}
+				}
 			}
 		}
 	}

@@ -1,6 +1,8 @@
 package hcn
 
 import (
+	"os"
+	"strings"
 	"testing"
 )
 
@@ -79,5 +81,108 @@ func TestDNSCarriesTheResolversAndTheSearchList(t *testing.T) {
 	}
 	if !(DNS{ServerList: []string{"10.0.0.2"}}).Carries(DNS{}) {
 		t.Error("a pod whose DNS is not known is carried by any endpoint")
+	}
+}
+
+// Issue 56: every CNI in docs/hostport.md's table is judged as its row
+// says, from the shape of the endpoint that CNI builds (its source is the
+// row's): whether its mapping is seen, whether it works, and whether the
+// host IP was dropped. A row added to the table without one here fails.
+func TestEveryCNIInTheHostPortTableIsJudgedAsItsRowSays(t *testing.T) {
+	const hostIP = "10.0.0.4"
+	asked := PortMappingPolicy{Protocol: TCP, ExternalPort: 9001, InternalPort: 80}
+	onHostIP := asked
+	onHostIP.VIP = hostIP
+	v1NAT := func(vip string) Endpoint { // win-bridge apiVersion 1: a v1 NAT policy
+		return Endpoint{ID: "cni", NATPolicies: []PortMappingPolicy{{Protocol: TCP, ExternalPort: 9001, InternalPort: 80, VIP: vip}}}
+	}
+	v2 := func(vip string, flags NatFlags) Endpoint {
+		return Endpoint{ID: "cni", PortMappings: []PortMappingPolicy{{Protocol: TCP, ExternalPort: 9001, InternalPort: 80, VIP: vip, Flags: flags}}}
+	}
+	type want string
+	const (
+		ours       want = "the plugin maps it"
+		cniWorks   want = "the CNI's, and works: skipped"
+		cniDoesNot want = "the CNI's, and will not work: warned"
+		cniDropped want = "the CNI's on every address: the host IP said dropped"
+	)
+	rows := []struct {
+		cni     string // the table's first column
+		network NetworkType
+		ep      Endpoint
+		p       PortMappingPolicy
+		want    want
+	}{
+		{"win-bridge", NetworkL2Bridge, v1NAT(""), asked, cniDoesNot},
+		{"win-bridge", NetworkL2Bridge, v2(hostIP, 0), onHostIP, cniDoesNot}, // apiVersion 2
+		{"win-overlay", NetworkOverlay, Endpoint{ID: "cni"}, asked, ours},
+		{"sdnbridge", NetworkL2Bridge, v2("", NatFlagsLocalRoutedVip), asked, cniWorks},
+		{"sdnbridge", NetworkL2Bridge, v2("", 0), asked, cniDoesNot}, // without localRoutedPortMapping
+		{"sdnoverlay", NetworkOverlay, v2("", 0), asked, cniWorks},
+		{"Azure CNI", NetworkL2Bridge, v2(hostIP, NatFlagsLocalRoutedVip), onHostIP, cniWorks},
+		{"Azure CNI", "L2Tunnel", v2("", NatFlagsLocalRoutedVip), asked, cniWorks},
+		{"Calico for Windows", NetworkL2Bridge, Endpoint{ID: "cni"}, asked, ours},
+		{"Calico for Windows", NetworkOverlay, Endpoint{ID: "cni"}, asked, ours},
+		{"flannel host-gw", NetworkL2Bridge, v1NAT(""), asked, cniDoesNot},
+		{"flannel vxlan", NetworkOverlay, Endpoint{ID: "cni"}, asked, ours},
+		{"Antrea", "Transparent", Endpoint{ID: "cni"}, asked, ours},
+		{"vpc-bridge (EKS)", NetworkL2Bridge, v2("", NatFlagsLocalRoutedVip), asked, cniWorks},
+		{"vpc-bridge (EKS)", NetworkL2Bridge, v2("", NatFlagsLocalRoutedVip), onHostIP, cniDropped},
+		{"GCE / GKE, containerd", NetworkL2Bridge, v2("", 0), asked, cniDoesNot},
+		{"GCE / GKE, Docker", NetworkL2Bridge, v1NAT(""), asked, cniDoesNot},
+	}
+	tested := map[string]bool{}
+	for _, r := range rows {
+		tested[r.cni] = true
+		pv := ProvidedBy(r.p, []Endpoint{r.ep})
+		var got want
+		switch {
+		case pv == nil:
+			got = ours
+		case pv.Wider:
+			got = cniDropped
+			if ok, _, _ := pv.Effective(r.network); !ok {
+				got = cniDoesNot
+			}
+		default:
+			got = cniDoesNot
+			if ok, why, fix := pv.Effective(r.network); ok {
+				got = cniWorks
+			} else if !strings.Contains(why, "cni") || fix == "" {
+				t.Errorf("%s on %s: will not work, but says %q, fix %q: want the CNI's endpoint named and a fix", r.cni, r.network, why, fix)
+			}
+		}
+		if got != r.want {
+			t.Errorf("%s on %s, the pod asking %s of %+v: judged %q, want %q", r.cni, r.network, r.p, r.ep, got, r.want)
+		}
+	}
+	doc, err := os.ReadFile("../docs/hostport.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var listed []string
+	in := false
+	for _, line := range strings.Split(string(doc), "\n") {
+		switch {
+		case strings.HasPrefix(line, "| CNI | network |"):
+			in = true
+		case in && strings.HasPrefix(line, "|---"):
+		case in && strings.HasPrefix(line, "| "):
+			listed = append(listed, strings.TrimSpace(strings.Split(line, "|")[1]))
+		default:
+			in = false
+		}
+	}
+	if len(listed) < 10 {
+		t.Fatalf("docs/hostport.md's CNI table: read %d rows %v, want every CNI", len(listed), listed)
+	}
+	for _, cni := range listed {
+		if !tested[cni] {
+			t.Errorf("docs/hostport.md lists %q: no row of this test judges it", cni)
+		}
+		delete(tested, cni)
+	}
+	for cni := range tested {
+		t.Errorf("this test judges %q, which docs/hostport.md's table does not list", cni)
 	}
 }

@@ -396,8 +396,11 @@ func notProvided(others []hcn.Endpoint, policies []hcn.PortMappingPolicy, types 
 			continue
 		}
 		works, why, fix := pv.Effective(netType)
-		cni = append(cni, CNIMapping{Policy: p, Endpoint: pv.Endpoint.ID, Name: pv.Endpoint.Name, V1NAT: pv.V1NAT,
-			Works: works, Why: why, Fix: fix})
+		m := CNIMapping{Policy: p, Endpoint: pv.Endpoint.ID, Name: pv.Endpoint.Name, V1NAT: pv.V1NAT, Works: works, Why: why, Fix: fix}
+		if pv.Wider {
+			m.HostIPDropped = p.VIP
+		}
+		cni = append(cni, m)
 	}
 	return ours, cni, unknown
 }

@@ -223,3 +223,41 @@ func TestAReportSaysWhereKubeletGotThePod(t *testing.T) {
 		t.Fatalf("the report's annotations %v: want kubelet's config.source kept, and nothing the controller does not read", r.Pod.Annotations)
 	}
 }
+
+// Issue 56: EKS's vpc-bridge maps a pod's hostPorts on its own endpoint
+// with LocalRoutedVip and no VIP, dropping a hostIP (aws/amazon-vpc-cni-
+// plugins PR #93). HNS then holds the port on every address: the plugin
+// leaves it to the CNI (a mapping of its own on the host IP would be a
+// second one of the port) and says the host IP was dropped.
+func TestAHostIPTheCNIDroppedIsSaid(t *testing.T) {
+	rep := &reports{}
+	f := newFixture(t, func(o *Options) { o.Reporter = rep })
+	f.core.opt.Inputs = Inputs{Annotations: true, CRI: true}
+	p := f.sandbox("s", "")
+	p.Partial = true
+	f.store.sbs["s"].Metadata = criMeta("", `{"container_port":80,"host_port":9001,"host_ip":"10.0.0.4"},{"container_port":80,"host_port":9002}`)
+	net, err := f.sim.CreateNetwork(ctx, hcn.NetworkSpec{Name: "vpcbr", Type: hcn.NetworkL2Bridge, Subnet: "10.244.0.0/24", Gateway: "10.244.0.1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cni, err := f.sim.CreateEndpoint(ctx, hcn.EndpointSpec{Name: "vpcbr_s", NetworkID: net.ID, // vpc-bridge: LocalRoutedVip, no VIP
+		PortMappings: []hcn.PortMappingPolicy{{Protocol: hcn.TCP, ExternalPort: 9001, InternalPort: 80, Flags: hcn.NatFlagsLocalRoutedVip}}})
+	if err == nil {
+		err = f.sim.AddNamespaceEndpoint(ctx, f.store.sbs["s"].NetNS, cni.ID)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := f.startRetrying(Pod{ID: "s", Partial: true}); err != nil {
+		t.Fatalf("start: %v", err)
+	}
+	eps := f.endpoints("s")
+	if len(eps) != 1 || !hcn.SamePolicies(eps[0].PortMappings, []hcn.PortMappingPolicy{{Protocol: hcn.TCP, ExternalPort: 9002, InternalPort: 80, Flags: 1}}) {
+		t.Fatalf("our endpoints %+v, want one mapping 9002 only (9001 is the CNI's, on every address)", eps)
+	}
+	got, ok := rep.last()
+	if !ok || !got.Mapped || len(got.CNI) != 1 || got.CNI[0].Endpoint != cni.ID || got.CNI[0].HostIPDropped != "10.0.0.4" ||
+		!strings.Contains(got.CNI[0].String(), "the CNI dropped the host IP 10.0.0.4") {
+		t.Fatalf("report %+v, want 9001 the CNI's, its host IP 10.0.0.4 said dropped", got)
+	}
+}

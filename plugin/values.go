@@ -1,6 +1,8 @@
 package plugin
 
 import (
+	"strings"
+
 	"github.com/nri-hcn-portmap/nri-hcn-portmap/hcn"
 )
 
@@ -87,15 +89,35 @@ type CNIMapping struct {
 	Works    bool                  `json:"works"`
 	Why      string                `json:"why,omitempty"` // when it will not work
 	Fix      string                `json:"fix,omitempty"`
+	// HostIPDropped is the host IP the pod asked that the CNI's mapping,
+	// on every address, dropped (EKS's vpc-bridge): "" when it kept it
+	HostIPDropped string `json:"hostIPDropped,omitempty"`
 }
 
 // String says who maps the port.
 func (m CNIMapping) String() string {
-	s := m.Policy.String() + " by the CNI's endpoint " + m.Endpoint
+	return m.Policy.String() + " by the CNI's endpoint " + m.Endpoint + m.Notes()
+}
+
+// Said is what to know of the CNI's mapping beside who makes it: that it
+// will not work, that it dropped the host IP.
+func (m CNIMapping) Said() []string {
+	var n []string
 	if !m.Works {
-		s += " (will not work)"
+		n = append(n, "will not work")
 	}
-	return s
+	if m.HostIPDropped != "" {
+		n = append(n, "on every address: the CNI dropped the host IP "+m.HostIPDropped)
+	}
+	return n
+}
+
+// Notes is Said in parentheses, after a space ("" when nothing).
+func (m CNIMapping) Notes() string {
+	if n := m.Said(); len(n) > 0 {
+		return " (" + strings.Join(n, "; ") + ")"
+	}
+	return ""
 }
 
 type nopReporter struct{}

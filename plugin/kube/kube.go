@@ -340,11 +340,7 @@ func mappedNote(rep plugin.PodReport) string {
 		if _, ok := byCNI[m.Endpoint]; !ok {
 			order = append(order, m.Endpoint)
 		}
-		s := m.Policy.String()
-		if !m.Works {
-			s += " (will not work)"
-		}
-		byCNI[m.Endpoint] = append(byCNI[m.Endpoint], s)
+		byCNI[m.Endpoint] = append(byCNI[m.Endpoint], m.Policy.String()+m.Notes())
 	}
 	for _, ep := range order {
 		parts = append(parts, fmt.Sprintf("mapped by the CNI's endpoint %s: %s", ep, strings.Join(byCNI[ep], ", ")))

@@ -123,11 +123,7 @@ func Write(w io.Writer, entries []Entry, format string) error {
 				ms = append(ms, p.String())
 			}
 			for _, m := range e.CNI {
-				by := " (cni " + short(m.Endpoint, 8)
-				if !m.Works {
-					by += ", will not work"
-				}
-				ms = append(ms, m.Policy.String()+by+")")
+				ms = append(ms, m.Policy.String()+" ("+strings.Join(append([]string{"cni " + short(m.Endpoint, 8)}, m.Said()...), ", ")+")")
 			}
 			state := e.State
 			if e.ForeignDNS {
