@@ -12,6 +12,7 @@ import (
 
 	"github.com/nri-hcn-portmap/nri-hcn-portmap/hcn"
 	"github.com/nri-hcn-portmap/nri-hcn-portmap/plugin/admission"
+	"github.com/nri-hcn-portmap/nri-hcn-portmap/plugin/hostsockets"
 	"github.com/nri-hcn-portmap/nri-hcn-portmap/plugin/request"
 )
 
@@ -49,6 +50,10 @@ type Options struct {
 	LateBound time.Duration
 	// Workers bounds the sandboxes worked on at once.
 	Workers int
+	// Sockets reads the node's own sockets: a host port a program of the
+	// node holds is never mapped (a WinNAT mapping would take its
+	// traffic). nil: not read.
+	Sockets hostsockets.Reader
 	// limiter is the queue's rate limiter; nil: the one retry rule,
 	// backoff.QueueLimiter from RetryMin to RetryMax (tests record the
 	// delays theirs gives).

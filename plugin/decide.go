@@ -9,6 +9,7 @@ import (
 
 	"github.com/nri-hcn-portmap/nri-hcn-portmap/hcn"
 	"github.com/nri-hcn-portmap/nri-hcn-portmap/plugin/admission"
+	"github.com/nri-hcn-portmap/nri-hcn-portmap/plugin/hostsockets"
 	"github.com/nri-hcn-portmap/nri-hcn-portmap/plugin/request"
 )
 
@@ -23,7 +24,7 @@ import (
 // before any read), 3 fromRecord (containerd's record, and the request
 // resolved from it once), 4 live, 5 admit (a step of its own) or deny,
 // 6 skip, 7 want, 8 build (the network and the sandbox's endpoints,
-// diffed).
+// diffed; before them, the node's own sockets on ports not held yet).
 func decide(sn snap, f facts, in inputs) plan {
 	o := learned(sn)
 	switch {
@@ -283,6 +284,9 @@ func build(f facts, in inputs, o outcome, w wanted) plan {
 			return p
 		}
 	}
+	if p, done := hostHeld(f, in, o, w); done {
+		return p
+	}
 	if !f.target.read {
 		return plan{ask: askTarget}
 	}
@@ -296,6 +300,37 @@ func build(f facts, in inputs, o outcome, w wanted) plan {
 	t := f.target.v
 	steps := hcn.Diff(t.Spec(hcn.Desired{SandboxID: o.pod.ID, Namespace: w.netns, Policies: w.policies, DNS: w.dns}), w.netns, existing, t.RoutesStored)
 	return plan{out: o, want: &w, steps: steps}
+}
+
+// hostHeld refuses a pod asking a host port a program of the node holds
+// (8): a WinNAT mapping would take that program's traffic. Only ports the
+// sandbox does not hold yet are judged (a program that binds one of them
+// after it was mapped does not unmap the pod), from the node's sockets on
+// those ports, read once.
+func hostHeld(f facts, in inputs, o outcome, w wanted) (plan, bool) {
+	if !in.hostSockets {
+		return plan{}, false
+	}
+	var fresh []hcn.PortMappingPolicy
+	for _, p := range w.policies {
+		if !slices.ContainsFunc(o.known.ports, func(q hcn.PortMappingPolicy) bool { return hcn.SameMapping(p, q) }) {
+			fresh = append(fresh, p)
+		}
+	}
+	switch {
+	case len(fresh) == 0:
+		return plan{}, false
+	case !f.sockets.read:
+		return plan{ask: askHostSockets, ports: hostsockets.PortsOf(fresh)}, true
+	case f.sockets.err != nil:
+		return o.refuse(f.sockets.err), true
+	}
+	for _, p := range fresh {
+		if s, held := hostsockets.Holding(f.sockets.v, p); held {
+			return deny(f, in, o, &hostsockets.HeldError{Policy: p, By: s}), true
+		}
+	}
+	return plan{}, false
 }
 
 // holding is the sandbox's endpoints as HNS holds them: what is known,

@@ -2,6 +2,7 @@ package plugin
 
 import (
 	"errors"
+	"net/netip"
 	"reflect"
 	"slices"
 	"testing"
@@ -9,6 +10,7 @@ import (
 
 	"github.com/nri-hcn-portmap/nri-hcn-portmap/hcn"
 	"github.com/nri-hcn-portmap/nri-hcn-portmap/plugin/admission"
+	"github.com/nri-hcn-portmap/nri-hcn-portmap/plugin/hostsockets"
 	"github.com/nri-hcn-portmap/nri-hcn-portmap/plugin/request"
 )
 
@@ -82,6 +84,14 @@ func TestDecideFromValues(t *testing.T) {
 		return sn
 	}
 	late := with(ours, func(ep *hcn.Endpoint) { ep.ID, ep.Namespace = "late", "" })
+	// issue 56: the node's own sockets read
+	sockets := base
+	sockets.hostSockets = true
+	sqlOn := func(port uint16) []hostsockets.Socket {
+		return []hostsockets.Socket{{Protocol: hcn.TCP, Addr: netip.MustParseAddr("0.0.0.0"), Port: port, PID: 2100, Program: "sqlservr.exe"}}
+	}
+	errUnread := errors.New("iphlpapi: no table")
+	withSockets := func(f facts, socks []hostsockets.Socket, err error) facts { f.sockets.set(socks, err); return f }
 	type planned struct {
 		ask    ask
 		remove bool
@@ -231,6 +241,35 @@ func TestDecideFromValues(t *testing.T) {
 			record(criMetaDNS("9001:80", "10.96.0.10")), base,
 			planned{want: &wanted{netns: ns, policies: []hcn.PortMappingPolicy{p9001}, dns: podDNS},
 				steps: []hcn.Step{{Kind: hcn.StepKeep, Endpoint: with(ours, func(ep *hcn.Endpoint) { ep.Routes = nil })}}}},
+		// issue 56: a port a program of the node holds is never mapped
+		{"a new port: the node's sockets on it are asked", start, record(criMetaDNS("9001:80", "10.96.0.10")), sockets,
+			planned{ask: askHostSockets, check: func(t *testing.T, p plan) {
+				if !reflect.DeepEqual(p.ports, []hostsockets.Port{{Protocol: hcn.TCP, Port: 9001}}) {
+					t.Errorf("ports %v: want 9001/tcp", p.ports)
+				}
+			}}},
+		{"a port a program holds: refused naming it, nothing built", start,
+			withSockets(record(criMetaDNS("9001:80", "10.96.0.10")), sqlOn(9001), nil), sockets,
+			planned{err: hostsockets.ErrHeld, check: func(t *testing.T, p plan) {
+				var he *hostsockets.HeldError
+				if !errors.As(p.err, &he) || he.By.Program != "sqlservr.exe" || he.Policy != p9001 || p.want != nil {
+					t.Errorf("plan %+v: want 9001 refused naming sqlservr.exe", p)
+				}
+			}}},
+		{"another port held, this one free: built", start, withSockets(record(criMetaDNS("9001:80", "10.96.0.10")), sqlOn(1433), nil), sockets,
+			planned{want: &wanted{netns: ns, policies: []hcn.PortMappingPolicy{p9001}, dns: podDNS}, steps: create(podDNS, p9001)}},
+		{"the sockets cannot be read: nothing built", start,
+			withSockets(record(criMetaDNS("9001:80", "10.96.0.10")), nil, errUnread), sockets, planned{err: errUnread}},
+		{"a port the pod holds already is not read again (a program bound after it was mapped)", holdingOurs(ours),
+			record(criMetaDNS("9001:80", "10.96.0.10")), sockets,
+			planned{want: &wanted{netns: ns, policies: []hcn.PortMappingPolicy{p9001}, dns: podDNS}, steps: []hcn.Step{{Kind: hcn.StepKeep, Endpoint: ours}}}},
+		{"a refused pod keeps the endpoint mapping what it held, and gets nothing more", holdingOurs(ours),
+			withSockets(record(criMetaDNS("9001:80,9002:80", "10.96.0.10")), sqlOn(9002), nil), sockets,
+			planned{err: hostsockets.ErrHeld, check: func(t *testing.T, p plan) {
+				if len(p.steps) != 0 || p.want != nil || p.remove {
+					t.Errorf("plan %+v: want ours kept as it is (no step)", p)
+				}
+			}}},
 		// issue 51: late effects are steps too
 		{"ports of a given-up create: HNS is asked what it made", unsure(start, now), record(criMetaDNS("9001:80", "10.96.0.10")), base,
 			planned{ask: askEndpoints}},

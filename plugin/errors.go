@@ -12,6 +12,7 @@ import (
 
 	"github.com/nri-hcn-portmap/nri-hcn-portmap/hcn"
 	"github.com/nri-hcn-portmap/nri-hcn-portmap/plugin/admission"
+	"github.com/nri-hcn-portmap/nri-hcn-portmap/plugin/hostsockets"
 	"github.com/nri-hcn-portmap/nri-hcn-portmap/plugin/request"
 )
 
@@ -133,6 +134,9 @@ var errorTable = []row{
 	{is(admission.ErrNetworkPolicyUnknown), byPolicy(errorKind{retry: retryNever, class: ClassDenied, reason: ReasonNetworkPolicyUnknown,
 		counted: true, level: logrus.WarnLevel, says: "host ports held back: the NetworkPolicies that may select the pod are not known"})},
 	{is(ErrPortConflict), rejected(ClassConflict, ReasonConflict)},
+	// a program of the node holds the port: the pod's owner is told which;
+	// each resync judges the pod again (the program may have stopped)
+	{is(hostsockets.ErrHeld), rejected(ClassConflict, ReasonConflict)},
 	// containerd not answering (restarting, overloaded): waited out while
 	// the work matters, told as containerd's, not HNS's
 	{is(ErrContainerd), errorKind{retry: retryAlways, class: ClassError, reason: ReasonContainerd, counted: true, level: logrus.ErrorLevel,

@@ -17,6 +17,7 @@ import (
 	"github.com/nri-hcn-portmap/nri-hcn-portmap/hcn"
 	"github.com/nri-hcn-portmap/nri-hcn-portmap/hcn/hcnsim"
 	"github.com/nri-hcn-portmap/nri-hcn-portmap/plugin/admission"
+	"github.com/nri-hcn-portmap/nri-hcn-portmap/plugin/hostsockets"
 	"github.com/nri-hcn-portmap/nri-hcn-portmap/plugin/request"
 )
 
@@ -280,7 +281,41 @@ func testOptions(t *testing.T) Options {
 	}
 	o.Inputs, o.Admission = Inputs{Annotations: true}, nil
 	o.RetryMin, o.RetryMax = time.Millisecond, 5*time.Millisecond
+	o.Sockets = &hostTable{} // the node's own sockets: none, not the test machine's
 	return o
+}
+
+// hostTable is the node's own sockets as a test sets them: a
+// hostsockets.Reader that counts its reads.
+type hostTable struct {
+	mu    sync.Mutex
+	socks []hostsockets.Socket
+	reads int
+}
+
+func (h *hostTable) On(_ context.Context, ports []hostsockets.Port) ([]hostsockets.Socket, error) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.reads++
+	var out []hostsockets.Socket
+	for _, s := range h.socks {
+		if slices.Contains(ports, hostsockets.Port{Protocol: s.Protocol, Port: s.Port}) {
+			out = append(out, s)
+		}
+	}
+	return out, nil
+}
+
+func (h *hostTable) set(socks ...hostsockets.Socket) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.socks = socks
+}
+
+func (h *hostTable) count() int {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.reads
 }
 
 // testManagerConfig is the manager of the default configuration.

@@ -4,6 +4,7 @@ import (
 	"github.com/nri-hcn-portmap/nri-hcn-portmap/config"
 	"github.com/nri-hcn-portmap/nri-hcn-portmap/hcn"
 	"github.com/nri-hcn-portmap/nri-hcn-portmap/plugin/admission"
+	"github.com/nri-hcn-portmap/nri-hcn-portmap/plugin/hostsockets"
 	"github.com/nri-hcn-portmap/nri-hcn-portmap/plugin/request"
 )
 
@@ -28,6 +29,9 @@ func OptionsFrom(cfg config.Config) (Options, error) {
 		HyperVHandlers: cfg.Plugin.HyperVRuntimeHandlers,
 		Workers:        config.SyncWorkers,
 		LateBound:      config.LateCallTimeouts * cfg.HCN.CallTimeout.Duration,
+		// the node's own programs' ports are never taken, whatever the
+		// admission rules allow (issue 56): no setting turns it off
+		Sockets: hostsockets.OS{},
 	}, nil
 }
 

@@ -7,6 +7,7 @@ import (
 
 	"github.com/nri-hcn-portmap/nri-hcn-portmap/hcn"
 	"github.com/nri-hcn-portmap/nri-hcn-portmap/plugin/admission"
+	"github.com/nri-hcn-portmap/nri-hcn-portmap/plugin/hostsockets"
 	"github.com/nri-hcn-portmap/nri-hcn-portmap/plugin/request"
 )
 
@@ -29,6 +30,7 @@ type inputs struct {
 	limits         request.Limits
 	policyOptions  request.PolicyOptions
 	hyperVHandlers []string
+	hostSockets    bool // the node's own sockets are read: a port a program holds is never mapped
 }
 
 // fact is one thing a sync read for decide: its value or the error
@@ -53,6 +55,7 @@ type facts struct {
 	netTypes   fact[map[string]hcn.NetworkType] // canonical network ID -> type
 	target     fact[hcn.Target]
 	endpoints  fact[[]hcn.Endpoint]
+	sockets    fact[[]hostsockets.Socket] // the node's own, on plan.ports
 }
 
 // ask is a fact decide needs before it can decide.
@@ -67,6 +70,7 @@ const (
 	askNetworkTypes            // the types of the networks in plan.networks
 	askTarget                  // the network the plugin's endpoints go on
 	askEndpoints               // the sandbox's endpoints as HNS holds them
+	askHostSockets             // the node's own sockets on plan.ports
 )
 
 // plan is a decision: a fact to read first (ask), or every step to take
@@ -77,7 +81,8 @@ const (
 // a sandbox (an application container's).
 type plan struct {
 	ask      ask
-	networks []string // askNetworkTypes: the network IDs
+	networks []string           // askNetworkTypes: the network IDs
+	ports    []hostsockets.Port // askHostSockets: the ports
 	out      outcome
 	want     *wanted    // the endpoint the steps build, its host ports claimed first
 	steps    []hcn.Step // HNS's steps

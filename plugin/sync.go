@@ -34,7 +34,7 @@ func (c *Core) sync(ctx context.Context, sn snap, in inputs) outcome {
 func (c *Core) inputs() inputs {
 	now := c.now()
 	in := inputs{gen: c.inputsGen.Load(), now: now, lateBound: c.opt.LateBound, policy: c.policy.Load(), sources: c.opt.Inputs, limits: c.opt.Limits,
-		policyOptions: c.opt.Policy, hyperVHandlers: c.opt.HyperVHandlers}
+		policyOptions: c.opt.Policy, hyperVHandlers: c.opt.HyperVHandlers, hostSockets: c.opt.Sockets != nil}
 	if l := c.labels.Load(); l != nil {
 		v := *l
 		v.At = now
@@ -73,6 +73,8 @@ func (c *Core) read(ctx context.Context, sn snap, in inputs, p plan, f *facts) {
 		f.target.set(c.mgr.Target(ctx))
 	case askEndpoints:
 		f.endpoints.set(c.mgr.Lookup(ctx, sn.id))
+	case askHostSockets:
+		f.sockets.set(c.opt.Sockets.On(ctx, p.ports))
 	}
 }
 

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"net/netip"
 	"os"
 	"reflect"
 	"slices"
@@ -17,6 +18,7 @@ import (
 	"github.com/nri-hcn-portmap/nri-hcn-portmap/hcn"
 	"github.com/nri-hcn-portmap/nri-hcn-portmap/hcn/hcnsim"
 	"github.com/nri-hcn-portmap/nri-hcn-portmap/plugin/admission"
+	"github.com/nri-hcn-portmap/nri-hcn-portmap/plugin/hostsockets"
 	"github.com/nri-hcn-portmap/nri-hcn-portmap/plugin/request"
 	"k8s.io/apimachinery/pkg/labels"
 )
@@ -164,6 +166,52 @@ func TestPortHNSHoldsIsAConflictThatSaysWho(t *testing.T) {
 	}
 	if got, ok := rep.last(); !ok || got.Reason != ReasonConflict {
 		t.Errorf("report %+v, want %s", got, ReasonConflict)
+	}
+}
+
+// Issue 56: a host port a program of the node holds is never mapped: the
+// pod is refused as a host-port conflict naming the program and its PID,
+// nothing is built, and once the program has let the port go the pod is
+// mapped at its next sync. A program that binds a port after the pod
+// holds it does not unmap the pod, and the node's sockets are read only
+// for ports the pod does not hold yet.
+func TestAPortAProgramOfTheNodeHoldsIsNeverMapped(t *testing.T) {
+	rep := &reports{}
+	table := &hostTable{}
+	f := newFixture(t, func(o *Options) { o.Reporter, o.Sockets = rep, table })
+	sql := hostsockets.Socket{Protocol: hcn.TCP, Addr: netip.MustParseAddr("0.0.0.0"), Port: 1433, PID: 2100, Program: "sqlservr.exe"}
+	table.set(sql)
+	p := f.sandbox("db", "1433:1433")
+	err := f.core.StartPod(ctx, p)
+	var he *hostsockets.HeldError
+	if !errors.As(err, &he) || he.By != sql || Classify(err) != ClassConflict {
+		t.Fatalf("StartPod = %v (class %s), want refused naming sqlservr.exe", err, Classify(err))
+	}
+	for _, want := range []string{"pod default/pod-db", "*:1433->1433/tcp", "sqlservr.exe (PID 2100) listening on 0.0.0.0:1433/tcp"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("error %q does not say %q", err, want)
+		}
+	}
+	if got, ok := rep.last(); !ok || got.Mapped || got.Reason != ReasonConflict || !strings.Contains(got.Err.Error(), "sqlservr.exe (PID 2100)") {
+		t.Errorf("report %+v, want %s naming the program", got, ReasonConflict)
+	}
+	if eps := f.endpoints("db"); len(eps) != 0 {
+		t.Fatalf("endpoints %+v: want nothing built", eps)
+	}
+	table.set() // the program stopped
+	if _, err := f.core.Reconcile(ctx, []Pod{p}); err != nil {
+		t.Fatalf("Reconcile after the program let the port go: %v", err)
+	}
+	if eps := f.endpoints("db"); len(eps) != 1 {
+		t.Fatalf("endpoints %+v: want the pod mapped once the port is free", eps)
+	}
+	reads := table.count()
+	table.set(sql) // a program binds the port the pod holds
+	if _, err := f.core.Reconcile(ctx, []Pod{p}); err != nil {
+		t.Fatalf("Reconcile with a program bound after the mapping: %v", err)
+	}
+	if eps := f.endpoints("db"); len(eps) != 1 || table.count() != reads {
+		t.Fatalf("endpoints %+v, %d more reads: want the pod kept mapped and the sockets not read for a port it holds", eps, table.count()-reads)
 	}
 }
 

@@ -11,7 +11,9 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
+	"net"
 	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -308,6 +310,39 @@ func TestPodLifecycle(t *testing.T) {
 			t.Fatalf("second pod got %+v", ep)
 		}
 		wantEndpoint(t, ctx, env, a.ID, guid, []hcn.PortMappingPolicy{tcp(8484, 80, "", 1)})
+	})
+
+	// issue 56: the plugin, its own process, reads the node's sockets
+	t.Run("a host port a program of the node holds fails the pod naming the program", func(t *testing.T) {
+		l, err := net.Listen("tcp", ":8488")
+		if err != nil {
+			t.Fatal(err)
+		}
+		u, err := net.ListenPacket("udp4", "0.0.0.0:8489")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer u.Close()
+		me := filepath.Base(os.Args[0])[:min(15, len(filepath.Base(os.Args[0])))] // Linux's comm: 15 bytes
+		for _, tc := range []struct{ annotation, says string }{
+			{"8488:80", fmt.Sprintf("*:8488->80/tcp is held by the node's program %s (PID %d) listening on [::]:8488/tcp", me, os.Getpid())},
+			{"8489:53/udp", fmt.Sprintf("*:8489->53/udp is held by the node's program %s (PID %d) bound to 0.0.0.0:8489/udp", me, os.Getpid())},
+		} {
+			p := pod("squatted-"+strings.NewReplacer(":", "-", "/", "-").Replace(tc.annotation), tc.annotation)
+			if _, err := env.RunPod(ctx, p); err == nil || !strings.Contains(err.Error(), tc.says) {
+				t.Fatalf("a pod asking %s, which this test holds: %v; want it refused saying %q", tc.annotation, err, tc.says)
+			}
+			if ep := endpointOf(t, ctx, env, p.ID); ep != nil {
+				t.Fatalf("the refused pod got %+v", ep)
+			}
+		}
+		l.Close() // the program lets the port go: the port is the pods' again
+		p := pod("after", "8488:80")
+		guid, err := env.RunPod(ctx, p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		wantEndpoint(t, ctx, env, p.ID, guid, []hcn.PortMappingPolicy{tcp(8488, 80, "", 1)})
 	})
 
 	if !env.Plugin.Running() {

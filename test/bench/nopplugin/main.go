@@ -4,7 +4,8 @@
 // each other, with nothing else: containerd's record of the sandbox (for its
 // namespace GUID and the pod's DNS: its own, else the CNI's result), for a
 // pod whose record names no DNS HNS's namespace and its endpoints (the
-// CNI's, whose DNS the pod's interface got), then HNS's create, then the
+// CNI's, whose DNS the pod's interface got), the node's own sockets on the
+// host port (a port a program holds is never mapped), then HNS's create, then the
 // attach; a stop detaches and deletes. With --events it is the same floor on containerd's event stream
 // (the Windows path): /tasks/start does those three calls, /tasks/exit the
 // two of a stop. That is the floor of the plugin's own cost: what the plugin
@@ -34,6 +35,7 @@ import (
 	"github.com/nri-hcn-portmap/nri-hcn-portmap/config"
 	"github.com/nri-hcn-portmap/nri-hcn-portmap/hcn"
 	"github.com/nri-hcn-portmap/nri-hcn-portmap/hcn/hcnsim"
+	"github.com/nri-hcn-portmap/nri-hcn-portmap/plugin/hostsockets"
 	"github.com/nri-hcn-portmap/nri-hcn-portmap/plugin/request"
 )
 
@@ -92,6 +94,11 @@ func (f *floor) createAttach(ctx context.Context, id, name string, sb sandbox) e
 			eps = append(eps, *ep)
 		}
 		dns = hcn.NeighbourDNS(eps)
+	}
+	// the node's own sockets on the port: a port a program holds is never
+	// mapped (issue 56)
+	if _, err := (hostsockets.OS{}).On(ctx, []hostsockets.Port{{Protocol: hcn.TCP, Port: uint16(host)}}); err != nil {
+		return err
 	}
 	ns := sb.ns
 	ep, err := f.hns.CreateEndpoint(ctx, hcn.EndpointSpec{Name: name, NetworkID: f.network.ID, Routes: f.routes, DNS: dns,

@@ -1,0 +1,130 @@
+package hostsockets
+
+import (
+	"bufio"
+	"context"
+	"encoding/binary"
+	"encoding/hex"
+	"fmt"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+
+	"github.com/nri-hcn-portmap/nri-hcn-portmap/hcn"
+)
+
+// OS reads the node's sockets as Linux says them (the simulator's node):
+// /proc/net/tcp, tcp6 (listeners), udp and udp6 (every bound socket), then
+// the process holding each socket found, by its inode among /proc/*/fd.
+type OS struct{ Proc string } // "" is /proc
+
+// On reads the sockets bound to ports.
+func (o OS) On(ctx context.Context, ports []Port) ([]Socket, error) {
+	if len(ports) == 0 {
+		return nil, nil
+	}
+	proc := o.Proc
+	if proc == "" {
+		proc = "/proc"
+	}
+	var out []Socket
+	inodes := map[string][]int{} // inode -> indexes in out
+	for _, t := range []struct {
+		file  string
+		proto hcn.Protocol
+	}{{"net/tcp", hcn.TCP}, {"net/tcp6", hcn.TCP}, {"net/udp", hcn.UDP}, {"net/udp6", hcn.UDP}} {
+		socks, err := readTable(filepath.Join(proc, t.file), t.proto, ports)
+		if err != nil {
+			return nil, err
+		}
+		for _, s := range socks {
+			inodes[s.inode] = append(inodes[s.inode], len(out))
+			out = append(out, s.Socket)
+		}
+	}
+	if len(out) > 0 {
+		owners(proc, inodes, out)
+	}
+	return out, ctx.Err()
+}
+
+type found struct {
+	Socket
+	inode string
+}
+
+// readTable reads one /proc/net table: its listening (TCP) or bound (UDP)
+// sockets on ports. A table the kernel does not have (no IPv6) is empty.
+func readTable(file string, proto hcn.Protocol, ports []Port) ([]found, error) {
+	f, err := os.Open(file)
+	if os.IsNotExist(err) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("reading the node's sockets: %w", err)
+	}
+	defer f.Close()
+	var out []found
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		// sl local_address rem_address st tx:rx tr:when retrnsmt uid timeout inode
+		fields := strings.Fields(sc.Text())
+		if len(fields) < 10 || (proto == hcn.TCP && fields[3] != "0A") { // TCP_LISTEN
+			continue
+		}
+		addr, port, ok := parseAddr(fields[1])
+		if !ok || !contains(ports, Port{Protocol: proto, Port: port}) {
+			continue
+		}
+		out = append(out, found{Socket: Socket{Protocol: proto, Addr: addr, Port: port}, inode: fields[9]})
+	}
+	if err := sc.Err(); err != nil {
+		return nil, fmt.Errorf("reading the node's sockets: %s: %w", file, err)
+	}
+	return out, nil
+}
+
+// parseAddr reads a /proc/net address, ADDR:PORT in hex, the address as
+// 32-bit words in host order (little-endian here).
+func parseAddr(s string) (netip.Addr, uint16, bool) {
+	h, p, ok := strings.Cut(s, ":")
+	port, err := strconv.ParseUint(p, 16, 16)
+	raw, herr := hex.DecodeString(h)
+	if !ok || err != nil || herr != nil || (len(raw) != 4 && len(raw) != 16) {
+		return netip.Addr{}, 0, false
+	}
+	b := make([]byte, len(raw))
+	for i := 0; i < len(raw); i += 4 {
+		binary.LittleEndian.PutUint32(b[i:], binary.BigEndian.Uint32(raw[i:]))
+	}
+	addr, _ := netip.AddrFromSlice(b)
+	return addr, uint16(port), true
+}
+
+// owners fills in the process holding each socket: its PID and command
+// name, found by the socket's inode among the processes' descriptors.
+func owners(proc string, inodes map[string][]int, out []Socket) {
+	procs, _ := filepath.Glob(filepath.Join(proc, "[0-9]*"))
+	for _, dir := range procs {
+		fds, _ := os.ReadDir(filepath.Join(dir, "fd"))
+		for _, fd := range fds {
+			l, err := os.Readlink(filepath.Join(dir, "fd", fd.Name()))
+			if err != nil || !strings.HasPrefix(l, "socket:[") {
+				continue
+			}
+			idx, ok := inodes[strings.TrimSuffix(strings.TrimPrefix(l, "socket:["), "]")]
+			if !ok {
+				continue
+			}
+			pid, _ := strconv.ParseUint(filepath.Base(dir), 10, 32)
+			comm, _ := os.ReadFile(filepath.Join(dir, "comm"))
+			for _, i := range idx {
+				if out[i].PID == 0 {
+					out[i].PID, out[i].Program = uint32(pid), strings.TrimSpace(string(comm))
+				}
+			}
+		}
+	}
+}
