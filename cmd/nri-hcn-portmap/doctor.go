@@ -16,6 +16,7 @@ import (
 	"github.com/nri-hcn-portmap/nri-hcn-portmap/plugin/admin"
 	"github.com/nri-hcn-portmap/nri-hcn-portmap/plugin/containerd"
 	"github.com/nri-hcn-portmap/nri-hcn-portmap/plugin/doctor"
+	"github.com/nri-hcn-portmap/nri-hcn-portmap/plugin/hostsockets"
 	"github.com/nri-hcn-portmap/nri-hcn-portmap/plugin/kube"
 )
 
@@ -57,6 +58,7 @@ func doctorCmd(args []string, stdout, stderr io.Writer) error {
 			return err
 		},
 		Windows: onWindows,
+		Sockets: hostsockets.OS{},
 	}
 	if cfg.Kubernetes.Enabled {
 		api, err := newKubeAPI(cfg.Kubernetes)

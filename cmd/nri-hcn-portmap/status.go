@@ -11,6 +11,7 @@ import (
 	"github.com/nri-hcn-portmap/nri-hcn-portmap/config"
 	"github.com/nri-hcn-portmap/nri-hcn-portmap/plugin"
 	"github.com/nri-hcn-portmap/nri-hcn-portmap/plugin/containerd"
+	"github.com/nri-hcn-portmap/nri-hcn-portmap/plugin/hostsockets"
 	"github.com/nri-hcn-portmap/nri-hcn-portmap/plugin/status"
 )
 
@@ -42,6 +43,11 @@ func statusCmd(args []string, stdout, stderr io.Writer) error {
 	}
 	pcancel()
 	entries := status.Entries(ctx, mgr, sbs, eps)
+	if socks, err := (hostsockets.OS{}).On(ctx, hostsockets.PortsOf(status.Mapped(entries))); err != nil {
+		fmt.Fprintf(stderr, "nri-hcn-portmap: note: the node's sockets are not read, so a program a mapping shadows is not shown: %v\n", err)
+	} else {
+		entries = status.WithShadowed(entries, socks)
+	}
 	if views, err := runningMappings(ctx, cfg.Admin); err != nil {
 		fmt.Fprintf(stderr, "nri-hcn-portmap: note: what the CNI maps is not shown: %v\n", err)
 	} else {

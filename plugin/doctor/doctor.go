@@ -22,6 +22,7 @@ import (
 	"github.com/nri-hcn-portmap/nri-hcn-portmap/hcn"
 	"github.com/nri-hcn-portmap/nri-hcn-portmap/plugin"
 	"github.com/nri-hcn-portmap/nri-hcn-portmap/plugin/admin"
+	"github.com/nri-hcn-portmap/nri-hcn-portmap/plugin/hostsockets"
 )
 
 // Status of one check.
@@ -91,6 +92,10 @@ type Doctor struct {
 	// HostPrefixes are the host's address prefixes (nil: its interfaces',
 	// hcn.InterfacePrefixes).
 	HostPrefixes func() ([]netip.Prefix, error)
+	// Sockets reads the node's own sockets (nil: not read): a program
+	// listening on a host port one of the plugin's endpoints maps is
+	// shadowed by the mapping.
+	Sockets hostsockets.Reader
 	// Timeout bounds each check (hcn.call_timeout when zero).
 	Timeout time.Duration
 
@@ -121,7 +126,7 @@ func (d *Doctor) Run(ctx context.Context) Report {
 	d.seen = &seen{}
 	defer func() { d.seen = nil }()
 	checks := []func(context.Context) Result{d.checkHNS, d.checkNetwork, d.checkIPv6, d.checkContainerd,
-		d.checkEvents, d.checkNRISocket, d.checkAdmin, d.checkHyperV, d.checkPodSecurity, d.checkNetworkPolicy, d.checkNodeRestriction}
+		d.checkEvents, d.checkNRISocket, d.checkAdmin, d.checkHyperV, d.checkPodSecurity, d.checkNetworkPolicy, d.checkNodeRestriction, d.checkShadowed}
 	for _, c := range checks {
 		cctx, cancel := context.WithTimeout(ctx, d.timeout())
 		r.Results = append(r.Results, c(cctx))
@@ -335,6 +340,52 @@ func (d *Doctor) checkHyperV(ctx context.Context) Result {
 			"map host ports of Hyper-V pods with the CNI's portMappings"}
 	}
 	return Result{name, Pass, fmt.Sprintf("none among %d sandboxes (handlers treated as Hyper-V: %s)", len(ids), cmp.Or(handlers, "none")), ""}
+}
+
+// checkShadowed says whether a program of the node holds a host port one
+// of the plugin's endpoints maps (issue 56): one that bound it after the
+// pod was mapped (the plugin refuses a port a program holds before); the
+// mapping takes the traffic meant for that program.
+func (d *Doctor) checkShadowed(ctx context.Context) Result {
+	const name = "host ports shadowed"
+	if d.Sockets == nil {
+		return Result{name, Warn, "not checked: the node's sockets are not read", ""}
+	}
+	if d.HNSErr != nil || d.HNS == nil {
+		return Result{name, Warn, "not checked: HNS does not answer", ""}
+	}
+	eps, err := d.HNS.ListEndpoints(ctx)
+	if err != nil {
+		return Result{name, Warn, "not checked: " + err.Error(), ""}
+	}
+	var mapped []hcn.PortMappingPolicy
+	of := map[hcn.PortMappingPolicy]string{}
+	for _, ep := range eps {
+		if !strings.HasPrefix(ep.Name, config.EndpointPrefix) {
+			continue
+		}
+		for _, p := range ep.PortMappings {
+			mapped, of[p] = append(mapped, p), ep.Name
+		}
+	}
+	if len(mapped) == 0 {
+		return Result{name, Pass, "the plugin's endpoints map no host port", ""}
+	}
+	socks, err := d.Sockets.On(ctx, hostsockets.PortsOf(mapped))
+	if err != nil {
+		return Result{name, Warn, "not checked: " + err.Error(), ""}
+	}
+	var shadowed []string
+	for _, p := range mapped {
+		if s, held := hostsockets.Holding(socks, p); held {
+			shadowed = append(shadowed, fmt.Sprintf("%s of %s shadows %s", p, of[p], s))
+		}
+	}
+	if len(shadowed) > 0 {
+		return Result{name, Warn, strings.Join(shadowed, "; ") + ": the mapping takes the traffic sent to that program",
+			"move the program to another port, or the pod (its mapping goes with its sandbox); status shows the same"}
+	}
+	return Result{name, Pass, fmt.Sprintf("none of the %d host ports the plugin's endpoints map is held by a program of the node", len(mapped)), ""}
 }
 
 // checkPodSecurity says how the annotation meets Pod Security, from the

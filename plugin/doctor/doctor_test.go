@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"net/netip"
+	"slices"
 	"strings"
 	"testing"
 
@@ -15,6 +16,7 @@ import (
 	"github.com/nri-hcn-portmap/nri-hcn-portmap/hcn/hcnsim"
 	"github.com/nri-hcn-portmap/nri-hcn-portmap/plugin"
 	"github.com/nri-hcn-portmap/nri-hcn-portmap/plugin/admin"
+	"github.com/nri-hcn-portmap/nri-hcn-portmap/plugin/hostsockets"
 )
 
 var ctx = context.Background()
@@ -53,8 +55,9 @@ func healthy(t *testing.T) (*Doctor, *hcnsim.Sim) {
 		Health: func(context.Context) (admin.HealthReport, error) {
 			return admin.HealthReport{Status: "ok", Checks: map[string]string{"event source": "ok"}}, nil
 		},
-		Stat:   func(string) error { return nil },
-		Listen: func(string) error { return nil },
+		Stat:    func(string) error { return nil },
+		Listen:  func(string) error { return nil },
+		Sockets: sockets{},
 		// the host: a NIC, and its vNIC on the NAT network (the subnet
 		// itself, which overlaps nothing)
 		HostPrefixes: func() ([]netip.Prefix, error) {
@@ -208,6 +211,60 @@ func TestChecks(t *testing.T) {
 			}
 			if len(sim.State().Endpoints) != 0 {
 				t.Errorf("a check created an endpoint")
+			}
+		})
+	}
+}
+
+// sockets is the node's own sockets as a test sets them.
+type sockets []hostsockets.Socket
+
+func (s sockets) On(_ context.Context, ports []hostsockets.Port) ([]hostsockets.Socket, error) {
+	var out []hostsockets.Socket
+	for _, x := range s {
+		if slices.Contains(ports, hostsockets.Port{Protocol: x.Protocol, Port: x.Port}) {
+			out = append(out, x)
+		}
+	}
+	return out, nil
+}
+
+// Issue 56: a program that binds a host port after one of the plugin's
+// endpoints mapped it is shadowed by the mapping; doctor says which, and
+// whose endpoint. A port the CNI's endpoint maps is not the plugin's to
+// report.
+func TestDoctorSaysWhichProgramAMappingShadows(t *testing.T) {
+	d, sim := healthy(t)
+	net, err := sim.GetNetworkByName(ctx, "nat")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, spec := range []hcn.EndpointSpec{
+		{Name: config.EndpointPrefix + "sb1", NetworkID: net.ID, PortMappings: []hcn.PortMappingPolicy{{Protocol: hcn.TCP, ExternalPort: 1433, InternalPort: 1433}}},
+		{Name: "cbr0_sb2", NetworkID: net.ID, PortMappings: []hcn.PortMappingPolicy{{Protocol: hcn.TCP, ExternalPort: 8080, InternalPort: 80}}},
+	} {
+		if _, err := sim.CreateEndpoint(ctx, spec); err != nil {
+			t.Fatal(err)
+		}
+	}
+	sql := hostsockets.Socket{Protocol: hcn.TCP, Addr: netip.MustParseAddr("0.0.0.0"), Port: 1433, PID: 2100, Program: "sqlservr.exe"}
+	iis := hostsockets.Socket{Protocol: hcn.TCP, Addr: netip.MustParseAddr("::"), Port: 8080, PID: 4, Program: "System"}
+	for _, tc := range []struct {
+		name    string
+		sockets hostsockets.Reader
+		want    Status
+		says    string
+	}{
+		{"a program on a port the plugin maps", sockets{sql, iis}, Warn,
+			"*:1433->1433/tcp of nri-hcn-portmap-sb1 shadows sqlservr.exe (PID 2100) listening on 0.0.0.0:1433/tcp"},
+		{"only the CNI's port held", sockets{iis}, Pass, "none of the 1 host ports"},
+		{"not read", nil, Warn, "not checked"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			d.Sockets = tc.sockets
+			st, says := statusOf(d.Run(ctx), "host ports shadowed")
+			if st != tc.want || !strings.Contains(says, tc.says) || (tc.want == Pass && strings.Contains(says, "8080")) {
+				t.Fatalf("host ports shadowed = %s %q; want %s saying %q", st, says, tc.want, tc.says)
 			}
 		})
 	}

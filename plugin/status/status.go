@@ -17,6 +17,7 @@ import (
 
 	"github.com/nri-hcn-portmap/nri-hcn-portmap/hcn"
 	"github.com/nri-hcn-portmap/nri-hcn-portmap/plugin"
+	"github.com/nri-hcn-portmap/nri-hcn-portmap/plugin/hostsockets"
 	"github.com/nri-hcn-portmap/nri-hcn-portmap/plugin/request"
 )
 
@@ -37,6 +38,37 @@ type Entry struct {
 	// ForeignDNS: our endpoint carries DNS other than the pod's (from the
 	// running plugin: plugin.SandboxMappings.ForeignDNS)
 	ForeignDNS bool `json:"foreignDNS,omitempty"`
+	// Shadows: programs of the node holding a host port our endpoint maps
+	// (bound after the pod was mapped): the mapping takes their traffic
+	Shadows []Shadowed `json:"shadows,omitempty"`
+}
+
+// Shadowed is a program of the node a mapping of ours shadows.
+type Shadowed struct {
+	Mapping hcn.PortMappingPolicy `json:"mapping"`
+	Socket  string                `json:"socket"` // the program, its PID, where it is bound
+}
+
+// WithShadowed marks each of our mappings a socket of socks (the node's
+// own, on our mappings' ports) holds.
+func WithShadowed(entries []Entry, socks []hostsockets.Socket) []Entry {
+	for i := range entries {
+		for _, p := range entries[i].Mappings {
+			if s, held := hostsockets.Holding(socks, p); held {
+				entries[i].Shadows = append(entries[i].Shadows, Shadowed{Mapping: p, Socket: s.String()})
+			}
+		}
+	}
+	return entries
+}
+
+// Mapped is every mapping our endpoints of entries hold.
+func Mapped(entries []Entry) []hcn.PortMappingPolicy {
+	var out []hcn.PortMappingPolicy
+	for _, e := range entries {
+		out = append(out, e.Mappings...)
+	}
+	return out
 }
 
 // WithCNI adds to entries what the running plugin says the CNI maps of
@@ -120,7 +152,13 @@ func Write(w io.Writer, entries []Entry, format string) error {
 		for _, e := range entries {
 			ms := make([]string, 0, len(e.Mappings)+len(e.CNI))
 			for _, p := range e.Mappings {
-				ms = append(ms, p.String())
+				s := p.String()
+				for _, sh := range e.Shadows {
+					if sh.Mapping == p {
+						s += " (shadows " + sh.Socket + ")"
+					}
+				}
+				ms = append(ms, s)
 			}
 			for _, m := range e.CNI {
 				ms = append(ms, m.Policy.String()+" ("+strings.Join(append([]string{"cni " + short(m.Endpoint, 8)}, m.Said()...), ", ")+")")

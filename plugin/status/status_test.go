@@ -2,6 +2,7 @@ package status
 
 import (
 	"context"
+	"net/netip"
 	"strings"
 	"testing"
 
@@ -9,6 +10,7 @@ import (
 	"github.com/nri-hcn-portmap/nri-hcn-portmap/hcn"
 	"github.com/nri-hcn-portmap/nri-hcn-portmap/hcn/hcnsim"
 	"github.com/nri-hcn-portmap/nri-hcn-portmap/plugin"
+	"github.com/nri-hcn-portmap/nri-hcn-portmap/plugin/hostsockets"
 )
 
 type store map[string]string // sandbox ID -> "namespace/name"; missing: gone
@@ -76,5 +78,35 @@ func TestStatusSaysWhoMapsEachPort(t *testing.T) {
 	}
 	if len(entries) != 2 || entries[0].Pod != "api" || entries[0].Endpoint != "-" || entries[0].State != "cni" {
 		t.Errorf("entries %+v", entries)
+	}
+}
+
+// Issue 56: a program of the node that bound a host port after our
+// endpoint mapped it is shown beside the mapping that shadows it, in the
+// table and in JSON; a mapping on another host IP than the program's is not.
+func TestStatusShowsAProgramAMappingShadows(t *testing.T) {
+	sqlPort := hcn.PortMappingPolicy{Protocol: hcn.TCP, ExternalPort: 1433, InternalPort: 1433, Flags: 1}
+	elsewhere := hcn.PortMappingPolicy{Protocol: hcn.TCP, ExternalPort: 6516, InternalPort: 80, VIP: "10.0.0.4", Flags: 1}
+	entries := []Entry{{Pod: "db", Namespace: "shop", Sandbox: "sb1", Endpoint: "EP1", State: "attached", Mappings: []hcn.PortMappingPolicy{sqlPort, elsewhere}}}
+	if got := hostsockets.PortsOf(Mapped(entries)); len(got) != 2 {
+		t.Fatalf("ports read: %v, want 1433 and 6516", got)
+	}
+	entries = WithShadowed(entries, []hostsockets.Socket{
+		{Protocol: hcn.TCP, Addr: netip.MustParseAddr("0.0.0.0"), Port: 1433, PID: 2100, Program: "sqlservr.exe"},
+		{Protocol: hcn.TCP, Addr: netip.MustParseAddr("10.0.0.5"), Port: 6516, PID: 3300, Program: "sme.exe"},
+	})
+	var table, js strings.Builder
+	if err := Write(&table, entries, "table"); err != nil {
+		t.Fatal(err)
+	}
+	if err := Write(&js, entries, "json"); err != nil {
+		t.Fatal(err)
+	}
+	says := "*:1433->1433/tcp (shadows sqlservr.exe (PID 2100) listening on 0.0.0.0:1433/tcp)"
+	if !strings.Contains(table.String(), says) || strings.Contains(table.String(), "sme.exe") {
+		t.Errorf("status table:\n%s\nwant %q and nothing of sme.exe (another host IP)", table.String(), says)
+	}
+	if !strings.Contains(js.String(), `"socket": "sqlservr.exe (PID 2100) listening on 0.0.0.0:1433/tcp"`) {
+		t.Errorf("status JSON lacks the shadowed program:\n%s", js.String())
 	}
 }
