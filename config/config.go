@@ -42,7 +42,7 @@ const (
 
 // Upper bounds of the per-pod limits an operator may configure.
 const (
-	MaxMappingsLimit   = 1024
+	MaxMappingsLimit   = 4096
 	MaxAnnotationLimit = 256 << 10
 )
 
@@ -151,8 +151,9 @@ type Plugin struct {
 	// Deadline for a pod event's HCN work, safely below NRI's 2 s request
 	// timeout.
 	Deadline Duration `toml:"deadline"`
-	// MaxMappingsPerPod caps one pod's port mappings, annotation and
-	// Kubernetes hostPort together.
+	// MaxMappingsPerPod caps one pod's host-port mappings, annotation and
+	// Kubernetes hostPort together, a range counting its ports (1024: one
+	// RTP block of 1,000 ports fits; issue 56).
 	MaxMappingsPerPod int `toml:"max_mappings_per_pod"`
 	// MaxAnnotationBytes caps the size of the port-mappings annotation.
 	MaxAnnotationBytes int `toml:"max_annotation_bytes"`
@@ -281,7 +282,7 @@ func Default() Config {
 			// one endpoint's policy list small for HNS; 16 KiB holds 64
 			// entries in the most verbose form (a YAML list with host IPs,
 			// about 120 bytes each). A HostProcess pod gets about 5 s to stop.
-			MaxMappingsPerPod: 64, MaxAnnotationBytes: 16 << 10, ShutdownGrace: Duration{3 * time.Second},
+			MaxMappingsPerPod: 1024, MaxAnnotationBytes: 16 << 10, ShutdownGrace: Duration{3 * time.Second},
 			HyperVRuntimeHandlers: []string{"runhcs-wcow-hypervisor"}},
 		Admission: DefaultAdmission(),
 		NRI: NRI{Socket: "/var/run/nri/nri.sock", PluginName: "hcn-portmap", PluginIndex: "50",

@@ -66,6 +66,35 @@ func (p PortMappingPolicy) String() string {
 	return fmt.Sprintf("%s:%d->%d/%s", host, p.ExternalPort, p.InternalPort, p.Protocol)
 }
 
+// Runs says policies as operators read them, a run of consecutive host
+// ports onto consecutive container ports (same protocol, host IP and
+// flags) as one range: *:10000-10999->10000-10999/udp. In the order of
+// protocol, flags (IPv4 first), host IP, host port.
+func Runs(ps []PortMappingPolicy) []string {
+	ps = slices.Clone(ps)
+	slices.SortStableFunc(ps, func(a, b PortMappingPolicy) int {
+		return cmp.Or(cmp.Compare(a.Protocol, b.Protocol), cmp.Compare(a.Flags, b.Flags), strings.Compare(a.VIP, b.VIP),
+			cmp.Compare(a.ExternalPort, b.ExternalPort), cmp.Compare(a.InternalPort, b.InternalPort))
+	})
+	var out []string
+	for i := 0; i < len(ps); {
+		j := i + 1
+		for j < len(ps) && ps[j].ExternalPort == ps[j-1].ExternalPort+1 && ps[j].InternalPort == ps[j-1].InternalPort+1 &&
+			ps[j].Protocol == ps[i].Protocol && ps[j].VIP == ps[i].VIP && ps[j].Flags == ps[i].Flags && ps[j-1].ExternalPort != 65535 {
+			j++
+		}
+		if j-i == 1 {
+			out = append(out, ps[i].String())
+		} else {
+			first, last := ps[i].String(), ps[j-1]
+			host, _, _ := strings.Cut(first, "->")
+			out = append(out, fmt.Sprintf("%s-%d->%d-%d/%s", host, last.ExternalPort, ps[i].InternalPort, last.InternalPort, ps[i].Protocol))
+		}
+		i = j
+	}
+	return out
+}
+
 // IsIPv6 reports whether the policy applies to IPv6 traffic.
 func (p PortMappingPolicy) IsIPv6() bool { return p.Flags&NatFlagsIPv6 != 0 }
 

@@ -186,3 +186,27 @@ func TestEveryCNIInTheHostPortTableIsJudgedAsItsRowSays(t *testing.T) {
 		t.Errorf("this test judges %q, which docs/hostport.md's table does not list", cni)
 	}
 }
+
+// Issue 56: a range is said as one: consecutive host ports onto
+// consecutive container ports, same protocol, host IP and flags; IPv4
+// and IPv6 runs apart (dual stack interleaves them); a gap, another
+// container port or another host IP starts a new run.
+func TestRunsSayARangeAsOne(t *testing.T) {
+	var ps []PortMappingPolicy
+	for port := uint16(10000); port < 10003; port++ {
+		ps = append(ps, PortMappingPolicy{Protocol: UDP, ExternalPort: port, InternalPort: port, Flags: NatFlagsLocalRoutedVip},
+			PortMappingPolicy{Protocol: UDP, ExternalPort: port, InternalPort: port, Flags: NatFlagsLocalRoutedVip | NatFlagsIPv6})
+	}
+	ps = append(ps,
+		PortMappingPolicy{Protocol: UDP, ExternalPort: 10004, InternalPort: 10004, Flags: NatFlagsLocalRoutedVip}, // a gap
+		PortMappingPolicy{Protocol: TCP, ExternalPort: 8080, InternalPort: 80},                                    // alone
+		PortMappingPolicy{Protocol: TCP, ExternalPort: 8081, InternalPort: 90},                                    // another container port
+		PortMappingPolicy{Protocol: TCP, ExternalPort: 9000, InternalPort: 9000, VIP: "10.0.0.4"},                 // a host IP
+		PortMappingPolicy{Protocol: TCP, ExternalPort: 9001, InternalPort: 9001, VIP: "10.0.0.4"},
+	)
+	got := strings.Join(Runs(ps), ", ")
+	want := "*:8080->80/tcp, *:8081->90/tcp, 10.0.0.4:9000-9001->9000-9001/tcp, *:10000-10002->10000-10002/udp, *:10004->10004/udp, [::]:10000-10002->10000-10002/udp"
+	if got != want {
+		t.Fatalf("Runs = %s\nwant   %s", got, want)
+	}
+}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/sirupsen/logrus"
@@ -171,7 +172,7 @@ func built(o outcome, w wanted, r hcn.Result) outcome {
 	o.known.cni = w.cni
 	o.mapped = &mapped{endpoint: ep, policies: w.policies, cni: w.cni}
 	// who maps each of the pod's host ports, said once: ours, the CNI's
-	fields := logrus.Fields{"endpoint": ep.ID, "netns": w.netns, "mappings": fmt.Sprint(w.policies)}
+	fields := logrus.Fields{"endpoint": ep.ID, "netns": w.netns, "mappings": strings.Join(hcn.Runs(w.policies), ", ")}
 	if len(w.cni) > 0 {
 		fields["cni"] = fmt.Sprint(w.cni)
 	}

@@ -251,7 +251,7 @@ func TestMappingsComeFromTheEnabledSources(t *testing.T) {
 		{"CRI hostPorts over the cap", Inputs{CRI: true}, criMeta("", criPorts(1, 4)), nil,
 			"pod ns/p: invalid pod request: CRI hostPorts: 4 entries, more than the limit of 3 (plugin.max_mappings_per_pod)"},
 		{"annotation and CRI count together", Inputs{Annotations: true, CRI: true}, criMeta("9001:80,9002:80", criPorts(2, 4)), nil,
-			"annotation and CRI hostPorts together: 4 entries, more than the limit of 3"},
+			"annotation and CRI hostPorts together: 4 host ports (a range counts its ports), more than the limit of 3"},
 		{"annotation over the cap", Inputs{Annotations: true}, criMeta("9001:80,9002:80,9003:80,9004:80", ""), nil,
 			"pod ns/p: annotation hcn.nri.io/port-mappings: invalid pod request: 4 entries, more than the limit of 3 (plugin.max_mappings_per_pod)"},
 	}

@@ -225,3 +225,39 @@ func TestAdmitAnnotation(t *testing.T) {
 		})
 	}
 }
+
+// Issue 56: a range is admitted port by port: one crossing a denied port
+// or leaving the allowed ranges is refused naming that port; one inside
+// them is admitted.
+func TestARangeIsAdmittedPortByPort(t *testing.T) {
+	web := Pod{Namespace: "shop", Labels: map[string]string{"app": "web"}}
+	p, err := Compile(withoutPodSecurity(config.DefaultAdmission()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		annotation, denied string // "": admitted
+	}{
+		{"20000-20999:20000-20999/udp", ""},
+		{"10000-10999:10000-10999/udp", `10248:10248/udp`}, // the kubelet's ports are in the block
+		{"3380-3399:3380-3399", `3389:3389/tcp`},
+		{"10240-10259:10240-10259", `10248:10248/tcp`},
+		{"1000-1100:1000-1100/udp", `1000:1000/udp`},
+	} {
+		ms, err := request.ParsePortMappings(tc.annotation, request.Limits{MaxMappings: 1024})
+		if err != nil {
+			t.Fatal(err)
+		}
+		err = p.Admit(web, ms)
+		if tc.denied == "" {
+			if err != nil {
+				t.Errorf("%s: %v, want admitted", tc.annotation, err)
+			}
+			continue
+		}
+		var d *Denial
+		if !errors.As(err, &d) || !strings.Contains(err.Error(), tc.denied) {
+			t.Errorf("%s: %v, want denied naming %s", tc.annotation, err, tc.denied)
+		}
+	}
+}

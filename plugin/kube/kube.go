@@ -27,6 +27,7 @@ import (
 	"k8s.io/client-go/util/workqueue"
 
 	"github.com/nri-hcn-portmap/nri-hcn-portmap/config"
+	"github.com/nri-hcn-portmap/nri-hcn-portmap/hcn"
 	"github.com/nri-hcn-portmap/nri-hcn-portmap/plugin"
 )
 
@@ -328,11 +329,7 @@ func truncate(s string, n int) string {
 func mappedNote(rep plugin.PodReport) string {
 	var parts []string
 	if rep.Endpoint != "" {
-		ms := make([]string, 0, len(rep.Policies))
-		for _, p := range rep.Policies {
-			ms = append(ms, p.String())
-		}
-		parts = append(parts, fmt.Sprintf("host ports mapped by HNS endpoint %s: %s", rep.Endpoint, strings.Join(ms, ", ")))
+		parts = append(parts, fmt.Sprintf("host ports mapped by HNS endpoint %s: %s", rep.Endpoint, strings.Join(hcn.Runs(rep.Policies), ", ")))
 	}
 	byCNI := map[string][]string{}
 	var order []string

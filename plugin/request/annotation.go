@@ -51,18 +51,19 @@ func ParsePortMappings(value string, lim Limits) ([]PortMapping, error) {
 		return nil, nil
 	}
 	var (
-		out []PortMapping
-		err error
+		out  []PortMapping
+		from []string // the entry each mapping comes from, as errors name it
+		err  error
 	)
 	if isListForm(v) {
-		out, err = parseList(v, lim)
+		out, from, err = parseList(v, lim)
 	} else {
-		out, err = parseCompact(v, lim)
+		out, from, err = parseCompact(v, lim)
 	}
 	if err != nil {
 		return nil, err
 	}
-	if err := CheckOverlaps(out, nil); err != nil {
+	if err := CheckOverlaps(out, func(i int) string { return from[i] }); err != nil {
 		return nil, err
 	}
 	return out, nil
@@ -101,24 +102,28 @@ func isListForm(v string) bool {
 	return false
 }
 
-func parseCompact(v string, lim Limits) ([]PortMapping, error) {
+func parseCompact(v string, lim Limits) ([]PortMapping, []string, error) {
 	if err := lim.checkCount(strings.Count(v, ",") + 1); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	out := make([]PortMapping, 0, strings.Count(v, ",")+1)
+	var from []string
 	for _, raw := range strings.Split(v, ",") {
 		entry := strings.Trim(raw, blanks)
-		m, reason := parseCompactEntry(entry)
+		r, reason := parseCompactEntry(entry)
 		if reason != "" {
-			return nil, &MappingError{Entry: strconv.Quote(entry), Reason: reason}
+			return nil, nil, &MappingError{Entry: strconv.Quote(entry), Reason: reason}
 		}
-		out = append(out, m)
+		if err := lim.checkPorts(len(out) + r.width()); err != nil {
+			return nil, nil, fmt.Errorf("entry %s: %w", strconv.Quote(entry), err)
+		}
+		out, from = r.expand(out, from, strconv.Quote(entry))
 	}
-	return out, nil
+	return out, from, nil
 }
 
-func parseCompactEntry(entry string) (PortMapping, string) {
-	var m PortMapping
+func parseCompactEntry(entry string) (portRange, string) {
+	var m portRange
 	if entry == "" {
 		return m, "empty entry (stray comma?)"
 	}
@@ -174,14 +179,36 @@ func parseCompactEntry(entry string) (PortMapping, string) {
 	if !ok || strings.Contains(cp, ":") {
 		return m, "want hostPort:containerPort"
 	}
-	var reason string
-	if m.HostPort, reason = parsePort("host port", hp); reason != "" {
+	hs, he, hr, reason := parsePortRange("host port", hp)
+	if reason != "" {
 		return m, reason
 	}
-	if m.ContainerPort, reason = parsePort("container port", cp); reason != "" {
+	cs, ce, cr, reason := parsePortRange("container port", cp)
+	if reason != "" {
 		return m, reason
 	}
-	return m, ""
+	m.HostPort, m.ContainerPort = hs, cs
+	return m, m.span(he, ce, hr, cr, hp, cp)
+}
+
+// parsePortRange reads a compact form port or range of ports (first-last,
+// first no greater than last).
+func parsePortRange(what, s string) (first, last uint16, isRange bool, reason string) {
+	a, b, isRange := strings.Cut(s, "-")
+	if isRange && (a == "" || b == "") { // -1, 80-: no range, and no number
+		_, reason = parsePort(what, s)
+		return 0, 0, false, reason
+	}
+	if first, reason = parsePort(what, a); reason != "" || !isRange {
+		return first, first, false, reason
+	}
+	if last, reason = parsePort(what, b); reason != "" {
+		return 0, 0, true, reason
+	}
+	if last < first {
+		return 0, 0, true, fmt.Sprintf("%s range %s is reversed: write %d-%d", what, s, last, first)
+	}
+	return first, last, true, ""
 }
 
 // parsePort reads a compact form port: a plain decimal number, without a
@@ -238,16 +265,18 @@ func parseHostIP(s string) (netip.Addr, string) {
 
 // listEntry is one element of the list form. Pointers tell missing from zero.
 type listEntry struct {
-	ContainerPort *int   `json:"containerPort"`
-	HostPort      *int   `json:"hostPort"`
-	Protocol      string `json:"protocol"`
-	HostIP        string `json:"hostIP"`
+	ContainerPort    *int   `json:"containerPort"`
+	HostPort         *int   `json:"hostPort"`
+	ContainerPortEnd *int   `json:"containerPortEnd"` // a range: its last container port
+	HostPortEnd      *int   `json:"hostPortEnd"`      // a range: its last host port
+	Protocol         string `json:"protocol"`
+	HostIP           string `json:"hostIP"`
 }
 
-func parseList(v string, lim Limits) ([]PortMapping, error) {
+func parseList(v string, lim Limits) ([]PortMapping, []string, error) {
 	var entries []listEntry
 	bad := func(err error) error {
-		return &MappingError{Entry: "list", Reason: "not a valid JSON/YAML list of {containerPort, hostPort, protocol, hostIP}: " + err.Error()}
+		return &MappingError{Entry: "list", Reason: "not a valid JSON/YAML list of {containerPort, hostPort, containerPortEnd, hostPortEnd, protocol, hostIP}: " + err.Error()}
 	}
 	// JSON, the common form, is decoded directly; YAML goes through the
 	// (much slower) YAML-to-JSON conversion only after its top-level entries
@@ -255,14 +284,14 @@ func parseList(v string, lim Limits) ([]PortMapping, error) {
 	j := []byte(v)
 	if !strings.HasPrefix(v, "[") || !json.Valid(j) {
 		if err := lim.checkCount(yamlItems(v)); err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		if err := strictYAML(v); err != nil {
-			return nil, bad(err)
+			return nil, nil, bad(err)
 		}
 		var err error
 		if j, err = yaml.YAMLToJSON(j); err != nil {
-			return nil, bad(err)
+			return nil, nil, bad(err)
 		}
 	}
 	// Case-sensitive and strict, as Kubernetes decodes objects: "hostport"
@@ -272,20 +301,25 @@ func parseList(v string, lim Limits) ([]PortMapping, error) {
 		err = errors.Join(strict...)
 	}
 	if err != nil {
-		return nil, bad(err)
+		return nil, nil, bad(err)
 	}
 	if err := lim.checkCount(len(entries)); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	out := make([]PortMapping, 0, len(entries))
+	var from []string
 	for i, e := range entries {
-		m, reason := e.mapping()
+		name := fmt.Sprintf("#%d (%s)", i+1, e)
+		r, reason := e.mapping()
 		if reason != "" {
-			return nil, &MappingError{Entry: fmt.Sprintf("#%d (%s)", i+1, e), Reason: reason}
+			return nil, nil, &MappingError{Entry: name, Reason: reason}
 		}
-		out = append(out, m)
+		if err := lim.checkPorts(len(out) + r.width()); err != nil {
+			return nil, nil, fmt.Errorf("entry %s: %w", name, err)
+		}
+		out, from = r.expand(out, from, name)
 	}
-	return out, nil
+	return out, from, nil
 }
 
 // strictYAML holds the YAML list form to one reading, the one JSON's
@@ -334,12 +368,12 @@ func strictYAML(v string) error {
 			}
 			switch {
 			case k.Kind != yamlv3.ScalarNode || k.Style != 0 || !listKey(k.Value):
-				return fmt.Errorf("line %d: key %q is not one of containerPort, hostPort, protocol, hostIP", k.Line, k.Value)
+				return fmt.Errorf("line %d: key %q is not one of containerPort, hostPort, containerPortEnd, hostPortEnd, protocol, hostIP", k.Line, k.Value)
 			case seen[k.Value]:
 				return fmt.Errorf("line %d: key %q appears twice in one entry", k.Line, k.Value)
 			case val.Kind != yamlv3.ScalarNode:
 				return fmt.Errorf("line %d: %s takes a single value", val.Line, k.Value)
-			case (k.Value == "containerPort" || k.Value == "hostPort") && (val.Style != 0 || !plainDecimal(val.Value)):
+			case (strings.HasSuffix(k.Value, "Port") || strings.HasSuffix(k.Value, "PortEnd")) && (val.Style != 0 || !plainDecimal(val.Value)):
 				return fmt.Errorf("line %d: %s %q is not a plain decimal number", val.Line, k.Value, val.Value)
 			}
 			seen[k.Value] = true
@@ -350,7 +384,11 @@ func strictYAML(v string) error {
 
 // listKey reports whether k is a key of a list form entry.
 func listKey(k string) bool {
-	return k == "containerPort" || k == "hostPort" || k == "protocol" || k == "hostIP"
+	switch k {
+	case "containerPort", "hostPort", "containerPortEnd", "hostPortEnd", "protocol", "hostIP":
+		return true
+	}
+	return false
 }
 
 // plainNode refuses what gives a YAML node another reading than its text:
@@ -399,11 +437,15 @@ func (e listEntry) String() string {
 		}
 		return strconv.Itoa(*p)
 	}
-	return fmt.Sprintf("containerPort=%s hostPort=%s protocol=%q hostIP=%q", f(e.ContainerPort), f(e.HostPort), e.Protocol, e.HostIP)
+	s := fmt.Sprintf("containerPort=%s hostPort=%s", f(e.ContainerPort), f(e.HostPort))
+	if e.ContainerPortEnd != nil || e.HostPortEnd != nil {
+		s += fmt.Sprintf(" containerPortEnd=%s hostPortEnd=%s", f(e.ContainerPortEnd), f(e.HostPortEnd))
+	}
+	return s + fmt.Sprintf(" protocol=%q hostIP=%q", e.Protocol, e.HostIP)
 }
 
-func (e listEntry) mapping() (PortMapping, string) {
-	m := PortMapping{Protocol: hcn.TCP}
+func (e listEntry) mapping() (portRange, string) {
+	m := portRange{PortMapping: PortMapping{Protocol: hcn.TCP}}
 	if e.ContainerPort == nil {
 		return m, "containerPort is missing"
 	}
@@ -427,5 +469,23 @@ func (e listEntry) mapping() (PortMapping, string) {
 			return m, reason
 		}
 	}
-	return m, ""
+	he, ce := m.HostPort, m.ContainerPort
+	if e.HostPortEnd != nil {
+		if he, reason = checkPort("hostPortEnd", *e.HostPortEnd); reason != "" {
+			return m, reason
+		}
+		if he < m.HostPort {
+			return m, fmt.Sprintf("hostPortEnd %d is below hostPort %d: a range runs up", he, m.HostPort)
+		}
+	}
+	if e.ContainerPortEnd != nil {
+		if ce, reason = checkPort("containerPortEnd", *e.ContainerPortEnd); reason != "" {
+			return m, reason
+		}
+		if ce < m.ContainerPort {
+			return m, fmt.Sprintf("containerPortEnd %d is below containerPort %d: a range runs up", ce, m.ContainerPort)
+		}
+	}
+	return m, m.span(he, ce, e.HostPortEnd != nil, e.ContainerPortEnd != nil,
+		fmt.Sprintf("%d-%d", m.HostPort, he), fmt.Sprintf("%d-%d", m.ContainerPort, ce))
 }

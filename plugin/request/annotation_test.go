@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"net/netip"
+	"slices"
 	"strings"
 	"testing"
 
@@ -89,7 +90,7 @@ func TestParsePortMappingsRejects(t *testing.T) {
 		{"empty entry", "8080:80,,9090:90", []string{`""`, "empty entry"}},
 		{"trailing comma", "8080:80,", []string{"empty entry"}},
 		{"exact duplicate", "8080:80,8080:80", []string{"duplicates entry"}},
-		{"overlap wildcard", "8080:80,10.0.0.4:8080:81", []string{`"10.0.0.4:8080:81/tcp"`, "overlaps entry"}},
+		{"overlap wildcard", "8080:80,10.0.0.4:8080:81", []string{`entry "10.0.0.4:8080:81": host port 8080/tcp overlaps entry "8080:80"`}},
 		{"overlap unspecified v4", "0.0.0.0:8080:80,10.0.0.4:8080:81", []string{"overlaps entry"}},
 		{"json bad port", `[{"containerPort":80,"hostPort":70000}]`, []string{"#1", "hostPort 70000 is outside 1-65535"}},
 		{"json missing hostPort", `[{"containerPort":80}]`, []string{"#1", "hostPort is missing"}},
@@ -291,5 +292,82 @@ func TestCheckOverlapsAgreesWithPairwiseDefinition(t *testing.T) {
 		if err == nil || !strings.HasPrefix(err.Error(), fmt.Sprintf("entry #%d: ", i)) || !strings.HasSuffix(err.Error(), want[len(fmt.Sprintf("entry #%d: ", i)):]) {
 			t.Fatalf("round %d: %v: err = %v, want %q", round, ms, err, want)
 		}
+	}
+}
+
+// run is n mappings from host port host and container port cont up.
+func run(proto hcn.Protocol, host, cont uint16, n int, ip string) []PortMapping {
+	var out []PortMapping
+	for i := range n {
+		out = append(out, m(proto, host+uint16(i), cont+uint16(i), ip))
+	}
+	return out
+}
+
+// Issue 56: a range of ports in either form, port by port, each side of
+// one width; a host IP allowed.
+func TestARangeMapsPortByPort(t *testing.T) {
+	for _, tc := range []struct {
+		name, in string
+		want     []PortMapping
+	}{
+		{"compact", "10000-10002:20000-20002/udp", run(hcn.UDP, 10000, 20000, 3, "")},
+		{"compact with a host IP", "10.0.0.4:10000-10001:10000-10001", run(hcn.TCP, 10000, 10000, 2, "10.0.0.4")},
+		{"compact IPv6", "[fd00::4]:5060-5061:5060-5061/udp", run(hcn.UDP, 5060, 5060, 2, "fd00::4")},
+		{"compact one port written as a range", "8080-8080:80-80", run(hcn.TCP, 8080, 80, 1, "")},
+		{"compact beside single ports", "8080:80, 10000-10001:10000-10001/udp",
+			append([]PortMapping{m(hcn.TCP, 8080, 80, "")}, run(hcn.UDP, 10000, 10000, 2, "")...)},
+		{"the top of the port space", "65534-65535:1-2", run(hcn.TCP, 65534, 1, 2, "")},
+		{"json", `[{"containerPort":10000,"containerPortEnd":10002,"hostPort":30000,"hostPortEnd":30002,"protocol":"UDP"}]`,
+			run(hcn.UDP, 30000, 10000, 3, "")},
+		{"yaml", "- containerPort: 10000\n  containerPortEnd: 10001\n  hostPort: 10000\n  hostPortEnd: 10001\n  hostIP: 10.0.0.4\n",
+			run(hcn.TCP, 10000, 10000, 2, "10.0.0.4")},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := ParsePortMappings(tc.in, Limits{MaxMappings: 64, MaxBytes: 16 << 10})
+			if err != nil || !slices.Equal(got, tc.want) {
+				t.Fatalf("ParsePortMappings(%q) = %v, %v; want %v", tc.in, got, err, tc.want)
+			}
+		})
+	}
+}
+
+// Issue 56: the odd ranges are refused naming the entry and why; a range
+// counts its ports against plugin.max_mappings_per_pod, before it is
+// expanded; overlapping ranges name the first shared port.
+func TestOddRangesAreRefused(t *testing.T) {
+	for _, tc := range []struct {
+		name, in string
+		want     []string
+	}{
+		{"reversed", "10999-10000:10999-10000", []string{`entry "10999-10000:10999-10000"`, "host port range 10999-10000 is reversed: write 10000-10999"}},
+		{"unequal widths", "10000-10999:20000-20499/udp", []string{"host ports 10000-10999 (1000) and container ports 20000-20499 (500) differ in width"}},
+		{"one side only", "10000-10999:80", []string{"a range on one side only (10000-10999:80)"}},
+		{"a range past 65535", "65535-65536:1-2", []string{"host port 65536 is outside 1-65535"}},
+		{"an open range", "10000-:10000-", []string{`host port "10000-" is not a plain decimal number`}},
+		{"three parts", "1-2-3:1-2-3", []string{`host port "2-3" is not a plain decimal number`}},
+		{"overlapping ranges", "10000-10010:10000-10010/udp,10005-10020:20005-20020/udp",
+			[]string{`entry "10005-10020:20005-20020/udp": host port 10005/udp overlaps entry "10000-10010:10000-10010/udp"`}},
+		{"a range over a single port", "10003:80/udp,10000-10010:10000-10010/udp",
+			[]string{`entry "10000-10010:10000-10010/udp": host port 10003/udp overlaps entry "10003:80/udp"`}},
+		{"over the budget", "8080:80,10000-10063:10000-10063",
+			[]string{`entry "10000-10063:10000-10063": 65 host ports (a range counts its ports), more than the limit of 64 (plugin.max_mappings_per_pod)`}},
+		{"the whole port space", "1-65535:1-65535", []string{"65535 host ports (a range counts its ports), more than the limit of 64"}},
+		{"json end without start's pair", `[{"containerPort":1,"hostPort":1,"hostPortEnd":2}]`, []string{"#1", "a range on one side only"}},
+		{"json reversed", `[{"containerPort":2,"containerPortEnd":1,"hostPort":2,"hostPortEnd":1}]`, []string{"hostPortEnd 1 is below hostPort 2"}},
+		{"json unequal", `[{"containerPort":1,"containerPortEnd":3,"hostPort":1,"hostPortEnd":2}]`, []string{"differ in width"}},
+		{"yaml end quoted", "- containerPort: 1\n  containerPortEnd: \"2\"\n  hostPort: 1\n  hostPortEnd: 2\n", []string{`containerPortEnd "2" is not a plain decimal number`}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := ParsePortMappings(tc.in, Limits{MaxMappings: 64, MaxBytes: 16 << 10})
+			if err == nil || !errors.Is(err, ErrBadMapping) {
+				t.Fatalf("ParsePortMappings(%q) = %v, %v; want refused", tc.in, got, err)
+			}
+			for _, w := range tc.want {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("%q: error %q does not say %q", tc.in, err, w)
+				}
+			}
+		})
 	}
 }

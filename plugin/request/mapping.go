@@ -31,6 +31,42 @@ func (m PortMapping) String() string {
 	return fmt.Sprintf("%s%d:%d/%s", host, m.HostPort, m.ContainerPort, m.Protocol)
 }
 
+// portRange is one entry of the annotation: a mapping, or a range of n
+// of them (host ports HostPort.. onto container ports ContainerPort..,
+// port by port).
+type portRange struct {
+	PortMapping
+	n int // 0 or 1: one mapping
+}
+
+func (r portRange) width() int { return max(r.n, 1) }
+
+// span makes r a range up to host port he and container port ce (hr, cr:
+// whether each side was written as a range, hs and cs as written), or
+// says why it cannot be one: a range is on both sides, of one width.
+func (r *portRange) span(he, ce uint16, hr, cr bool, hs, cs string) string {
+	hw, cw := int(he)-int(r.HostPort)+1, int(ce)-int(r.ContainerPort)+1
+	switch {
+	case hr != cr:
+		return fmt.Sprintf("a range on one side only (%s:%s): both sides are ranges of one width, as 10000-10999:10000-10999", hs, cs)
+	case hw != cw:
+		return fmt.Sprintf("host ports %s (%d) and container ports %s (%d) differ in width: a range maps port by port", hs, hw, cs, cw)
+	}
+	r.n = hw
+	return ""
+}
+
+// expand appends r's mappings to out, and name for each to from.
+func (r portRange) expand(out []PortMapping, from []string, name string) ([]PortMapping, []string) {
+	for i := range r.width() {
+		m := r.PortMapping
+		m.HostPort += uint16(i)
+		m.ContainerPort += uint16(i)
+		out, from = append(out, m), append(from, name)
+	}
+	return out, from
+}
+
 // PolicyOptions control how port mappings become HNS policies.
 type PolicyOptions struct {
 	// LocalRoutedVIP sets NatFlagsLocalRoutedVip so the mapped port is also
@@ -99,7 +135,7 @@ func MergeMappings(ann, cri []PortMapping, lim Limits) ([]PortMapping, error) {
 		idx.add(len(out), c)
 		out = append(out, c)
 	}
-	if err := lim.checkCount(len(out)); err != nil {
+	if err := lim.checkPorts(len(out)); err != nil {
 		return nil, fmt.Errorf("annotation and CRI hostPorts together: %w", err)
 	}
 	return out, nil
@@ -109,7 +145,7 @@ func MergeMappings(ann, cri []PortMapping, lim Limits) ([]PortMapping, error) {
 // writes can hold up the runtime's node-wide NRI lock or ask HNS for an
 // endpoint with thousands of policies. Zero means no limit.
 type Limits struct {
-	MaxMappings int // mappings per pod, every source counted (plugin.max_mappings_per_pod)
+	MaxMappings int // host-port mappings per pod, every source counted, a range counting its ports (plugin.max_mappings_per_pod)
 	MaxBytes    int // bytes of the annotation value (plugin.max_annotation_bytes)
 }
 
@@ -138,10 +174,20 @@ const (
 	KeyMaxBytes    = "plugin.max_annotation_bytes"
 )
 
-// checkCount rejects n mappings over the limit.
+// checkCount rejects n entries over the limit, before they are parsed
+// (each entry maps a port at least).
 func (l Limits) checkCount(n int) error {
 	if l.MaxMappings > 0 && n > l.MaxMappings {
 		return &LimitError{What: "entries", Count: n, Limit: l.MaxMappings, Key: KeyMaxMappings}
+	}
+	return nil
+}
+
+// checkPorts rejects n host-port mappings over the limit (a range counts
+// its ports).
+func (l Limits) checkPorts(n int) error {
+	if l.MaxMappings > 0 && n > l.MaxMappings {
+		return &LimitError{What: "host ports (a range counts its ports)", Count: n, Limit: l.MaxMappings, Key: KeyMaxMappings}
 	}
 	return nil
 }

@@ -151,15 +151,15 @@ func Write(w io.Writer, entries []Entry, format string) error {
 		fmt.Fprintln(tw, "NAMESPACE\tPOD\tSANDBOX\tENDPOINT\tIP\tSTATE\tMAPPINGS (host -> container, by whom)")
 		for _, e := range entries {
 			ms := make([]string, 0, len(e.Mappings)+len(e.CNI))
+			var plain []hcn.PortMappingPolicy // ranges said as one
 			for _, p := range e.Mappings {
-				s := p.String()
-				for _, sh := range e.Shadows {
-					if sh.Mapping == p {
-						s += " (shadows " + sh.Socket + ")"
-					}
+				if i := slices.IndexFunc(e.Shadows, func(sh Shadowed) bool { return sh.Mapping == p }); i >= 0 {
+					ms = append(ms, p.String()+" (shadows "+e.Shadows[i].Socket+")")
+				} else {
+					plain = append(plain, p)
 				}
-				ms = append(ms, s)
 			}
+			ms = append(hcn.Runs(plain), ms...)
 			for _, m := range e.CNI {
 				ms = append(ms, m.Policy.String()+" ("+strings.Join(append([]string{"cni " + short(m.Endpoint, 8)}, m.Said()...), ", ")+")")
 			}

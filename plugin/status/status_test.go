@@ -87,9 +87,12 @@ func TestStatusSaysWhoMapsEachPort(t *testing.T) {
 func TestStatusShowsAProgramAMappingShadows(t *testing.T) {
 	sqlPort := hcn.PortMappingPolicy{Protocol: hcn.TCP, ExternalPort: 1433, InternalPort: 1433, Flags: 1}
 	elsewhere := hcn.PortMappingPolicy{Protocol: hcn.TCP, ExternalPort: 6516, InternalPort: 80, VIP: "10.0.0.4", Flags: 1}
-	entries := []Entry{{Pod: "db", Namespace: "shop", Sandbox: "sb1", Endpoint: "EP1", State: "attached", Mappings: []hcn.PortMappingPolicy{sqlPort, elsewhere}}}
-	if got := hostsockets.PortsOf(Mapped(entries)); len(got) != 2 {
-		t.Fatalf("ports read: %v, want 1433 and 6516", got)
+	rtp := []hcn.PortMappingPolicy{{Protocol: hcn.UDP, ExternalPort: 20000, InternalPort: 20000, Flags: 1},
+		{Protocol: hcn.UDP, ExternalPort: 20001, InternalPort: 20001, Flags: 1}, {Protocol: hcn.UDP, ExternalPort: 20002, InternalPort: 20002, Flags: 1}}
+	entries := []Entry{{Pod: "db", Namespace: "shop", Sandbox: "sb1", Endpoint: "EP1", State: "attached",
+		Mappings: append([]hcn.PortMappingPolicy{sqlPort, elsewhere}, rtp...)}}
+	if got := hostsockets.PortsOf(Mapped(entries)); len(got) != 5 {
+		t.Fatalf("ports read: %v, want 1433, 6516 and the three of the range", got)
 	}
 	entries = WithShadowed(entries, []hostsockets.Socket{
 		{Protocol: hcn.TCP, Addr: netip.MustParseAddr("0.0.0.0"), Port: 1433, PID: 2100, Program: "sqlservr.exe"},
@@ -105,6 +108,9 @@ func TestStatusShowsAProgramAMappingShadows(t *testing.T) {
 	says := "*:1433->1433/tcp (shadows sqlservr.exe (PID 2100) listening on 0.0.0.0:1433/tcp)"
 	if !strings.Contains(table.String(), says) || strings.Contains(table.String(), "sme.exe") {
 		t.Errorf("status table:\n%s\nwant %q and nothing of sme.exe (another host IP)", table.String(), says)
+	}
+	if !strings.Contains(table.String(), "*:20000-20002->20000-20002/udp") { // issue 56: a range said as one
+		t.Errorf("status table:\n%s\nwant the range said as one", table.String())
 	}
 	if !strings.Contains(js.String(), `"socket": "sqlservr.exe (PID 2100) listening on 0.0.0.0:1433/tcp"`) {
 		t.Errorf("status JSON lacks the shadowed program:\n%s", js.String())

@@ -345,6 +345,46 @@ func TestPodLifecycle(t *testing.T) {
 		wantEndpoint(t, ctx, env, p.ID, guid, []hcn.PortMappingPolicy{tcp(8488, 80, "", 1)})
 	})
 
+	// issue 56: a block of ports (RTP, TURN, game servers) in one entry
+	t.Run("a 1000-port UDP range is mapped port by port, said as one, and leaves nothing", func(t *testing.T) {
+		p := pod("rtp", "20000-20999:20000-20999/udp")
+		guid, err := env.RunPod(ctx, p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var want []hcn.PortMappingPolicy
+		for port := uint16(20000); port <= 20999; port++ {
+			want = append(want, hcn.PortMappingPolicy{Protocol: hcn.UDP, ExternalPort: port, InternalPort: port, Flags: 1})
+		}
+		wantEndpoint(t, ctx, env, p.ID, guid, want)
+		if table, err := env.StatusTable(ctx); err != nil || !strings.Contains(table, "*:20000-20999->20000-20999/udp") {
+			t.Errorf("status table:\n%s (%v): want the range said as one", table, err)
+		}
+		if err := env.StopPod(ctx, p, guid); err != nil {
+			t.Fatal(err)
+		}
+		wantNoEndpoint(t, ctx, env, p.ID)
+		if err := env.RemovePod(ctx, p); err != nil {
+			t.Fatal(err)
+		}
+	})
+	t.Run("overlapping ranges: the second pod is told who holds the first port they share", func(t *testing.T) {
+		a, b := pod("rtp-a", "21000-21099:21000-21099/udp"), pod("rtp-b", "21050-21149:31050-31149/udp")
+		guid, err := env.RunPod(ctx, a)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := env.RunPod(ctx, b); err == nil || !strings.Contains(err.Error(), "*:21050->31050/udp is already held by pod default/rtp-a") {
+			t.Fatalf("a range over a held one: %v; want it refused naming 21050 and rtp-a", err)
+		}
+		if ep := endpointOf(t, ctx, env, b.ID); ep != nil {
+			t.Fatalf("the second pod got %+v", ep)
+		}
+		if err := env.StopPod(ctx, a, guid); err != nil {
+			t.Fatal(err)
+		}
+	})
+
 	if !env.Plugin.Running() {
 		t.Fatalf("plugin exited:\n%s", env.Plugin.Tail(30))
 	}

@@ -48,7 +48,7 @@ func TestLimitsThroughNRI(t *testing.T) {
 		{"bytes", func() (hcn.GUID, error) { return env.RunPod(ctx, pod("bytes", "9311:80"+strings.Repeat(" ", 256))) },
 			"pod default/bytes: annotation hcn.nri.io/port-mappings: invalid pod request: 263 bytes, more than the limit of 256 (plugin.max_annotation_bytes)"},
 		{"crowded", func() (hcn.GUID, error) { return env.RunPod(ctx, crowded) },
-			"pod default/crowded: invalid pod request: annotation and CRI hostPorts together: 4 entries, more than the limit of 3"},
+			"pod default/crowded: invalid pod request: annotation and CRI hostPorts together: 4 host ports (a range counts its ports), more than the limit of 3"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.pod, func(t *testing.T) {
