@@ -58,6 +58,7 @@ func doctorCmd(args []string, stdout, stderr io.Writer) error {
 			return err
 		},
 		Windows: onWindows,
+		OSBuild: osBuild(),
 		Sockets: hostsockets.OS{},
 	}
 	if cfg.Kubernetes.Enabled {

@@ -92,6 +92,9 @@ type Doctor struct {
 	// HostPrefixes are the host's address prefixes (nil: its interfaces',
 	// hcn.InterfacePrefixes).
 	HostPrefixes func() ([]netip.Prefix, error)
+	// OSBuild is the Windows build number of the node (nil: not asked, as
+	// on Linux).
+	OSBuild func() (uint32, error)
 	// Sockets reads the node's own sockets (nil: not read): a program
 	// listening on a host port one of the plugin's endpoints maps is
 	// shadowed by the mapping.
@@ -126,7 +129,7 @@ func (d *Doctor) Run(ctx context.Context) Report {
 	d.seen = &seen{}
 	defer func() { d.seen = nil }()
 	checks := []func(context.Context) Result{d.checkHNS, d.checkNetwork, d.checkIPv6, d.checkContainerd,
-		d.checkEvents, d.checkNRISocket, d.checkAdmin, d.checkHyperV, d.checkPodSecurity, d.checkNetworkPolicy, d.checkNodeRestriction, d.checkShadowed}
+		d.checkEvents, d.checkNRISocket, d.checkAdmin, d.checkHyperV, d.checkPodSecurity, d.checkNetworkPolicy, d.checkNodeRestriction, d.checkShadowed, d.checkNodeLocal}
 	for _, c := range checks {
 		cctx, cancel := context.WithTimeout(ctx, d.timeout())
 		r.Results = append(r.Results, c(cctx))
@@ -386,6 +389,41 @@ func (d *Doctor) checkShadowed(ctx context.Context) Result {
 			"move the program to another port, or the pod (its mapping goes with its sandbox); status shows the same"}
 	}
 	return Result{name, Pass, fmt.Sprintf("none of the %d host ports the plugin's endpoints map is held by a program of the node", len(mapped)), ""}
+}
+
+// Windows Server builds the node-local paths depend on.
+const (
+	buildServer2019 = 17763
+	buildServer2022 = 20348
+)
+
+// checkNodeLocal says what the node's Windows build means for a pod
+// reaching a host port on its own node (status.hostIP:hostPort, the
+// node-local agent pattern; issue 56): the OS half of that path shipped
+// with Windows Server 2022 (AKS 3620; Azure CNI's half is LocalRoutedVip,
+// azure-container-networking 1863 and PR 1922); win-bridge needs 1903 or
+// later (containernetworking/plugins PR 475). 127.0.0.1:hostPort is no
+// path to a pod on Windows, whatever the build.
+func (d *Doctor) checkNodeLocal(context.Context) Result {
+	const name = "node-local host ports"
+	if d.OSBuild == nil {
+		return Result{name, Pass, "not a Windows node: nothing to say", ""}
+	}
+	b, err := d.OSBuild()
+	if err != nil {
+		return Result{name, Warn, "not checked: the Windows build is not read: " + err.Error(), ""}
+	}
+	if b < buildServer2022 {
+		what := fmt.Sprintf("Windows build %d", b)
+		if b == buildServer2019 {
+			what = "Windows Server 2019 (build 17763)"
+		}
+		return Result{name, Warn, what + " lacks the OS half of a pod reaching its own node's hostIP:hostPort (AKS 3620): " +
+			"a pod sending to status.hostIP:hostPort on its own node (a node-local agent) may get no answer; other nodes and clients outside reach the port",
+			"send node-local traffic to the agent's pod IP or a Service with internalTrafficPolicy: Local, or move to Windows Server 2022 or later"}
+	}
+	return Result{name, Pass, fmt.Sprintf("Windows build %d: a pod may reach its own node's hostIP:hostPort where the CNI routes it (LocalRoutedVip); "+
+		"127.0.0.1:hostPort is no path to a pod (docs/real-node.md has the checks to run)", b), ""}
 }
 
 // checkPodSecurity says how the annotation meets Pod Security, from the

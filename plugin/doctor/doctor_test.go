@@ -186,6 +186,16 @@ func TestChecks(t *testing.T) {
 		}, "NetworkPolicy", Pass, "the operator says none selects", ""},
 		{"NetworkPolicy off: said in the words run says", func(d *Doctor, _ *hcnsim.Sim) { d.Config.Admission.NetworkPolicy = config.NetworkPolicyOff },
 			"NetworkPolicy", Warn, config.NetworkPolicyOffSays, `"kubernetes"`},
+		// issue 56: what the Windows build means for a pod reaching its own node's host port
+		{"node-local on Linux", func(*Doctor, *hcnsim.Sim) {}, "node-local host ports", Pass, "not a Windows node", ""},
+		{"node-local on Server 2019", func(d *Doctor, _ *hcnsim.Sim) { d.OSBuild = func() (uint32, error) { return 17763, nil } },
+			"node-local host ports", Warn, "Windows Server 2019 (build 17763) lacks the OS half", "internalTrafficPolicy: Local"},
+		{"node-local on Server 2022", func(d *Doctor, _ *hcnsim.Sim) { d.OSBuild = func() (uint32, error) { return 20348, nil } },
+			"node-local host ports", Pass, "Windows build 20348: a pod may reach its own node's hostIP:hostPort", ""},
+		{"node-local on Server 2025", func(d *Doctor, _ *hcnsim.Sim) { d.OSBuild = func() (uint32, error) { return 26100, nil } },
+			"node-local host ports", Pass, "127.0.0.1:hostPort is no path to a pod", ""},
+		{"node-local build unread", func(d *Doctor, _ *hcnsim.Sim) { d.OSBuild = func() (uint32, error) { return 0, errors.New("no") } },
+			"node-local host ports", Warn, "not checked", ""},
 		{"NetworkPolicy without the API server (a default service install)", func(d *Doctor, _ *hcnsim.Sim) { d.Config.Kubernetes.Enabled = false },
 			"NetworkPolicy", Fail, "no host port is mapped", `admission.network_policy = "off"`},
 	}
