@@ -56,25 +56,28 @@ type Reader interface {
 	On(ctx context.Context, ports []Port) ([]Socket, error)
 }
 
-// PortsOf is the protocols and ports of policies, each once.
+// PortsOf is the protocols and ports of policies, each once, in their
+// order.
 func PortsOf(policies []hcn.PortMappingPolicy) []Port {
 	var out []Port
+	seen := map[Port]bool{}
 	for _, p := range policies {
 		q := Port{Protocol: p.Protocol, Port: p.ExternalPort}
-		if !contains(out, q) {
-			out = append(out, q)
+		if !seen[q] {
+			out, seen[q] = append(out, q), true
 		}
 	}
 	return out
 }
 
-func contains(ps []Port, q Port) bool {
-	for _, p := range ps {
-		if p == q {
-			return true
-		}
+// set is ports as a set: a table's rows are matched against it in
+// constant time (a range asks a thousand ports).
+func set(ports []Port) map[Port]bool {
+	s := make(map[Port]bool, len(ports))
+	for _, p := range ports {
+		s[p] = true
 	}
-	return false
+	return s
 }
 
 // Holding is the first socket of socks that holds what p maps: the same

@@ -30,12 +30,13 @@ func (o OS) On(ctx context.Context, ports []Port) ([]Socket, error) {
 		proc = "/proc"
 	}
 	var out []Socket
+	want := set(ports)
 	inodes := map[string][]int{} // inode -> indexes in out
 	for _, t := range []struct {
 		file  string
 		proto hcn.Protocol
 	}{{"net/tcp", hcn.TCP}, {"net/tcp6", hcn.TCP}, {"net/udp", hcn.UDP}, {"net/udp6", hcn.UDP}} {
-		socks, err := readTable(filepath.Join(proc, t.file), t.proto, ports)
+		socks, err := readTable(filepath.Join(proc, t.file), t.proto, want)
 		if err != nil {
 			return nil, err
 		}
@@ -57,7 +58,7 @@ type found struct {
 
 // readTable reads one /proc/net table: its listening (TCP) or bound (UDP)
 // sockets on ports. A table the kernel does not have (no IPv6) is empty.
-func readTable(file string, proto hcn.Protocol, ports []Port) ([]found, error) {
+func readTable(file string, proto hcn.Protocol, ports map[Port]bool) ([]found, error) {
 	f, err := os.Open(file)
 	if os.IsNotExist(err) {
 		return nil, nil
@@ -75,7 +76,7 @@ func readTable(file string, proto hcn.Protocol, ports []Port) ([]found, error) {
 			continue
 		}
 		addr, port, ok := parseAddr(fields[1])
-		if !ok || !contains(ports, Port{Protocol: proto, Port: port}) {
+		if !ok || !ports[Port{Protocol: proto, Port: port}] {
 			continue
 		}
 		out = append(out, found{Socket: Socket{Protocol: proto, Addr: addr, Port: port}, inode: fields[9]})

@@ -54,6 +54,7 @@ func (OS) On(ctx context.Context, ports []Port) ([]Socket, error) {
 		return nil, nil
 	}
 	dll := windows.NewLazySystemDLL("iphlpapi.dll")
+	want := set(ports)
 	var out []Socket
 	for _, t := range tables {
 		if !wanted(ports, t.proto) {
@@ -63,7 +64,7 @@ func (OS) On(ctx context.Context, ports []Port) ([]Socket, error) {
 		if err != nil {
 			return nil, fmt.Errorf("reading the node's sockets (%s): %w", t.fn, err)
 		}
-		out = append(out, parse(buf, t, ports)...)
+		out = append(out, parse(buf, t, want)...)
 	}
 	names := map[uint32]string{}
 	for i := range out {
@@ -111,7 +112,7 @@ func read(fn *windows.LazyProc, t table) ([]byte, error) {
 // parse reads a table's rows on ports: dwNumEntries, then the rows. Ports
 // are in network order in a DWORD's low 16 bits; addresses in network
 // order.
-func parse(buf []byte, t table, ports []Port) []Socket {
+func parse(buf []byte, t table, ports map[Port]bool) []Socket {
 	if len(buf) < 4 {
 		return nil
 	}
@@ -120,7 +121,7 @@ func parse(buf []byte, t table, ports []Port) []Socket {
 	for i := 0; i < int(n) && 4+(i+1)*t.row <= len(buf); i++ {
 		r := buf[4+i*t.row:]
 		port := binary.BigEndian.Uint16(r[t.portAt:])
-		if !contains(ports, Port{Protocol: t.proto, Port: port}) {
+		if !ports[Port{Protocol: t.proto, Port: port}] {
 			continue
 		}
 		addr, _ := netip.AddrFromSlice(r[t.addrAt : t.addrAt+t.addrLen])

@@ -109,10 +109,18 @@ func Pod(prefix string, i int, hostPort int) harness.Pod { return KubeletDNS.Pod
 
 // Pod returns a benchmark pod of this DNS shape with a mapping on hostPort
 // (none when 0).
-func (d DNS) Pod(prefix string, i int, hostPort int) harness.Pod {
+func (d DNS) Pod(prefix string, i int, hostPort int) harness.Pod { return d.PodWith(prefix, i, hostPort, 1) }
+
+// PodWith is Pod mapping width ports from hostPort: one (hostPort to 80),
+// or a UDP range (hostPort.. onto the same ports: an RTP block).
+func (d DNS) PodWith(prefix string, i, hostPort, width int) harness.Pod {
 	h := sha256.Sum256([]byte(prefix + strconv.Itoa(i)))
 	p := harness.Pod{ID: hex.EncodeToString(h[:]), Name: fmt.Sprintf("%s-%d", prefix, i), Namespace: "bench", UID: strconv.Itoa(i)}
-	if hostPort > 0 {
+	switch {
+	case hostPort > 0 && width > 1:
+		last := hostPort + width - 1
+		p.Annotations = map[string]string{request.AnnotationPortMappings: fmt.Sprintf("%d-%d:%d-%d/udp", hostPort, last, hostPort, last)}
+	case hostPort > 0:
 		p.Annotations = map[string]string{request.AnnotationPortMappings: fmt.Sprintf("%d:80", hostPort)}
 	}
 	switch d {
@@ -133,6 +141,7 @@ type Starts struct {
 	N         int
 	FirstPort int
 	HNS       time.Duration
+	Width     int // host ports per pod: 0 or 1 one, more a UDP range
 }
 
 // turn is the pods of a turn, made before it with HNS answering at once:
@@ -153,7 +162,7 @@ func prepare(ctx context.Context, env *harness.Env, s Starts) (*turn, error) {
 	t := &turn{}
 	var network string
 	for i := range s.N {
-		p := s.DNS.Pod(s.Prefix, i, s.FirstPort+i%20000)
+		p := s.DNS.PodWith(s.Prefix, i, s.FirstPort+i%20000*max(s.Width, 1), s.Width)
 		guid, err := env.CreateSandbox(ctx, p)
 		if err != nil {
 			return nil, err

@@ -20,8 +20,6 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
-	"strconv"
-	"strings"
 	"sync"
 	"syscall"
 
@@ -76,9 +74,11 @@ func (f *floor) RunPodSandbox(ctx context.Context, p *api.PodSandbox) error {
 // createAttach is the HNS half of a start: the lookup a pod whose record
 // names no DNS needs, the create, the attach.
 func (f *floor) createAttach(ctx context.Context, id, name string, sb sandbox) error {
-	hostPort, containerPort, _ := strings.Cut(sb.mapping, ":")
-	host, _ := strconv.Atoi(hostPort)
-	cont, _ := strconv.Atoi(containerPort)
+	ms, err := request.ParsePortMappings(sb.mapping, request.Limits{})
+	if err != nil {
+		return err
+	}
+	policies := request.BuildPolicies(ms, request.PolicyOptions{LocalRoutedVIP: true})
 	dns := sb.dns
 	if dns.IsZero() {
 		n, err := f.hns.GetNamespace(ctx, sb.ns)
@@ -97,12 +97,12 @@ func (f *floor) createAttach(ctx context.Context, id, name string, sb sandbox) e
 	}
 	// the node's own sockets on the port: a port a program holds is never
 	// mapped (issue 56)
-	if _, err := (hostsockets.OS{}).On(ctx, []hostsockets.Port{{Protocol: hcn.TCP, Port: uint16(host)}}); err != nil {
+	if _, err := (hostsockets.OS{}).On(ctx, hostsockets.PortsOf(policies)); err != nil {
 		return err
 	}
 	ns := sb.ns
 	ep, err := f.hns.CreateEndpoint(ctx, hcn.EndpointSpec{Name: name, NetworkID: f.network.ID, Routes: f.routes, DNS: dns,
-		PortMappings: []hcn.PortMappingPolicy{{ExternalPort: uint16(host), InternalPort: uint16(cont), Protocol: 6, Flags: 1}}})
+		PortMappings: policies})
 	if err != nil {
 		return err
 	}
