@@ -109,7 +109,9 @@ func Pod(prefix string, i int, hostPort int) harness.Pod { return KubeletDNS.Pod
 
 // Pod returns a benchmark pod of this DNS shape with a mapping on hostPort
 // (none when 0).
-func (d DNS) Pod(prefix string, i int, hostPort int) harness.Pod { return d.PodWith(prefix, i, hostPort, 1) }
+func (d DNS) Pod(prefix string, i int, hostPort int) harness.Pod {
+	return d.PodWith(prefix, i, hostPort, 1)
+}
 
 // PodWith is Pod mapping width ports from hostPort: one (hostPort to 80),
 // or a UDP range (hostPort.. onto the same ports: an RTP block).
