@@ -23,11 +23,19 @@ type Socket struct {
 	Port     uint16
 	PID      uint32 // 0: the OS did not say
 	Program  string // the process's image or command name; "" when not known
+	// Reserved: no program, the OS forbids binding the port (on Windows a
+	// port in a range the node excludes: Hyper-V's, WinNAT's, an
+	// administrator's); it holds the port on every address
+	Reserved bool
 }
 
 // String names the socket as an operator finds it (netstat -ano, Get-Process
 // -Id): the program, its PID, and where it is bound.
 func (s Socket) String() string {
+	if s.Reserved {
+		return fmt.Sprintf("a port range the node excludes (%d/%s; netsh int ipv4 show excludedportrange protocol=%s lists them: "+
+			"Hyper-V and WinNAT reserve dynamic ranges): a mapping there is unreachable", s.Port, s.Protocol, s.Protocol)
+	}
 	who := s.Program
 	switch {
 	case who == "" && s.PID == 0:
@@ -99,6 +107,9 @@ func Holding(socks []Socket, p hcn.PortMappingPolicy) (Socket, bool) {
 		if s.Protocol != p.Protocol || s.Port != p.ExternalPort {
 			continue
 		}
+		if s.Reserved {
+			return s, true
+		}
 		a := s.Addr.Unmap()
 		sameFamily := a.Is6() == p.IsIPv6() || (a.Is6() && a.IsUnspecified())
 		if !sameFamily {
@@ -122,6 +133,9 @@ type HeldError struct {
 }
 
 func (e *HeldError) Error() string {
+	if e.By.Reserved {
+		return fmt.Sprintf("host port %s is in %s; ask a port outside the ranges", e.Policy, e.By)
+	}
 	return fmt.Sprintf("host port %s is held by the node's program %s: a mapping would take the traffic it is sent; "+
 		"stop that program or ask another port (netstat -ano shows it)", e.Policy, e.By)
 }

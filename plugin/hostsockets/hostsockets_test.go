@@ -93,3 +93,27 @@ func TestPortsOfNamesEachProtocolAndPortOnce(t *testing.T) {
 		t.Fatalf("PortsOf = %v", got)
 	}
 }
+
+// Issue 56: a port in a range the node excludes holds the port for every
+// address and family, and says where to see the ranges.
+func TestAPortInAnExcludedRangeIsHeld(t *testing.T) {
+	r := Socket{Protocol: hcn.TCP, Addr: netip.IPv4Unspecified(), Port: 50000, Reserved: true}
+	for _, p := range []hcn.PortMappingPolicy{
+		{Protocol: hcn.TCP, ExternalPort: 50000, InternalPort: 80},
+		{Protocol: hcn.TCP, ExternalPort: 50000, InternalPort: 80, VIP: "10.0.0.4"},
+		{Protocol: hcn.TCP, ExternalPort: 50000, InternalPort: 80, Flags: hcn.NatFlagsIPv6},
+	} {
+		if s, ok := Holding([]Socket{r}, p); !ok || !s.Reserved {
+			t.Errorf("Holding(%s) = %+v, %v; want the excluded range", p, s, ok)
+		}
+	}
+	if _, ok := Holding([]Socket{r}, hcn.PortMappingPolicy{Protocol: hcn.UDP, ExternalPort: 50000, InternalPort: 80}); ok {
+		t.Error("a TCP exclusion holds the UDP port")
+	}
+	err := (&HeldError{Policy: hcn.PortMappingPolicy{Protocol: hcn.TCP, ExternalPort: 50000, InternalPort: 80}, By: r}).Error()
+	for _, want := range []string{"host port *:50000->80/tcp is in a port range the node excludes", "netsh int ipv4 show excludedportrange protocol=tcp"} {
+		if !strings.Contains(err, want) {
+			t.Errorf("%q does not say %q", err, want)
+		}
+	}
+}

@@ -17,9 +17,16 @@ import (
 // (TCP_TABLE_OWNER_PID_LISTENER) and GetExtendedUdpTable
 // (UDP_TABLE_OWNER_PID), IPv4 and IPv6, each row with its owning PID,
 // then the image name of each holder found. Windows has no documented call
-// that lists the excluded port ranges netsh shows (Hyper-V's, WinNAT's):
-// those are not read here.
-type OS struct{}
+// that lists the excluded port ranges netsh shows (Hyper-V's, WinNAT's),
+// so each port no socket holds is asked the way that is documented: a
+// bind of it on 0.0.0.0, let go at once, which Windows refuses with
+// WSAEACCES inside an excluded range (docker/for-win 3171); such a port
+// is a Reserved socket.
+type OS struct {
+	// probe binds a port of a protocol on 0.0.0.0 and lets it go (nil:
+	// the real bind; a test sets its own)
+	probe func(proto hcn.Protocol, port uint16) error
+}
 
 const (
 	tcpTableOwnerPIDListener = 3
@@ -49,7 +56,7 @@ var tables = []table{
 }
 
 // On reads the sockets bound to ports.
-func (OS) On(ctx context.Context, ports []Port) ([]Socket, error) {
+func (o OS) On(ctx context.Context, ports []Port) ([]Socket, error) {
 	if len(ports) == 0 {
 		return nil, nil
 	}
@@ -66,8 +73,12 @@ func (OS) On(ctx context.Context, ports []Port) ([]Socket, error) {
 		}
 		out = append(out, parse(buf, t, want)...)
 	}
+	out = append(out, o.reserved(ports, out)...)
 	names := map[uint32]string{}
 	for i := range out {
+		if out[i].Reserved {
+			continue
+		}
 		pid := out[i].PID
 		if _, ok := names[pid]; !ok {
 			names[pid] = imageName(pid)
@@ -75,6 +86,43 @@ func (OS) On(ctx context.Context, ports []Port) ([]Socket, error) {
 		out[i].Program = names[pid]
 	}
 	return out, ctx.Err()
+}
+
+// reserved asks a bind of each port of ports no socket of found holds:
+// those Windows forbids (WSAEACCES) are in a range the node excludes.
+func (o OS) reserved(ports []Port, found []Socket) []Socket {
+	probe := o.probe
+	if probe == nil {
+		probe = bindProbe
+	}
+	held := map[Port]bool{}
+	for _, s := range found {
+		held[Port{Protocol: s.Protocol, Port: s.Port}] = true
+	}
+	var out []Socket
+	for _, p := range ports {
+		if held[p] {
+			continue
+		}
+		if err := probe(p.Protocol, p.Port); errors.Is(err, windows.WSAEACCES) {
+			out = append(out, Socket{Protocol: p.Protocol, Addr: netip.IPv4Unspecified(), Port: p.Port, Reserved: true})
+		}
+	}
+	return out
+}
+
+// bindProbe binds port on 0.0.0.0 for proto and closes the socket at once.
+func bindProbe(proto hcn.Protocol, port uint16) error {
+	typ, ipproto := windows.SOCK_STREAM, windows.IPPROTO_TCP
+	if proto == hcn.UDP {
+		typ, ipproto = windows.SOCK_DGRAM, windows.IPPROTO_UDP
+	}
+	s, err := windows.Socket(windows.AF_INET, typ, ipproto)
+	if err != nil {
+		return err
+	}
+	defer windows.Closesocket(s)
+	return windows.Bind(s, &windows.SockaddrInet4{Port: int(port)})
 }
 
 func wanted(ports []Port, proto hcn.Protocol) bool {
