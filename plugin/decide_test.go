@@ -90,6 +90,10 @@ func TestDecideFromValues(t *testing.T) {
 	sqlOn := func(port uint16) []hostsockets.Socket {
 		return []hostsockets.Socket{{Protocol: hcn.TCP, Addr: netip.MustParseAddr("0.0.0.0"), Port: port, PID: 2100, Program: "sqlservr.exe"}}
 	}
+	var rtp []hcn.PortMappingPolicy // a 1000-port RTP block
+	for port := uint16(20000); port <= 20999; port++ {
+		rtp = append(rtp, hcn.PortMappingPolicy{Protocol: hcn.UDP, ExternalPort: port, InternalPort: port, Flags: hcn.NatFlagsLocalRoutedVip})
+	}
 	errUnread := errors.New("iphlpapi: no table")
 	withSockets := func(f facts, socks []hostsockets.Socket, err error) facts { f.sockets.set(socks, err); return f }
 	type planned struct {
@@ -270,6 +274,9 @@ func TestDecideFromValues(t *testing.T) {
 					t.Errorf("plan %+v: want ours kept as it is (no step)", p)
 				}
 			}}},
+		// issue 56: a range is one endpoint, built in one create
+		{"a range: one create step with every port of it", start, record(criMetaDNS("20000-20999:20000-20999/udp", "10.96.0.10")), base,
+			planned{want: &wanted{netns: ns, policies: rtp, dns: podDNS}, steps: create(podDNS, rtp...)}},
 		// issue 51: late effects are steps too
 		{"ports of a given-up create: HNS is asked what it made", unsure(start, now), record(criMetaDNS("9001:80", "10.96.0.10")), base,
 			planned{ask: askEndpoints}},

@@ -220,6 +220,32 @@ func BenchmarkEventChurn(b *testing.B) {
 	}
 }
 
+// BenchmarkGameServerChurn (issue 56): 300 game servers as Agones makes
+// them (a UDP hostPort each, from the CRI record: the plugin reads the
+// pod's namespace's endpoints too, for a CNI that may map it) started and
+// stopped through containerd events, 50 at a time, every HNS call taking
+// 50 ms, at the default cap. Run with -benchtime 1x.
+func BenchmarkGameServerChurn(b *testing.B) {
+	for b.Loop() {
+		b.StopTimer()
+		env, ctx := newEnv(b, EventConfig)
+		if err := env.StartPluginEvents(ctx); err != nil {
+			b.Fatal(err)
+		}
+		b.StartTimer()
+		res, err := EventChurnOf(ctx, env, func(i int) harness.Pod { return GameServer(i, 7000+i) }, 300, 50, 50*time.Millisecond, false)
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.ReportMetric(0, "ns/op")
+		b.ReportMetric(res.PodsPerSecond, "pods/s")
+		b.ReportMetric(float64(res.StartLatency.P50.Milliseconds()), "start-p50-ms")
+		b.ReportMetric(float64(res.StartLatency.P99.Milliseconds()), "start-p99-ms")
+		b.ReportMetric(float64(res.PeakRSS)/(1<<20), "peak-rss-MiB")
+		b.ReportMetric(float64(res.Leaked), "leaked")
+	}
+}
+
 // BenchmarkStartOnAFullNode (issue 26): RunPodSandbox of a pod whose
 // mapping comes from hostPort, on a node of 250 and of 1,000 running pods
 // (each with its CNI's endpoint too), HNS at 10 ms a call: the start and

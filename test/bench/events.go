@@ -191,6 +191,11 @@ type EventChurnResult struct {
 // EventChurn starts and stops n pods through containerd events, concurrency
 // at a time, every HNS call taking latency (one at a time when serialized).
 func EventChurn(ctx context.Context, env *harness.Env, n, concurrency, firstPort int, latency time.Duration, serialized bool) (EventChurnResult, error) {
+	return EventChurnOf(ctx, env, func(i int) harness.Pod { return Pod("evchurn", i, firstPort+i) }, n, concurrency, latency, serialized)
+}
+
+// EventChurnOf is EventChurn of the pods pod makes (pod i).
+func EventChurnOf(ctx context.Context, env *harness.Env, pod func(i int) harness.Pod, n, concurrency int, latency time.Duration, serialized bool) (EventChurnResult, error) {
 	res := EventChurnResult{Pods: n, Concurrency: concurrency, HNSLatency: latency, Serialized: serialized}
 	if err := env.SimClient.SetLatency(ctx, latency); err != nil {
 		return res, err
@@ -234,7 +239,7 @@ func EventChurn(ctx context.Context, env *harness.Env, n, concurrency, firstPort
 	for range concurrency {
 		wg.Go(func() {
 			for i := range jobs {
-				p := Pod("evchurn", i, firstPort+i)
+				p := pod(i)
 				guid, err := env.CreateSandbox(ctx, p)
 				if err != nil {
 					fail(err)

@@ -134,6 +134,15 @@ func (d DNS) PodWith(prefix string, i, hostPort, width int) harness.Pod {
 	return p
 }
 
+// GameServer is pod i as Agones makes a game server's (issue 56): its port
+// a Kubernetes hostPort (the CRI record's, no annotation), UDP, from
+// hostPort onto the game's 7654, kubelet's DNS.
+func GameServer(i, hostPort int) harness.Pod {
+	p := KubeletDNS.Pod("game", i, 0)
+	p.HostPorts = []*runtimeapi.PortMapping{{Protocol: runtimeapi.Protocol_UDP, ContainerPort: 7654, HostPort: int32(hostPort)}}
+	return p
+}
+
 // Starts is one turn of a latency measurement: N pods of one DNS shape
 // (names from Prefix, host ports from FirstPort), started one at a time
 // with every HNS call taking HNS.
