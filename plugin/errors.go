@@ -136,7 +136,7 @@ var errorTable = []row{
 	{is(ErrPortConflict), rejected(ClassConflict, ReasonConflict)},
 	// a program of the node holds the port: the pod's owner is told which;
 	// each resync judges the pod again (the program may have stopped)
-	{is(hostsockets.ErrHeld), rejected(ClassConflict, ReasonConflict)},
+	{is(hostsockets.ErrHeld), rejected(ClassConflict, ReasonHeldByNode)},
 	// containerd not answering (restarting, overloaded): waited out while
 	// the work matters, told as containerd's, not HNS's
 	{is(ErrContainerd), errorKind{retry: retryAlways, class: ClassError, reason: ReasonContainerd, counted: true, level: logrus.ErrorLevel,

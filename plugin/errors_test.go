@@ -62,7 +62,7 @@ func TestEveryErrorIsJudgedByItsRow(t *testing.T) {
 		{fmt.Errorf("x: %w", hcn.ErrChanged), retryAlways, ClassError, ReasonHNS},
 		{fmt.Errorf("x: %w", request.ErrBadMetadata), retryNever, ClassError, ReasonHostPortsUnknown},
 		{fmt.Errorf("x: %w", ErrPortConflict), retryNever, ClassConflict, ReasonConflict},
-		{fmt.Errorf("x: %w", &hostsockets.HeldError{}), retryNever, ClassConflict, ReasonConflict},
+		{fmt.Errorf("x: %w", &hostsockets.HeldError{}), retryNever, ClassConflict, ReasonHeldByNode},
 		{fmt.Errorf("x: %w", errHolderPending), retryAlways, ClassError, ""},
 		{fmt.Errorf("x: %w", ErrInvalidPod), retryNever, ClassInvalid, ReasonInvalid},
 		{fmt.Errorf("x: %w", ErrHyperV), retryNever, ClassHyperV, ReasonHyperV},

@@ -192,8 +192,8 @@ func TestAPortAProgramOfTheNodeHoldsIsNeverMapped(t *testing.T) {
 			t.Errorf("error %q does not say %q", err, want)
 		}
 	}
-	if got, ok := rep.last(); !ok || got.Mapped || got.Reason != ReasonConflict || !strings.Contains(got.Err.Error(), "sqlservr.exe (PID 2100)") {
-		t.Errorf("report %+v, want %s naming the program", got, ReasonConflict)
+	if got, ok := rep.last(); !ok || got.Mapped || got.Reason != ReasonHeldByNode || !strings.Contains(got.Err.Error(), "sqlservr.exe (PID 2100)") {
+		t.Errorf("report %+v, want %s naming the program", got, ReasonHeldByNode)
 	}
 	if eps := f.endpoints("db"); len(eps) != 0 {
 		t.Fatalf("endpoints %+v: want nothing built", eps)

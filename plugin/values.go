@@ -50,6 +50,10 @@ const (
 	ReasonInvalid  = "InvalidPortMappings"
 	ReasonDenied   = "HostPortDenied"
 	ReasonConflict = "HostPortConflict"
+	// ReasonHeldByNode: a program of the node holds the host port, or it
+	// is in a range the node excludes (issue 56): the node's business,
+	// not the pod's
+	ReasonHeldByNode = "HostPortHeldByNode"
 	ReasonHyperV   = "HyperVIsolated"
 	ReasonHNS      = "HNSError"
 	// ReasonCNIMapping: a host port the CNI's endpoint maps in a way known
