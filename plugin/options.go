@@ -31,7 +31,7 @@ func OptionsFrom(cfg config.Config) (Options, error) {
 		LateBound:      config.LateCallTimeouts * cfg.HCN.CallTimeout.Duration,
 		// the node's own programs' ports are never taken, whatever the
 		// admission rules allow (issue 56): no setting turns it off
-		Sockets: hostsockets.OS{},
+		Sockets: hostsockets.OS{Probe: true},
 	}, nil
 }
 

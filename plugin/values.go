@@ -54,8 +54,8 @@ const (
 	// is in a range the node excludes (issue 56): the node's business,
 	// not the pod's
 	ReasonHeldByNode = "HostPortHeldByNode"
-	ReasonHyperV   = "HyperVIsolated"
-	ReasonHNS      = "HNSError"
+	ReasonHyperV     = "HyperVIsolated"
+	ReasonHNS        = "HNSError"
 	// ReasonCNIMapping: a host port the CNI's endpoint maps in a way known
 	// not to work (the plugin cannot map it too: HNS takes a port once).
 	ReasonCNIMapping = "CNIPortMappingIneffective"

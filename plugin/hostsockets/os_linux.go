@@ -18,7 +18,10 @@ import (
 // OS reads the node's sockets as Linux says them (the simulator's node):
 // /proc/net/tcp, tcp6 (listeners), udp and udp6 (every bound socket), then
 // the process holding each socket found, by its inode among /proc/*/fd.
-type OS struct{ Proc string } // "" is /proc
+type OS struct {
+	Proc  string // "" is /proc
+	Probe bool   // Windows' probe of excluded ranges: Linux has none
+}
 
 // On reads the sockets bound to ports.
 func (o OS) On(ctx context.Context, ports []Port) ([]Socket, error) {

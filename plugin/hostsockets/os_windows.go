@@ -18,11 +18,13 @@ import (
 // (UDP_TABLE_OWNER_PID), IPv4 and IPv6, each row with its owning PID,
 // then the image name of each holder found. Windows has no documented call
 // that lists the excluded port ranges netsh shows (Hyper-V's, WinNAT's),
-// so each port no socket holds is asked the way that is documented: a
-// bind of it on 0.0.0.0, let go at once, which Windows refuses with
-// WSAEACCES inside an excluded range (docker/for-win 3171); such a port
-// is a Reserved socket.
+// so with Probe each port no socket holds is asked the way that is
+// documented: a bind of it on 0.0.0.0, let go at once, which Windows
+// refuses with WSAEACCES inside an excluded range (docker/for-win 3171);
+// such a port is a Reserved socket. Only a port about to be mapped is
+// probed (the plugin's decision); status and doctor read the tables.
 type OS struct {
+	Probe bool
 	// probe binds a port of a protocol on 0.0.0.0 and lets it go (nil:
 	// the real bind; a test sets its own)
 	probe func(proto hcn.Protocol, port uint16) error
@@ -73,7 +75,9 @@ func (o OS) On(ctx context.Context, ports []Port) ([]Socket, error) {
 		}
 		out = append(out, parse(buf, t, want)...)
 	}
-	out = append(out, o.reserved(ports, out)...)
+	if o.Probe {
+		out = append(out, o.reserved(ports, out)...)
+	}
 	names := map[uint32]string{}
 	for i := range out {
 		if out[i].Reserved {

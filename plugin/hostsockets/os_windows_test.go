@@ -23,7 +23,7 @@ func TestABindWindowsForbidsIsAnExcludedRange(t *testing.T) {
 	defer l.Close()
 	held := uint16(l.Addr().(*net.TCPAddr).Port)
 	var asked []Port
-	o := OS{probe: func(proto hcn.Protocol, port uint16) error {
+	o := OS{Probe: true, probe: func(proto hcn.Protocol, port uint16) error {
 		asked = append(asked, Port{proto, port})
 		switch port {
 		case 50000:
@@ -60,5 +60,11 @@ func TestABindWindowsForbidsIsAnExcludedRange(t *testing.T) {
 	}
 	if err := bindProbe(hcn.UDP, bindUDP(t)); err == nil {
 		t.Error("bindProbe of a bound UDP port succeeded")
+	}
+	// without Probe (status, doctor) nothing is bound
+	asked = nil
+	o.Probe = false
+	if _, err := o.On(context.Background(), []Port{{hcn.TCP, 50000}}); err != nil || len(asked) != 0 {
+		t.Errorf("a read without Probe bound %v (%v)", asked, err)
 	}
 }

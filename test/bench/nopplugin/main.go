@@ -97,7 +97,7 @@ func (f *floor) createAttach(ctx context.Context, id, name string, sb sandbox) e
 	}
 	// the node's own sockets on the port: a port a program holds is never
 	// mapped (issue 56)
-	if _, err := (hostsockets.OS{}).On(ctx, hostsockets.PortsOf(policies)); err != nil {
+	if _, err := (hostsockets.OS{Probe: true}).On(ctx, hostsockets.PortsOf(policies)); err != nil {
 		return err
 	}
 	ns := sb.ns
