@@ -425,10 +425,32 @@ func (pv Provider) Effective(network NetworkType) (ok bool, why, fix string) {
 			"so that this plugin maps the pod's hostPorts itself"
 }
 
+// MappingKey is what SameMapping compares, as a value: two policies map
+// the same thing exactly when their keys are equal (a set of held ports
+// is a map of them, not a list searched per port: a range holds a
+// thousand).
+type MappingKey struct {
+	Protocol                   Protocol
+	ExternalPort, InternalPort uint16
+	IPv6                       bool
+	VIP                        string // canonical: "" for every address
+}
+
+// Key is p's MappingKey.
+func (p PortMappingPolicy) Key() MappingKey {
+	return MappingKey{Protocol: p.Protocol, ExternalPort: p.ExternalPort, InternalPort: p.InternalPort, IPv6: p.IsIPv6(), VIP: canonicalVIP(p.VIP)}
+}
+
+// Keys is the set of the keys of ps.
+func Keys(ps []PortMappingPolicy) map[MappingKey]bool {
+	out := make(map[MappingKey]bool, len(ps))
+	for _, p := range ps {
+		out[p.Key()] = true
+	}
+	return out
+}
+
 // SameMapping reports whether two policies map the same thing: protocol,
 // host port, container port, host IP (in any spelling) and address
 // family, whatever their other flags.
-func SameMapping(a, b PortMappingPolicy) bool {
-	return a.Protocol == b.Protocol && a.ExternalPort == b.ExternalPort && a.InternalPort == b.InternalPort &&
-		a.IsIPv6() == b.IsIPv6() && sameVIP(a.VIP, b.VIP)
-}
+func SameMapping(a, b PortMappingPolicy) bool { return a.Key() == b.Key() }

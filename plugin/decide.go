@@ -312,8 +312,9 @@ func hostHeld(f facts, in inputs, o outcome, w wanted) (plan, bool) {
 		return plan{}, false
 	}
 	var fresh []hcn.PortMappingPolicy
+	held := hcn.Keys(o.known.ports)
 	for _, p := range w.policies {
-		if !slices.ContainsFunc(o.known.ports, func(q hcn.PortMappingPolicy) bool { return hcn.SameMapping(p, q) }) {
+		if !held[p.Key()] {
 			fresh = append(fresh, p)
 		}
 	}

@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"net/netip"
-	"slices"
 	"strconv"
 
 	"github.com/nri-hcn-portmap/nri-hcn-portmap/hcn"
@@ -318,9 +317,10 @@ func CheckOverlaps(ms []PortMapping, name func(i int) string) error {
 // other than the address family. What is held was admitted when it was
 // built; what is not is admitted as a new pod's would be.
 func Unheld(ms, annotated []PortMapping, o PolicyOptions, held []hcn.PortMappingPolicy) (newMs, newAnnotated []PortMapping) {
+	keys := hcn.Keys(held)
 	isHeld := func(m PortMapping) bool {
 		for _, p := range BuildPolicies([]PortMapping{m}, o) {
-			if !slices.ContainsFunc(held, func(h hcn.PortMappingPolicy) bool { return hcn.SameMapping(h, p) }) {
+			if !keys[p.Key()] {
 				return false
 			}
 		}
