@@ -210,3 +210,31 @@ func TestRunsSayARangeAsOne(t *testing.T) {
 		t.Fatalf("Runs = %s\nwant   %s", got, want)
 	}
 }
+
+// Two policies map the same thing when protocol, both ports, the address
+// family and the host IP (in any spelling) agree, whatever their other
+// flags; their keys are equal exactly then.
+func TestAMappingsKeyIsWhatItMaps(t *testing.T) {
+	p := PortMappingPolicy{Protocol: UDP, ExternalPort: 20000, InternalPort: 20000, VIP: "10.0.0.4", Flags: NatFlagsLocalRoutedVip}
+	for _, tc := range []struct {
+		name string
+		q    PortMappingPolicy
+		same bool
+	}{
+		{"the same", p, true},
+		{"other flags", PortMappingPolicy{Protocol: UDP, ExternalPort: 20000, InternalPort: 20000, VIP: "10.0.0.4"}, true},
+		{"an IPv4-mapped spelling", PortMappingPolicy{Protocol: UDP, ExternalPort: 20000, InternalPort: 20000, VIP: "::ffff:10.0.0.4"}, true},
+		{"another protocol", PortMappingPolicy{Protocol: TCP, ExternalPort: 20000, InternalPort: 20000, VIP: "10.0.0.4"}, false},
+		{"another host port", PortMappingPolicy{Protocol: UDP, ExternalPort: 20001, InternalPort: 20000, VIP: "10.0.0.4"}, false},
+		{"another container port", PortMappingPolicy{Protocol: UDP, ExternalPort: 20000, InternalPort: 20001, VIP: "10.0.0.4"}, false},
+		{"every address", PortMappingPolicy{Protocol: UDP, ExternalPort: 20000, InternalPort: 20000}, false},
+		{"IPv6", PortMappingPolicy{Protocol: UDP, ExternalPort: 20000, InternalPort: 20000, VIP: "10.0.0.4", Flags: NatFlagsIPv6}, false},
+	} {
+		if got := SameMapping(p, tc.q); got != tc.same || Keys([]PortMappingPolicy{tc.q})[p.Key()] != tc.same {
+			t.Errorf("%s: SameMapping = %v, want %v", tc.name, got, tc.same)
+		}
+	}
+	if (PortMappingPolicy{VIP: "0.0.0.0"}).Key() != (PortMappingPolicy{}).Key() {
+		t.Error("0.0.0.0 and no host IP are both every address")
+	}
+}
