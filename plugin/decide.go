@@ -284,11 +284,12 @@ func build(f facts, in inputs, o outcome, w wanted) plan {
 			return p
 		}
 	}
-	if p, done := hostHeld(f, in, o, w); done {
-		return p
+	fresh := freshPorts(in, o, w)
+	if need := needed(f, fresh); need != decided { // read together: one pass
+		return plan{ask: need, ports: hostsockets.PortsOf(fresh)}
 	}
-	if !f.target.read {
-		return plan{ask: askTarget}
+	if p, done := hostHeld(f, in, o, fresh); done {
+		return p
 	}
 	if f.target.err != nil {
 		return o.refuse(f.target.err)
@@ -302,14 +303,12 @@ func build(f facts, in inputs, o outcome, w wanted) plan {
 	return plan{out: o, want: &w, steps: steps}
 }
 
-// hostHeld refuses a pod asking a host port a program of the node holds
-// (8): a WinNAT mapping would take that program's traffic. Only ports the
-// sandbox does not hold yet are judged (a program that binds one of them
-// after it was mapped does not unmap the pod), from the node's sockets on
-// those ports, read once.
-func hostHeld(f facts, in inputs, o outcome, w wanted) (plan, bool) {
+// freshPorts is w's ports the sandbox does not hold yet, where the
+// node's own sockets are read (none where they are not): a program that
+// binds a port after the pod was mapped does not unmap the pod.
+func freshPorts(in inputs, o outcome, w wanted) []hcn.PortMappingPolicy {
 	if !in.hostSockets {
-		return plan{}, false
+		return nil
 	}
 	var fresh []hcn.PortMappingPolicy
 	held := hcn.Keys(o.known.ports)
@@ -318,11 +317,29 @@ func hostHeld(f facts, in inputs, o outcome, w wanted) (plan, bool) {
 			fresh = append(fresh, p)
 		}
 	}
+	return fresh
+}
+
+// needed is the facts a build reads before it decides: the node's sockets
+// on the fresh ports, the network.
+func needed(f facts, fresh []hcn.PortMappingPolicy) ask {
+	var need ask
+	if len(fresh) > 0 && !f.sockets.read {
+		need |= askHostSockets
+	}
+	if !f.target.read {
+		need |= askTarget
+	}
+	return need
+}
+
+// hostHeld refuses a pod asking a host port a program of the node holds
+// (8): a WinNAT mapping would take that program's traffic. Only the fresh
+// ports are judged, from the node's sockets on them.
+func hostHeld(f facts, in inputs, o outcome, fresh []hcn.PortMappingPolicy) (plan, bool) {
 	switch {
 	case len(fresh) == 0:
 		return plan{}, false
-	case !f.sockets.read:
-		return plan{ask: askHostSockets, ports: hostsockets.PortsOf(fresh)}, true
 	case f.sockets.err != nil:
 		return o.refuse(f.sockets.err), true
 	}

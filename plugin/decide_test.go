@@ -252,6 +252,12 @@ func TestDecideFromValues(t *testing.T) {
 					t.Errorf("ports %v: want 9001/tcp", p.ports)
 				}
 			}}},
+		{"the network not known either: both read in one pass", start,
+			withFacts(record(criMetaDNS("9001:80", "10.96.0.10")), func(f *facts) { f.target = fact[hcn.Target]{} }), sockets,
+			planned{ask: askHostSockets | askTarget}},
+		{"a pod holding its ports, the network not known: the network alone", holdingOurs(ours),
+			withFacts(record(criMetaDNS("9001:80", "10.96.0.10")), func(f *facts) { f.target = fact[hcn.Target]{} }), sockets,
+			planned{ask: askTarget}},
 		{"a port a program holds: refused naming it, nothing built", start,
 			withSockets(record(criMetaDNS("9001:80", "10.96.0.10")), sqlOn(9001), nil), sockets,
 			planned{err: hostsockets.ErrHeld, check: func(t *testing.T, p plan) {

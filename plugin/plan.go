@@ -58,22 +58,24 @@ type facts struct {
 	sockets    fact[[]hostsockets.Socket] // the node's own, on plan.ports
 }
 
-// ask is a fact decide needs before it can decide.
-type ask int
+// ask is the facts decide needs before it can decide, a set: facts
+// needed together are read in one pass (the node's sockets and the
+// network, before a build).
+type ask uint16
 
 const (
-	decided         ask = iota // nothing more: the plan's steps are the decision
-	askRecord                  // containerd's record of the sandbox (and the request resolved from it)
-	askTask                    // containerd's state of the sandbox's task
-	askNamespace               // whether HCN still has the pod's namespace
-	askNeighbours              // the other endpoints of the pod's namespace
-	askNetworkTypes            // the types of the networks in plan.networks
-	askTarget                  // the network the plugin's endpoints go on
-	askEndpoints               // the sandbox's endpoints as HNS holds them
-	askHostSockets             // the node's own sockets on plan.ports
+	decided         ask = 0         // nothing more: the plan's steps are the decision
+	askRecord       ask = 1 << iota // containerd's record of the sandbox (and the request resolved from it)
+	askTask                         // containerd's state of the sandbox's task
+	askNamespace                    // whether HCN still has the pod's namespace
+	askNeighbours                   // the other endpoints of the pod's namespace
+	askNetworkTypes                 // the types of the networks in plan.networks
+	askTarget                       // the network the plugin's endpoints go on
+	askEndpoints                    // the sandbox's endpoints as HNS holds them
+	askHostSockets                  // the node's own sockets on plan.ports
 )
 
-// plan is a decision: a fact to read first (ask), or every step to take
+// plan is a decision: the facts to read first (ask), or every step to take
 // and the outcome once they are done. The steps, each taken only when the
 // one before succeeded: claim want's host ports (when want is set), then
 // HNS's steps in order. Then err, if any, is what the sync failed with;

@@ -15,7 +15,7 @@ import (
 )
 
 // sync is the controller's one piece of work for a sandbox, for every
-// trigger alike: decide (decide.go) says which fact it needs next, read
+// trigger alike: decide (decide.go) says which facts it needs next, read
 // here, and once it has them every step to take; apply takes them. Its I/O
 // goes through containerd (SandboxStore) and hcn.Manager alone; of the
 // state it writes one thing, its claim of host ports.
@@ -49,33 +49,39 @@ func (c *Core) inputs() inputs {
 	return in
 }
 
-// read reads the fact p asks for into f.
+// read reads the facts p asks for into f.
 func (c *Core) read(ctx context.Context, sn snap, in inputs, p plan, f *facts) {
-	switch p.ask {
-	case askRecord:
+	if p.ask&askRecord != 0 {
 		f.record.set(c.store.Sandbox(ctx, sn.id))
 		if f.record.err == nil {
 			f.request.set(request.Resolve(request.Ask{Pod: sn.pod, Metadata: f.record.v.Metadata, Sources: in.sources,
 				Limits: in.limits, Policy: in.policyOptions}))
 		}
-	case askTask:
+	}
+	if p.ask&askTask != 0 {
 		f.task.set(c.store.TaskState(ctx, sn.id))
-	case askNamespace:
+	}
+	if p.ask&askNamespace != 0 {
 		f.ns.set(c.mgr.NamespaceExists(ctx, f.record.v.NetNS))
-	case askNeighbours:
+	}
+	if p.ask&askNeighbours != 0 {
 		var ours []string // known ours: not opened
 		for _, ep := range sn.known.eps {
 			ours = append(ours, ep.ID)
 		}
 		f.neighbours.set(c.mgr.Neighbours(ctx, f.record.v.NetNS, sn.id, ours...))
-	case askNetworkTypes:
+	}
+	if p.ask&askNetworkTypes != 0 {
 		f.netTypes.set(c.networkTypes(ctx, f.netTypes.v, p.networks))
-	case askTarget:
-		f.target.set(c.mgr.Target(ctx))
-	case askEndpoints:
-		f.endpoints.set(c.mgr.Lookup(ctx, sn.id))
-	case askHostSockets:
+	}
+	if p.ask&askHostSockets != 0 {
 		f.sockets.set(c.opt.Sockets.On(ctx, p.ports))
+	}
+	if p.ask&askTarget != 0 {
+		f.target.set(c.mgr.Target(ctx))
+	}
+	if p.ask&askEndpoints != 0 {
+		f.endpoints.set(c.mgr.Lookup(ctx, sn.id))
 	}
 }
 
