@@ -1,0 +1,54 @@
+package hostsockets
+
+import (
+	"context"
+	"net"
+	"net/netip"
+	"os"
+	"testing"
+
+	"github.com/nri-hcn-portmap/nri-hcn-portmap/hcn"
+)
+
+// Reading /proc/net walks the kernel's socket hash whatever it holds, so a
+// pod's decision (Probe) asks each port with a bind first and reads the
+// tables only for a port the bind finds taken: a loopback listener and a
+// UDP socket are found and named; a free port costs no table read (the
+// tables here are a folder that does not exist, which a read would find
+// empty, so a taken port shows up unnamed rather than missing).
+func TestABindAsksFirstAndTheTablesNameWhatItFinds(t *testing.T) {
+	l, err := net.Listen("tcp4", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	tcpPort, udpPort, free := uint16(l.Addr().(*net.TCPAddr).Port), bindUDP(t), freePort(t)
+	ports := []Port{{hcn.TCP, tcpPort}, {hcn.UDP, udpPort}, {hcn.TCP, free}}
+
+	socks, err := OS{Probe: true}.On(context.Background(), ports)
+	if err != nil {
+		t.Fatal(err)
+	}
+	byPort := map[uint16]Socket{}
+	for _, s := range socks {
+		byPort[s.Port] = s
+	}
+	if s := byPort[tcpPort]; s.PID != uint32(os.Getpid()) || s.Addr != netip.MustParseAddr("127.0.0.1") {
+		t.Errorf("the loopback listener: %+v, want this process on 127.0.0.1", s)
+	}
+	if s := byPort[udpPort]; s.PID != uint32(os.Getpid()) || s.Protocol != hcn.UDP {
+		t.Errorf("the UDP socket: %+v, want this process", s)
+	}
+	if s, ok := byPort[free]; ok {
+		t.Errorf("the free port held by %+v", s)
+	}
+
+	socks, err = OS{Probe: true, Proc: t.TempDir() + "/none"}.On(context.Background(), []Port{{hcn.TCP, free}})
+	if err != nil || len(socks) != 0 {
+		t.Errorf("a free port with no tables to read: %+v, %v; want nothing", socks, err)
+	}
+	socks, err = OS{Probe: true, Proc: t.TempDir() + "/none"}.On(context.Background(), []Port{{hcn.TCP, tcpPort}})
+	if err != nil || len(socks) != 1 || socks[0].Port != tcpPort || socks[0].PID != 0 {
+		t.Errorf("a taken port the tables do not show: %+v, %v; want it held, unnamed", socks, err)
+	}
+}
