@@ -40,18 +40,12 @@ func (o OS) On(ctx context.Context, ports []Port) ([]Socket, error) {
 	if len(ports) == 0 {
 		return nil, ctx.Err()
 	}
+	// the tables decide: a TCP bind is refused by a connection's local
+	// port too (an outgoing connection's ephemeral port), which is no
+	// listener, as Windows' listener table does not show it either
 	socks, err := o.tables(ports)
-	if err != nil || !o.Probe {
-		return socks, err
-	}
-	found := map[Port]bool{}
-	for _, s := range socks {
-		found[Port{Protocol: s.Protocol, Port: s.Port}] = true
-	}
-	for _, p := range ports { // taken, and gone from the tables since: a holder not named
-		if !found[p] {
-			socks = append(socks, Socket{Protocol: p.Protocol, Addr: netip.IPv6Unspecified(), Port: p.Port})
-		}
+	if err != nil {
+		return nil, err
 	}
 	return socks, ctx.Err()
 }

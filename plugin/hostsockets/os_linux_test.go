@@ -5,6 +5,7 @@ import (
 	"net"
 	"net/netip"
 	"os"
+	"syscall"
 	"testing"
 
 	"github.com/nri-hcn-portmap/nri-hcn-portmap/hcn"
@@ -13,9 +14,9 @@ import (
 // Reading /proc/net walks the kernel's socket hash whatever it holds, so a
 // pod's decision (Probe) asks each port with a bind first and reads the
 // tables only for a port the bind finds taken: a loopback listener and a
-// UDP socket are found and named; a free port costs no table read (the
-// tables here are a folder that does not exist, which a read would find
-// empty, so a taken port shows up unnamed rather than missing).
+// UDP socket are found and named; a free port costs no table read; and a
+// port the bind finds taken is held only as the tables say (a connection's
+// local port refuses a bind too, and is no listener).
 func TestABindAsksFirstAndTheTablesNameWhatItFinds(t *testing.T) {
 	l, err := net.Listen("tcp4", "127.0.0.1:0")
 	if err != nil {
@@ -47,8 +48,13 @@ func TestABindAsksFirstAndTheTablesNameWhatItFinds(t *testing.T) {
 	if err != nil || len(socks) != 0 {
 		t.Errorf("a free port with no tables to read: %+v, %v; want nothing", socks, err)
 	}
-	socks, err = OS{Probe: true, Proc: t.TempDir() + "/none"}.On(context.Background(), []Port{{hcn.TCP, tcpPort}})
-	if err != nil || len(socks) != 1 || socks[0].Port != tcpPort || socks[0].PID != 0 {
-		t.Errorf("a taken port the tables do not show: %+v, %v; want it held, unnamed", socks, err)
+	var asked []Port
+	o := OS{Probe: true, probe: func(proto hcn.Protocol, port uint16) error {
+		asked = append(asked, Port{proto, port})
+		return syscall.EADDRINUSE
+	}}
+	socks, err = o.On(context.Background(), []Port{{hcn.TCP, free}, {hcn.TCP, tcpPort}})
+	if err != nil || len(socks) != 1 || socks[0].Port != tcpPort || len(asked) != 2 {
+		t.Errorf("two ports the bind finds taken, one of them listened on: %+v, %v (asked %v); want the listener alone", socks, err, asked)
 	}
 }
