@@ -201,11 +201,12 @@ func TestRunsSayARangeAsOne(t *testing.T) {
 		PortMappingPolicy{Protocol: UDP, ExternalPort: 10004, InternalPort: 10004, Flags: NatFlagsLocalRoutedVip}, // a gap
 		PortMappingPolicy{Protocol: TCP, ExternalPort: 8080, InternalPort: 80},                                    // alone
 		PortMappingPolicy{Protocol: TCP, ExternalPort: 8081, InternalPort: 90},                                    // another container port
+		PortMappingPolicy{Protocol: TCP, ExternalPort: 8999, InternalPort: 8999},                                  // next to 10.0.0.4's run, on every address
 		PortMappingPolicy{Protocol: TCP, ExternalPort: 9000, InternalPort: 9000, VIP: "10.0.0.4"},                 // a host IP
 		PortMappingPolicy{Protocol: TCP, ExternalPort: 9001, InternalPort: 9001, VIP: "10.0.0.4"},
 	)
 	got := strings.Join(Runs(ps), ", ")
-	want := "*:8080->80/tcp, *:8081->90/tcp, 10.0.0.4:9000-9001->9000-9001/tcp, *:10000-10002->10000-10002/udp, *:10004->10004/udp, [::]:10000-10002->10000-10002/udp"
+	want := "*:8080->80/tcp, *:8081->90/tcp, *:8999->8999/tcp, 10.0.0.4:9000-9001->9000-9001/tcp, *:10000-10002->10000-10002/udp, *:10004->10004/udp, [::]:10000-10002->10000-10002/udp"
 	if got != want {
 		t.Fatalf("Runs = %s\nwant   %s", got, want)
 	}

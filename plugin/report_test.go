@@ -160,17 +160,7 @@ func TestWhoMapsEachHostPort(t *testing.T) {
 				case v1NAT:
 					cniSpec.NATPolicies = []hcn.PortMappingPolicy{policy}
 				}
-				cni, err := f.sim.CreateEndpoint(ctx, cniSpec)
-				if err == nil {
-					err = f.sim.AddNamespaceEndpoint(ctx, f.store.sbs["s"].NetNS, cni.ID)
-				}
-				if err != nil {
-					t.Fatal(err)
-				}
-				if err := f.startRetrying(Pod{ID: "s", Partial: true}); err != nil {
-					t.Fatalf("start: %v", err)
-				}
-				eps := f.endpoints("s")
+				cni, eps := f.startBesideCNI(t, "s", cniSpec)
 				ours := []hcn.PortMappingPolicy{{Protocol: hcn.TCP, ExternalPort: 9002, InternalPort: 80, Flags: 1}}
 				if len(eps) != 1 || !hcn.SamePolicies(eps[0].PortMappings, ours) {
 					t.Fatalf("our endpoints %+v, want one mapping 9002 only (9001 is the CNI's)", eps)
@@ -240,18 +230,8 @@ func TestAHostIPTheCNIDroppedIsSaid(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cni, err := f.sim.CreateEndpoint(ctx, hcn.EndpointSpec{Name: "vpcbr_s", NetworkID: net.ID, // vpc-bridge: LocalRoutedVip, no VIP
+	cni, eps := f.startBesideCNI(t, "s", hcn.EndpointSpec{Name: "vpcbr_s", NetworkID: net.ID, // vpc-bridge: LocalRoutedVip, no VIP
 		PortMappings: []hcn.PortMappingPolicy{{Protocol: hcn.TCP, ExternalPort: 9001, InternalPort: 80, Flags: hcn.NatFlagsLocalRoutedVip}}})
-	if err == nil {
-		err = f.sim.AddNamespaceEndpoint(ctx, f.store.sbs["s"].NetNS, cni.ID)
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := f.startRetrying(Pod{ID: "s", Partial: true}); err != nil {
-		t.Fatalf("start: %v", err)
-	}
-	eps := f.endpoints("s")
 	if len(eps) != 1 || !hcn.SamePolicies(eps[0].PortMappings, []hcn.PortMappingPolicy{{Protocol: hcn.TCP, ExternalPort: 9002, InternalPort: 80, Flags: 1}}) {
 		t.Fatalf("our endpoints %+v, want one mapping 9002 only (9001 is the CNI's, on every address)", eps)
 	}
@@ -260,4 +240,21 @@ func TestAHostIPTheCNIDroppedIsSaid(t *testing.T) {
 		!strings.Contains(got.CNI[0].String(), "the CNI dropped the host IP 10.0.0.4") {
 		t.Fatalf("report %+v, want 9001 the CNI's, its host IP 10.0.0.4 said dropped", got)
 	}
+}
+
+// startBesideCNI attaches the CNI's endpoint cniSpec in sandbox id's
+// namespace, starts the sandbox and returns the CNI's endpoint and ours.
+func (f *fixture) startBesideCNI(t *testing.T, id string, cniSpec hcn.EndpointSpec) (*hcn.Endpoint, []hcn.Endpoint) {
+	t.Helper()
+	cni, err := f.sim.CreateEndpoint(ctx, cniSpec)
+	if err == nil {
+		err = f.sim.AddNamespaceEndpoint(ctx, f.store.sbs[id].NetNS, cni.ID)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := f.startRetrying(Pod{ID: id, Partial: true}); err != nil {
+		t.Fatalf("start: %v", err)
+	}
+	return cni, f.endpoints(id)
 }

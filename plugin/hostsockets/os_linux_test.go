@@ -2,9 +2,11 @@ package hostsockets
 
 import (
 	"context"
+	"fmt"
 	"net"
 	"net/netip"
 	"os"
+	"path/filepath"
 	"syscall"
 	"testing"
 
@@ -44,9 +46,23 @@ func TestABindAsksFirstAndTheTablesNameWhatItFinds(t *testing.T) {
 		t.Errorf("the free port held by %+v", s)
 	}
 
-	socks, err = OS{Probe: true, Proc: t.TempDir() + "/none"}.On(context.Background(), []Port{{hcn.TCP, free}})
+	// tables that say the free port is listened on: not read, since the
+	// bind finds it free
+	proc := t.TempDir()
+	table := fmt.Sprintf("  sl  local_address rem_address   st tx_queue rx_queue tr tm->when retrnsmt   uid  timeout inode\n"+
+		"   0: 00000000:%04X 00000000:0000 0A 00000000:00000000 00:00000000 00000000     0        0 0 1 0000000000000000 100 0 0 10 0\n", free)
+	if err := os.MkdirAll(filepath.Join(proc, "net"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(proc, "net", "tcp"), []byte(table), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if socks, err := (OS{Proc: proc}).On(context.Background(), []Port{{hcn.TCP, free}}); err != nil || len(socks) != 1 {
+		t.Fatalf("the fake tables read: %+v, %v; want the listener they list", socks, err)
+	}
+	socks, err = OS{Probe: true, Proc: proc}.On(context.Background(), []Port{{hcn.TCP, free}})
 	if err != nil || len(socks) != 0 {
-		t.Errorf("a free port with no tables to read: %+v, %v; want nothing", socks, err)
+		t.Errorf("a port the bind finds free: %+v, %v; want the tables not read", socks, err)
 	}
 	var asked []Port
 	o := OS{Probe: true, probe: func(proto hcn.Protocol, port uint16) error {

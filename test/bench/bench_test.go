@@ -209,12 +209,7 @@ func BenchmarkEventChurn(b *testing.B) {
 				if err != nil {
 					b.Fatal(err)
 				}
-				b.ReportMetric(0, "ns/op")
-				b.ReportMetric(res.PodsPerSecond, "pods/s")
-				b.ReportMetric(float64(res.StartLatency.P50.Milliseconds()), "start-p50-ms")
-				b.ReportMetric(float64(res.StartLatency.P99.Milliseconds()), "start-p99-ms")
-				b.ReportMetric(res.PeakGoroutines, "peak-goroutines")
-				b.ReportMetric(float64(res.Leaked), "leaked")
+				reportChurn(b, res)
 			}
 		})
 	}
@@ -237,13 +232,19 @@ func BenchmarkGameServerChurn(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		b.ReportMetric(0, "ns/op")
-		b.ReportMetric(res.PodsPerSecond, "pods/s")
-		b.ReportMetric(float64(res.StartLatency.P50.Milliseconds()), "start-p50-ms")
-		b.ReportMetric(float64(res.StartLatency.P99.Milliseconds()), "start-p99-ms")
-		b.ReportMetric(float64(res.PeakRSS)/(1<<20), "peak-rss-MiB")
-		b.ReportMetric(float64(res.Leaked), "leaked")
+		reportChurn(b, res)
 	}
+}
+
+// reportChurn gives a churn's figures as the benchmark's.
+func reportChurn(b *testing.B, res EventChurnResult) {
+	b.ReportMetric(0, "ns/op")
+	b.ReportMetric(res.PodsPerSecond, "pods/s")
+	b.ReportMetric(float64(res.StartLatency.P50.Milliseconds()), "start-p50-ms")
+	b.ReportMetric(float64(res.StartLatency.P99.Milliseconds()), "start-p99-ms")
+	b.ReportMetric(res.PeakGoroutines, "peak-goroutines")
+	b.ReportMetric(float64(res.PeakRSS)/(1<<20), "peak-rss-MiB")
+	b.ReportMetric(float64(res.Leaked), "leaked")
 }
 
 // BenchmarkStartOnAFullNode (issue 26): RunPodSandbox of a pod whose
