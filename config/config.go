@@ -77,7 +77,23 @@ type Config struct {
 	Kubernetes Kubernetes `toml:"kubernetes"`
 	Admission  Admission  `toml:"admission"`
 	Admin      Admin      `toml:"admin"`
+	HyperV     HyperV     `toml:"hyperv"`
 	Log        Log        `toml:"log"`
+}
+
+// HyperV is how host ports reach Hyper-V isolated pods: through hcsshim's
+// ncproxy, which asks the plugin's NodeNetworkService for each such pod's
+// network before its utility VM uses it (issue 57).
+type HyperV struct {
+	// NodeNetworkService is where the plugin serves ncproxy's
+	// NodeNetworkService (gRPC): a loopback IP and port, the address
+	// ncproxy's node_net_svc_addr names. Empty (the default): not served,
+	// and Hyper-V pods are refused host ports.
+	NodeNetworkService string `toml:"node_network_service"`
+	// NCProxy is ncproxy's gRPC address (its config's "grpc"), where the
+	// plugin adds the pod's network adapters (AddNIC): a loopback IP and
+	// port; required with node_network_service.
+	NCProxy string `toml:"ncproxy"`
 }
 
 // Admin is where operators reach /healthz, /metrics and /reload.
@@ -571,6 +587,7 @@ func (c *Config) ValidateOn(source string, origin map[string]string, goos string
 			bad(o.Key, o.Addr, NodePortWhy(o.Port, d))
 		}
 	}
+	c.HyperV.validate(bad)
 	if sock := c.Admin.Socket; sock != "" && !strings.HasPrefix(strings.ToLower(sock), `\\.\pipe\`) && !strings.HasPrefix(sock, "/") {
 		bad("admin.socket", sock, `must be a named pipe (\\.\pipe\NAME, Windows) or an absolute path (a unix socket, Linux); empty disables reload`)
 	}
@@ -656,4 +673,22 @@ func unjoin(err error) []error {
 		return j.Unwrap()
 	}
 	return []error{err}
+}
+
+// validate: both addresses loopback IPs and ports, both or neither.
+func (h HyperV) validate(bad func(key string, v any, why string)) {
+	for _, l := range []struct{ key, addr string }{{"hyperv.node_network_service", h.NodeNetworkService}, {"hyperv.ncproxy", h.NCProxy}} {
+		if ap, err := netip.ParseAddrPort(l.addr); l.addr != "" && (err != nil || !ap.Addr().Unmap().IsLoopback() || ap.Port() == 0) {
+			bad(l.key, l.addr, "must be a loopback IP address and port, like 127.0.0.1:6668: ncproxy speaks gRPC without "+
+				"authentication, so only the node may reach it")
+		}
+	}
+	switch {
+	case h.NodeNetworkService != "" && h.NCProxy == "":
+		bad("hyperv.ncproxy", h.NCProxy, "must be set with hyperv.node_network_service: ncproxy's gRPC address (its config's grpc, 127.0.0.1:6669 by default), where the pod's adapters are added")
+	case h.NodeNetworkService == "" && h.NCProxy != "":
+		bad("hyperv.node_network_service", h.NodeNetworkService, "must be set with hyperv.ncproxy: the address ncproxy's node_net_svc_addr names (127.0.0.1:6668 by default)")
+	case h.NodeNetworkService != "" && h.NodeNetworkService == h.NCProxy:
+		bad("hyperv.ncproxy", h.NCProxy, "is hyperv.node_network_service's address: ncproxy listens on its own (its config's grpc)")
+	}
 }

@@ -281,6 +281,19 @@ func TestValidate(t *testing.T) {
 		{"metrics on a port denied for TCP", func(c *Config) { c.Admin.MetricsListen = ":9467"; c.Admission.Deny = []string{"9000-9999/tcp"} },
 			`admin.metrics_listen = ":9467": port 9467 is on admission.deny (9000-9999/tcp)`},
 		{"annotation bytes too large", func(c *Config) { c.Plugin.MaxAnnotationBytes = 262145 }, `plugin.max_annotation_bytes = "262145"`},
+		{"hyperv: both on loopback", func(c *Config) { c.HyperV = HyperV{NodeNetworkService: "127.0.0.1:6668", NCProxy: "[::1]:6669"} }, ""},
+		{"hyperv: the service on every address", func(c *Config) { c.HyperV = HyperV{NodeNetworkService: ":6668", NCProxy: "127.0.0.1:6669"} },
+			`hyperv.node_network_service = ":6668": must be a loopback IP address and port`},
+		{"hyperv: ncproxy by name", func(c *Config) { c.HyperV = HyperV{NodeNetworkService: "127.0.0.1:6668", NCProxy: "localhost:6669"} },
+			`hyperv.ncproxy = "localhost:6669": must be a loopback IP address and port`},
+		{"hyperv: port 0", func(c *Config) { c.HyperV = HyperV{NodeNetworkService: "127.0.0.1:0", NCProxy: "127.0.0.1:6669"} },
+			`hyperv.node_network_service = "127.0.0.1:0": must be a loopback IP address and port`},
+		{"hyperv: the service without ncproxy", func(c *Config) { c.HyperV.NodeNetworkService = "127.0.0.1:6668" },
+			`hyperv.ncproxy = "": must be set with hyperv.node_network_service`},
+		{"hyperv: ncproxy without the service", func(c *Config) { c.HyperV.NCProxy = "127.0.0.1:6669" },
+			`hyperv.node_network_service = "": must be set with hyperv.ncproxy`},
+		{"hyperv: one address for both", func(c *Config) { c.HyperV = HyperV{NodeNetworkService: "127.0.0.1:6668", NCProxy: "127.0.0.1:6668"} },
+			`hyperv.ncproxy = "127.0.0.1:6668": is hyperv.node_network_service's address`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

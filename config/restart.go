@@ -18,6 +18,7 @@ func (c Config) RestartNeeded(next Config) []string {
 	changed("admin", c.Admin == next.Admin)
 	changed("containerd", c.Containerd == next.Containerd)
 	changed("hcn", c.HCN.sameAs(next.HCN))
+	changed("hyperv", c.HyperV == next.HyperV)
 	changed("kubernetes", c.Kubernetes == next.Kubernetes)
 	changed("log", c.Log == next.Log)
 	changed("nri", c.NRI == next.NRI)

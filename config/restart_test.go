@@ -20,6 +20,7 @@ func TestRestartNeeded(t *testing.T) {
 		{"several, sorted", func(c *Config) { c.Log.Level = "debug"; c.HCN.Network = "x"; c.Admin.Listen = "" },
 			[]string{"[admin]", "[hcn]", "[log]"}},
 		{"nri and containerd", func(c *Config) { c.NRI.PluginIndex = "10"; c.Containerd.Namespace = "x" }, []string{"[containerd]", "[nri]"}},
+		{"hyperv", func(c *Config) { c.HyperV.NCProxy = "127.0.0.1:6669" }, []string{"[hyperv]"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -21,7 +21,7 @@ func TestAnUnknownKeyNamesWhatWasMeant(t *testing.T) {
 		{"nothing near", "[hcn]\nzzzzzzzz = 1\n", `unknown key "hcn.zzzzzzzz"`},
 		// issue 55: two keys equally near are both named, not one guessed
 		{"two keys equally near", "[log]\nlive = \"x\"\n", `unknown key "log.live": did you mean log.file or log.level?`},
-		{"no section near", "[qqqq]\n", `unknown key "qqqq": the sections are [plugin], [nri], [containerd], [hcn], [kubernetes], [admission], [admin], [log]`},
+		{"no section near", "[qqqq]\n", `unknown key "qqqq": the sections are [plugin], [nri], [containerd], [hcn], [kubernetes], [admission], [admin], [hyperv], [log]`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			cfg := Default()

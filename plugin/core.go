@@ -40,6 +40,11 @@ type Options struct {
 	// pods, besides what the container record and the spec tell
 	// (plugin.hyperv_runtime_handlers; its default lives in config).
 	HyperVHandlers []string
+	// NodeNetwork: the plugin serves hcsshim's NodeNetworkService
+	// (hyperv.node_network_service): a Hyper-V pod whose network ncproxy
+	// asks it to set up is mapped (SetUpHyperV), and one whose endpoint of
+	// ours HNS holds is kept; otherwise Hyper-V pods are refused.
+	NodeNetwork bool
 	// ShutdownGrace bounds how long Close waits for work in flight (a
 	// HostProcess pod gets about 5 s to stop); what is left is finished by
 	// the next start's reconcile.

@@ -210,14 +210,38 @@ func skip(sn snap, f facts, in inputs, o outcome, r request.Request) (plan, bool
 		}
 		return removal(f, in, o, afterRemoval{}), true
 	}
-	if why := in.hyperV(r.Pod, f.record.v); why != "" {
+	why := in.hyperV(r.Pod, f.record.v)
+	switch {
+	case why == "":
+	case setUpByNodeNetwork(sn, in, o.known):
+		o.known.nodeNet = true
+	default:
 		o.line.fields = logrus.Fields{"isolation": why}
 		p := removal(f, in, o, afterRemoval{})
-		p.err = fmt.Errorf("%w (%s): its utility VM takes the namespace's endpoints only when it starts, "+
-			"so an endpoint added now would never reach it; map host ports of Hyper-V pods with the CNI's portMappings", ErrHyperV, why)
+		p.err = fmt.Errorf("%w (%s): %s", ErrHyperV, why, hyperVWayOut(in.nodeNetwork))
 		return p, true
 	}
 	return plan{}, false
+}
+
+// setUpByNodeNetwork says whether a Hyper-V sandbox's endpoint is ours to
+// build or keep: ncproxy asked the NodeNetworkService for its network
+// (its utility VM takes the endpoint as a NIC then), or did before (a
+// restart finds the endpoint of ours the service made in HNS: only the
+// service makes one for a Hyper-V pod).
+func setUpByNodeNetwork(sn snap, in inputs, k known) bool {
+	return in.nodeNetwork && (sn.hyperV || k.nodeNet || len(k.eps) > 0)
+}
+
+// hyperVWayOut is what a refused Hyper-V pod's owners can do.
+func hyperVWayOut(nodeNetwork bool) string {
+	if nodeNetwork {
+		return "its utility VM takes an endpoint only through ncproxy, and ncproxy did not ask this plugin for the pod's network: " +
+			"set NCProxyAddr in the runtime handler's options (containerd's config) and point ncproxy's node_net_svc_addr at " +
+			"hyperv.node_network_service"
+	}
+	return "its utility VM takes the namespace's endpoints only when it starts, so an endpoint added now would never reach it; " +
+		"map host ports of Hyper-V pods with the CNI's portMappings, or serve ncproxy's NodeNetworkService (hyperv.node_network_service)"
 }
 
 // want plans the endpoint the pod asks for (7): its host ports less those

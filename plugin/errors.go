@@ -168,6 +168,18 @@ func FailureReasons() []string {
 var unclassified = errorKind{retry: retryBounded, class: ClassError, reason: ReasonHNS, counted: true, level: logrus.ErrorLevel,
 	says: "failing in a way the plugin does not know; giving up until the next resync"}
 
+// refusal says whether the row refuses the pod what it asks (its request,
+// the node's or the cluster's rules, another holder of its ports), as
+// opposed to failing to do the work (containerd, HNS, the deadline): a
+// Hyper-V pod refused keeps its network, without host ports.
+func (k errorKind) refusal() bool {
+	switch k.class {
+	case ClassInvalid, ClassDenied, ClassConflict, ClassHyperV:
+		return true
+	}
+	return k.starts
+}
+
 // kindOf is err's row of the table; nil is success.
 func kindOf(err error) errorKind {
 	if err == nil {

@@ -27,6 +27,7 @@ func OptionsFrom(cfg config.Config) (Options, error) {
 		RetryMax:       cfg.HCN.RetryMax.Duration,
 		ShutdownGrace:  cfg.Plugin.ShutdownGrace.Duration,
 		HyperVHandlers: cfg.Plugin.HyperVRuntimeHandlers,
+		NodeNetwork:    cfg.HyperV.NodeNetworkService != "",
 		Workers:        config.SyncWorkers,
 		LateBound:      config.LateCallTimeouts * cfg.HCN.CallTimeout.Duration,
 		// the node's own programs' ports are never taken, whatever the

@@ -30,6 +30,7 @@ type inputs struct {
 	limits         request.Limits
 	policyOptions  request.PolicyOptions
 	hyperVHandlers []string
+	nodeNetwork    bool // Options.NodeNetwork
 	hostSockets    bool // the node's own sockets are read: a port a program holds is never mapped
 }
 

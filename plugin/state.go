@@ -70,6 +70,7 @@ type inbox struct {
 	stopped   bool           // a stop was seen, and a stop is final
 	removed   bool           // containerd forgot the sandbox
 	claimed   bool           // a trigger knows it is a CRI sandbox
+	hyperV    bool           // ncproxy asked for its network (SetUpHyperV)
 	waiters   []waiter
 	// startedAt and startPath: when and by which path its first start was
 	// seen (the start-to-mapped latency)
@@ -105,6 +106,11 @@ type known struct {
 	err       error       // what its last sync failed with (nil: it did not)
 	reason    string      // the reason its owners were told it fails with ("": none)
 	timed     bool        // its start-to-mapped latency was observed
+	// nodeNet: a Hyper-V sandbox whose network ncproxy had the
+	// NodeNetworkService set up (or whose endpoint of ours HNS held when
+	// the service is on): its endpoint is built and kept as a
+	// process-isolated pod's
+	nodeNet bool
 	// set by commit
 	committed bool   // a sync has committed it
 	synced    uint64 // the inbox generation the last sync began with
@@ -159,6 +165,9 @@ type sighting struct {
 	learn   bool    // the start-up listing: it only tells what HNS holds, and asks for no decision
 	wait    *waiter // told the outcome of a sync that begins after this
 	path    string  // a start's path (PathNRI, PathEvents); "" for none measured
+	// hyperV: ncproxy asks the NodeNetworkService to set the sandbox's
+	// network up (its utility VM takes our endpoint as a NIC)
+	hyperV bool
 }
 
 // trigger writes what a trigger saw of id into its inbox (making the
@@ -194,6 +203,7 @@ func (s *state) trigger(id string, seen sighting) {
 	in.stopped = in.stopped || seen.stop
 	in.removed = in.removed || seen.remove
 	in.claimed = in.claimed || seen.claim
+	in.hyperV = in.hyperV || seen.hyperV
 	if seen.wait != nil {
 		w := *seen.wait
 		w.gen = in.gen
@@ -250,6 +260,7 @@ type snap struct {
 	stopped bool // the tombstone: a stop seen, or containerd said so
 	removed bool // containerd forgot it: a trigger said so, or a sync found it
 	sandbox bool // known to be a CRI sandbox (a trigger or containerd said so)
+	hyperV  bool // ncproxy asked for its network (a SetUpHyperV)
 	known   known
 	// startedAt and startPath: when and how its first start was seen
 	startedAt time.Time
@@ -274,7 +285,7 @@ func (s *state) snapshot(id string, attempt int) (sn snap, ok bool) {
 		// ports held for a given-up call make every sync look at HNS again
 		started: in.startGen > k.synced, act: in.actGen > k.synced || attempt > 1 || len(k.unsure) > 0, verify: in.verifyGen > k.synced,
 		listed: slices.Clone(in.listed), listing: in.listedGen > k.synced,
-		stopped: in.stopped || k.final, removed: in.removed || k.gone, sandbox: in.claimed || k.sandbox, known: k,
+		stopped: in.stopped || k.final, removed: in.removed || k.gone, sandbox: in.claimed || k.sandbox, hyperV: in.hyperV, known: k,
 		startedAt: in.startedAt, startPath: in.startPath}, true
 }
 

@@ -35,7 +35,7 @@ func (c *Core) sync(ctx context.Context, sn snap, in inputs) outcome {
 func (c *Core) inputs() inputs {
 	now := c.now()
 	in := inputs{gen: c.inputsGen.Load(), now: now, lateBound: c.opt.LateBound, policy: c.policy.Load(), sources: c.opt.Inputs, limits: c.opt.Limits,
-		policyOptions: c.opt.Policy, hyperVHandlers: c.opt.HyperVHandlers, hostSockets: c.opt.Sockets != nil}
+		policyOptions: c.opt.Policy, hyperVHandlers: c.opt.HyperVHandlers, nodeNetwork: c.opt.NodeNetwork, hostSockets: c.opt.Sockets != nil}
 	if l := c.labels.Load(); l != nil {
 		v := *l
 		v.At = now

@@ -25,6 +25,7 @@ import (
 	"github.com/nri-hcn-portmap/nri-hcn-portmap/plugin/containerd"
 	"github.com/nri-hcn-portmap/nri-hcn-portmap/plugin/kube"
 	"github.com/nri-hcn-portmap/nri-hcn-portmap/plugin/nodefs"
+	"github.com/nri-hcn-portmap/nri-hcn-portmap/plugin/nodenet"
 	"github.com/nri-hcn-portmap/nri-hcn-portmap/plugin/nri"
 	"github.com/nri-hcn-portmap/nri-hcn-portmap/plugin/sources"
 	"github.com/nri-hcn-portmap/nri-hcn-portmap/plugin/telemetry"
@@ -337,7 +338,8 @@ func (a *app) run(ctx context.Context) error {
 	a.log.WithFields(logrus.Fields{"version": version, "backend": a.cfg.HCN.Backend, "network": a.cfg.HCN.Network,
 		"containerd": a.cfg.Containerd.Address, "nri_socket": a.cfg.NRI.Socket, "source": a.cfg.Plugin.Source,
 		"mapping_sources": fmt.Sprint(a.cfg.Plugin.MappingSources), "failure_policy": a.cfg.Plugin.FailurePolicy,
-		"deadline": a.cfg.Plugin.Deadline.String(), "admin": a.cfg.Admin.Listen, "metrics": a.cfg.Admin.MetricsListen}).Info("nri-hcn-portmap starting")
+		"deadline": a.cfg.Plugin.Deadline.String(), "admin": a.cfg.Admin.Listen, "metrics": a.cfg.Admin.MetricsListen,
+		"node_network_service": a.cfg.HyperV.NodeNetworkService}).Info("nri-hcn-portmap starting")
 	err = a.srcs.Run(ctx)
 	a.log.Info("nri-hcn-portmap stopping: finishing in-flight work")
 	return err
@@ -365,7 +367,8 @@ func (a *app) listen() (func(context.Context), error) {
 		what      string
 	}{{"admin.listen", a.cfg.Admin.Listen, admin.Listen, a.admin.Serve, "admin endpoints unavailable"},
 		{"admin.socket", a.cfg.Admin.Socket, admin.ListenPrivate, a.admin.ServePrivate, "admin.socket unavailable: reload only by SIGHUP or the service's paramchange"},
-		{"admin.metrics_listen", a.cfg.Admin.MetricsListen, admin.Listen, a.admin.ServeMetrics, "metrics endpoint unavailable"}} {
+		{"admin.metrics_listen", a.cfg.Admin.MetricsListen, admin.Listen, a.admin.ServeMetrics, "metrics endpoint unavailable"},
+		{"hyperv.node_network_service", a.cfg.HyperV.NodeNetworkService, admin.Listen, a.serveNodeNetwork, "NodeNetworkService unavailable: Hyper-V pods cannot start"}} {
 		if srv.addr == "" {
 			continue
 		}
@@ -408,6 +411,17 @@ func (a *app) listen() (func(context.Context), error) {
 			}()
 		}
 	}, nil
+}
+
+// serveNodeNetwork serves ncproxy's NodeNetworkService on l, adding the
+// pods' adapters through ncproxy at hyperv.ncproxy.
+func (a *app) serveNodeNetwork(ctx context.Context, l net.Listener) error {
+	ncp, closeNCP, err := nodenet.Dial(a.cfg.HyperV.NCProxy)
+	if err != nil {
+		return err
+	}
+	defer closeNCP()
+	return nodenet.Serve(ctx, l, nodenet.New(a.core, ncp, a.log))
 }
 
 // sayPodSecurity says at start how the annotation meets Pod Security:

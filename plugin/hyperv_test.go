@@ -1,0 +1,176 @@
+package plugin
+
+import (
+	"errors"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/nri-hcn-portmap/nri-hcn-portmap/hcn"
+	"github.com/nri-hcn-portmap/nri-hcn-portmap/hcn/hcnsim"
+	"github.com/nri-hcn-portmap/nri-hcn-portmap/plugin/admission"
+)
+
+// hyperVPod makes sandbox id a Hyper-V pod whose record asks annotation,
+// with the CNI's endpoint attached in its namespace first; it returns the
+// CNI's endpoint.
+func (f *fixture) hyperVPod(t *testing.T, id, annotation string) *hcn.Endpoint {
+	t.Helper()
+	f.sandbox(id, "")
+	f.store.mu.Lock()
+	f.store.sbs[id].HyperV = "runhcs runtime options: SandboxIsolation HYPERVISOR"
+	f.store.sbs[id].Metadata = criRecord("pod-"+id, "default", annotation, "")
+	ns := f.store.sbs[id].NetNS
+	f.store.mu.Unlock()
+	cni, err := f.sim.CreateEndpoint(ctx, hcn.EndpointSpec{Name: "cni_" + id, NetworkID: f.natNetwork(t)})
+	if err == nil {
+		err = f.sim.AddNamespaceEndpoint(ctx, ns, cni.ID)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cni
+}
+
+// natNetwork is the ID of a network the CNI's endpoints are made on.
+func (f *fixture) natNetwork(t *testing.T) string {
+	t.Helper()
+	for _, n := range f.sim.State().Networks {
+		if n.Name == "cni" {
+			return n.ID
+		}
+	}
+	n, err := f.sim.CreateNetwork(ctx, hcn.NetworkSpec{Name: "cni", Type: hcn.NetworkL2Bridge, Subnet: "10.244.0.0/24", Gateway: "10.244.0.1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n.ID
+}
+
+func nodeNetwork(o *Options) { o.NodeNetwork = true }
+
+func TestAHyperVPodNCProxySetsUpIsMappedBeforeItsTaskAndFreedAtTeardown(t *testing.T) {
+	f := newFixture(t, nodeNetwork)
+	cni := f.hyperVPod(t, "hv", "8080:80")
+	f.store.mu.Lock()
+	delete(f.store.tasks, "hv") // ncproxy asks before the sandbox's task exists
+	f.store.mu.Unlock()
+
+	got, err := f.core.SetUpHyperV(ctx, "hv")
+	if err != nil || got.Refused != nil {
+		t.Fatalf("SetUpHyperV = %+v, %v; want the pod mapped", got, err)
+	}
+	ours := f.endpoints("hv")
+	if len(ours) != 1 || ours[0].Namespace != f.store.sbs["hv"].NetNS {
+		t.Fatalf("our endpoints %+v, want one attached to the pod's namespace", ours)
+	}
+	want := []NIC{{EndpointID: cni.ID, EndpointName: cni.Name}, {EndpointID: ours[0].ID, EndpointName: ours[0].Name, Ours: true}}
+	if !slices.Equal(got.NICs, want) {
+		t.Fatalf("NICs %+v, want the CNI's first, then ours: %+v", got.NICs, want)
+	}
+
+	// the task starts: NRI's RunPodSandbox and containerd's event keep
+	// what the service built, and refuse nothing
+	f.store.mu.Lock()
+	f.store.tasks["hv"] = TaskRunning
+	f.store.mu.Unlock()
+	if err := f.core.StartPod(ctx, Pod{ID: "hv", Name: "pod-hv", Namespace: "default", RuntimeHandler: "runhcs-wcow-hypervisor",
+		Annotations: map[string]string{"hcn.nri.io/port-mappings": "8080:80"}}); err != nil {
+		t.Fatalf("RunPodSandbox after the setup: %v", err)
+	}
+	if err := waitResult(t, f.started("hv")); err != nil {
+		t.Fatalf("containerd's start after the setup: %v", err)
+	}
+	if n := f.sim.Calls()[hcnsim.OpCreateEndpoint]; n != 2 { // the CNI's and ours
+		t.Fatalf("%d endpoints created, want ours once", n-1)
+	}
+
+	// a process-isolated pod asking the same port is told who holds it
+	p := f.sandbox("proc", "8080:80")
+	if _, err := f.start(p); !errors.As(err, new(*ConflictError)) || !strings.Contains(err.Error(), "default/pod-hv") {
+		t.Fatalf("a process-isolated pod asking the Hyper-V pod's port: %v, want a conflict naming default/pod-hv", err)
+	}
+
+	f.core.TearDownHyperV(ctx, "hv")
+	if eps := f.endpoints("hv"); len(eps) != 0 {
+		t.Fatalf("after the teardown our endpoints are %+v, want none", eps)
+	}
+	if _, err := f.start(p); err != nil {
+		t.Fatalf("the port after the teardown: %v, want it free", err)
+	}
+}
+
+func TestAHyperVPodRefusedGetsTheCNIsNICAlone(t *testing.T) {
+	tests := []struct {
+		name       string
+		annotation string
+		want       error
+	}{
+		{"a bad annotation", "8080:80:tcp:extra", ErrInvalidPod},
+		{"a port the node's rules deny", "3389:3389", admission.ErrDenied},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			f := newFixture(t, nodeNetwork, admitting("3389"))
+			cni := f.hyperVPod(t, "hv", tt.annotation)
+			got, err := f.core.SetUpHyperV(ctx, "hv")
+			if err != nil {
+				t.Fatalf("SetUpHyperV: %v, want the pod's network set up without host ports", err)
+			}
+			if !errors.Is(got.Refused, tt.want) {
+				t.Fatalf("Refused = %v, want %v", got.Refused, tt.want)
+			}
+			if want := []NIC{{EndpointID: cni.ID, EndpointName: cni.Name}}; !slices.Equal(got.NICs, want) {
+				t.Fatalf("NICs %+v, want the CNI's alone %+v", got.NICs, want)
+			}
+			if eps := f.endpoints("hv"); len(eps) != 0 {
+				t.Fatalf("a refused Hyper-V pod has endpoints %+v", eps)
+			}
+		})
+	}
+}
+
+func TestAHyperVPodNCProxyDidNotSetUpIsRefusedSayingWhatToConfigure(t *testing.T) {
+	tests := []struct {
+		name        string
+		nodeNetwork bool
+		says        string
+	}{
+		{"no NodeNetworkService", false, "hyperv.node_network_service"},
+		{"served, but ncproxy never asked", true, "NCProxyAddr"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			f := newFixture(t, func(o *Options) { o.NodeNetwork = tt.nodeNetwork })
+			f.hyperVPod(t, "hv", "8080:80")
+			err := f.core.StartPod(ctx, Pod{ID: "hv", Partial: true})
+			if !errors.Is(err, ErrHyperV) || !strings.Contains(err.Error(), tt.says) {
+				t.Fatalf("StartPod = %v, want ErrHyperV saying %q", err, tt.says)
+			}
+			if n := f.sim.Calls()[hcnsim.OpCreateEndpoint]; n != 1 {
+				t.Fatalf("%d endpoints of ours created for a Hyper-V pod ncproxy did not set up", n-1)
+			}
+		})
+	}
+}
+
+func TestARestartKeepsAHyperVPodsEndpoint(t *testing.T) {
+	f := newFixture(t, nodeNetwork)
+	f.hyperVPod(t, "hv", "8080:80")
+	if got, err := f.core.SetUpHyperV(ctx, "hv"); err != nil || got.Refused != nil {
+		t.Fatalf("SetUpHyperV = %+v, %v", got, err)
+	}
+	before := f.endpoints("hv")
+	f.restartWith(t, testManagerConfig(), nil) // a new process: nothing learned
+	if err := f.core.LoadPorts(ctx); err != nil {
+		t.Fatal(err)
+	}
+	for range 2 {
+		if sum, err := f.core.ReconcileAll(ctx); err != nil || sum.Created+sum.Deleted != 0 {
+			t.Fatalf("resync after a restart = %+v, %v: want the Hyper-V pod's endpoint kept", sum, err)
+		}
+	}
+	if after := f.endpoints("hv"); len(after) != 1 || after[0].ID != before[0].ID {
+		t.Fatalf("after a restart the Hyper-V pod's endpoints are %+v, want %+v kept", after, before)
+	}
+}
