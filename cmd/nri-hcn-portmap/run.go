@@ -368,7 +368,8 @@ func (a *app) listen() (func(context.Context), error) {
 	}{{"admin.listen", a.cfg.Admin.Listen, admin.Listen, a.admin.Serve, "admin endpoints unavailable"},
 		{"admin.socket", a.cfg.Admin.Socket, admin.ListenPrivate, a.admin.ServePrivate, "admin.socket unavailable: reload only by SIGHUP or the service's paramchange"},
 		{"admin.metrics_listen", a.cfg.Admin.MetricsListen, admin.Listen, a.admin.ServeMetrics, "metrics endpoint unavailable"},
-		{"hyperv.node_network_service", a.cfg.HyperV.NodeNetworkService, admin.Listen, a.serveNodeNetwork, "NodeNetworkService unavailable: Hyper-V pods cannot start"}} {
+		{"hyperv.node_network_service", a.cfg.HyperV.NodeNetworkService, func(addr string) (net.Listener, error) { return admin.ListenAdmins(addr, a.log) },
+			a.serveNodeNetwork, "NodeNetworkService unavailable: Hyper-V pods cannot start"}} {
 		if srv.addr == "" {
 			continue
 		}

@@ -147,3 +147,13 @@ func (e *HeldError) Is(target error) bool { return target == ErrHeld }
 func imageBase(p string) string {
 	return path.Base(strings.ReplaceAll(p, `\`, "/"))
 }
+
+// Peer is the process at one end of a TCP connection on the node: its
+// user on Linux, its PID on Windows.
+type Peer struct {
+	UID uint32
+	PID uint32
+}
+
+// ErrNoPeer: the node's tables show no such connection.
+var ErrNoPeer = errors.New("no such connection on the node")

@@ -200,3 +200,46 @@ func owners(proc string, inodes map[string][]int, out []Socket) {
 		}
 	}
 }
+
+// PeerOf is who holds the local end local of the node's TCP connection
+// whose other end is remote: the uid /proc/net/tcp and tcp6 give its
+// socket. An IPv4 connection to an IPv6 socket shows as v4-mapped there.
+func PeerOf(local, remote netip.AddrPort) (Peer, error) {
+	for _, file := range []string{"/proc/net/tcp", "/proc/net/tcp6"} {
+		f, err := os.Open(file)
+		if os.IsNotExist(err) {
+			continue
+		}
+		if err != nil {
+			return Peer{}, fmt.Errorf("reading the node's connections: %w", err)
+		}
+		p, ok, err := peerIn(f, local, remote)
+		f.Close()
+		if err != nil || ok {
+			return p, err
+		}
+	}
+	return Peer{}, fmt.Errorf("%w: %s to %s", ErrNoPeer, local, remote)
+}
+
+func peerIn(f *os.File, local, remote netip.AddrPort) (Peer, bool, error) {
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		// sl local_address rem_address st tx:rx tr:when retrnsmt uid timeout inode
+		fields := strings.Fields(sc.Text())
+		if len(fields) < 10 {
+			continue
+		}
+		la, lp, ok1 := parseAddr(fields[1])
+		ra, rp, ok2 := parseAddr(fields[2])
+		if !ok1 || !ok2 || lp != local.Port() || rp != remote.Port() || la.Unmap() != local.Addr().Unmap() || ra.Unmap() != remote.Addr().Unmap() {
+			continue
+		}
+		uid, err := strconv.ParseUint(fields[7], 10, 32)
+		if err != nil {
+			return Peer{}, false, fmt.Errorf("reading the node's connections: uid %q", fields[7])
+		}
+		return Peer{UID: uint32(uid)}, true, nil
+	}
+	return Peer{}, false, sc.Err()
+}

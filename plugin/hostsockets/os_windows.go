@@ -201,3 +201,45 @@ func imageName(pid uint32) string {
 	}
 	return imageBase(windows.UTF16ToString(buf[:size]))
 }
+
+// tcpTableOwnerPIDConnections is TCP_TABLE_OWNER_PID_CONNECTIONS.
+const tcpTableOwnerPIDConnections = 4
+
+// connections are the two connection tables: where a row's local and
+// remote address and port and its PID are.
+var connections = []struct {
+	table
+	remAddrAt, remPortAt int
+}{
+	// MIB_TCPROW_OWNER_PID: dwState, dwLocalAddr, dwLocalPort, dwRemoteAddr, dwRemotePort, dwOwningPid
+	{table{"GetExtendedTcpTable", hcn.TCP, windows.AF_INET, tcpTableOwnerPIDConnections, 24, 4, 8, 20, 4}, 12, 16},
+	// MIB_TCP6ROW_OWNER_PID: ucLocalAddr[16], dwLocalScopeId, dwLocalPort, ucRemoteAddr[16], dwRemoteScopeId, dwRemotePort, dwState, dwOwningPid
+	{table{"GetExtendedTcpTable", hcn.TCP, windows.AF_INET6, tcpTableOwnerPIDConnections, 56, 0, 20, 52, 16}, 24, 44},
+}
+
+// PeerOf is who holds the local end local of the node's TCP connection
+// whose other end is remote: its PID, from GetExtendedTcpTable
+// (TCP_TABLE_OWNER_PID_CONNECTIONS).
+func PeerOf(local, remote netip.AddrPort) (Peer, error) {
+	fn := windows.NewLazySystemDLL("iphlpapi.dll").NewProc("GetExtendedTcpTable")
+	for _, c := range connections {
+		buf, err := read(fn, c.table)
+		if err != nil {
+			return Peer{}, fmt.Errorf("reading the node's connections: %w", err)
+		}
+		n := uint32(0)
+		if len(buf) >= 4 {
+			n = binary.LittleEndian.Uint32(buf)
+		}
+		for i := 0; i < int(n) && 4+(i+1)*c.row <= len(buf); i++ {
+			r := buf[4+i*c.row:]
+			la, _ := netip.AddrFromSlice(r[c.addrAt : c.addrAt+c.addrLen])
+			ra, _ := netip.AddrFromSlice(r[c.remAddrAt : c.remAddrAt+c.addrLen])
+			if binary.BigEndian.Uint16(r[c.portAt:]) == local.Port() && binary.BigEndian.Uint16(r[c.remPortAt:]) == remote.Port() &&
+				la.Unmap() == local.Addr().Unmap() && ra.Unmap() == remote.Addr().Unmap() {
+				return Peer{PID: binary.LittleEndian.Uint32(r[c.pidAt:])}, nil
+			}
+		}
+	}
+	return Peer{}, fmt.Errorf("%w: %s to %s", ErrNoPeer, local, remote)
+}
