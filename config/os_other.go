@@ -13,5 +13,8 @@ const (
 	defaultContainerdAddress = "/run/containerd/containerd.sock"
 	defaultAdminSocket       = `/run/nri-hcn-portmap/admin.sock`
 	defaultAdminKeyFile      = `/run/nri-hcn-portmap/admin.key`
-	thisOS                   = runtime.GOOS
+	// DefaultContainerdConfig is containerd's configuration file (doctor
+	// reads its runtime handlers)
+	DefaultContainerdConfig = `/etc/containerd/config.toml`
+	thisOS                  = runtime.GOOS
 )

@@ -24,5 +24,8 @@ const (
 	defaultContainerdAddress = `\\.\pipe\containerd-containerd`
 	defaultAdminSocket       = `\\.\pipe\nri-hcn-portmap`
 	defaultAdminKeyFile      = `C:\ProgramData\nri-hcn-portmap\admin.key`
-	thisOS                   = "windows"
+	// DefaultContainerdConfig is containerd's configuration file (doctor
+	// reads its runtime handlers)
+	DefaultContainerdConfig = `C:\Program Files\containerd\config.toml`
+	thisOS                  = "windows"
 )

@@ -28,12 +28,14 @@ func doctorCmd(args []string, stdout, stderr io.Writer) error {
 		selftest bool
 		o        doctor.SelfTestOptions
 		port     uint
+		ctrCfg   string
 	)
 	cfg, _, err := parse("doctor", args, stderr, func(fs *flag.FlagSet) {
 		outputFlag(fs, &format)
 		fs.BoolVar(&selftest, "selftest", false, "also build a throwaway namespace and endpoint as the plugin does, read them back from HNS, compare, remove")
 		fs.BoolVar(&o.Keep, "keep", false, "with --selftest: leave the namespace and endpoint for inspection (the next self-test removes them)")
 		fs.UintVar(&port, "port", 47999, "with --selftest: the host port the throwaway endpoint maps")
+		fs.StringVar(&ctrCfg, "containerd-config", config.DefaultContainerdConfig, "containerd's configuration file: which runtime handlers run Hyper-V pods, and whether they reach ncproxy")
 	})
 	if err != nil {
 		return err
@@ -60,6 +62,20 @@ func doctorCmd(args []string, stdout, stderr io.Writer) error {
 		Windows: onWindows,
 		OSBuild: osBuild(),
 		Sockets: hostsockets.OS{},
+		RuntimeHandlers: func() ([]containerd.RuntimeHandler, error) {
+			data, err := os.ReadFile(ctrCfg)
+			if errors.Is(err, os.ErrNotExist) { // containerd runs on its defaults: no Hyper-V handler
+				return nil, nil
+			}
+			if err != nil {
+				return nil, err
+			}
+			hs, err := containerd.RuntimeHandlers(data)
+			if err != nil {
+				return nil, fmt.Errorf("%s: %w", ctrCfg, err)
+			}
+			return hs, nil
+		},
 	}
 	if cfg.Kubernetes.Enabled {
 		api, err := newKubeAPI(cfg.Kubernetes)

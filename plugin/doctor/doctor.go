@@ -22,6 +22,7 @@ import (
 	"github.com/nri-hcn-portmap/nri-hcn-portmap/hcn"
 	"github.com/nri-hcn-portmap/nri-hcn-portmap/plugin"
 	"github.com/nri-hcn-portmap/nri-hcn-portmap/plugin/admin"
+	"github.com/nri-hcn-portmap/nri-hcn-portmap/plugin/containerd"
 	"github.com/nri-hcn-portmap/nri-hcn-portmap/plugin/hostsockets"
 )
 
@@ -99,6 +100,9 @@ type Doctor struct {
 	// listening on a host port one of the plugin's endpoints maps is
 	// shadowed by the mapping.
 	Sockets hostsockets.Reader
+	// RuntimeHandlers reads containerd's CRI runtime handlers from its
+	// configuration (nil: not read).
+	RuntimeHandlers func() ([]containerd.RuntimeHandler, error)
 	// Timeout bounds each check (hcn.call_timeout when zero).
 	Timeout time.Duration
 
@@ -323,13 +327,40 @@ func (d *Doctor) checkAdmin(ctx context.Context) Result {
 
 func (d *Doctor) checkHyperV(ctx context.Context) Result {
 	const name = "Hyper-V pods"
-	handlers := strings.Join(d.Config.Plugin.HyperVRuntimeHandlers, ", ")
+	served := d.Config.HyperV.NodeNetworkService != ""
+	fix := "map host ports of Hyper-V pods with the CNI's portMappings, or serve ncproxy's NodeNetworkService (hyperv.node_network_service; docs/real-node.md)"
+	if served {
+		fix = "set NCProxyAddr in the runtime handler's options (containerd's config) and run hcsshim's ncproxy with node_net_svc_addr = " +
+			d.Config.HyperV.NodeNetworkService + " (docs/real-node.md)"
+	}
+	res := Result{Check: name, Status: Pass}
+	var says []string
+	warn := func(s string) { res.Status, says = Warn, append(says, s) }
+	if d.RuntimeHandlers != nil {
+		hs, err := d.RuntimeHandlers()
+		if err != nil {
+			warn("containerd's runtime handlers not read: " + err.Error())
+		}
+		for _, h := range hs {
+			switch {
+			case !h.HyperV && !slices.Contains(d.Config.Plugin.HyperVRuntimeHandlers, h.Name):
+			case h.NCProxy != "" && served:
+				says = append(says, "handler "+h.Name+": Hyper-V, its network set up through ncproxy ("+h.NCProxy+"): host ports mapped")
+			case h.NCProxy != "":
+				warn("handler " + h.Name + ": Hyper-V, through ncproxy (" + h.NCProxy + "), but this plugin does not serve its NodeNetworkService: host ports refused")
+			default:
+				warn("handler " + h.Name + ": Hyper-V, no NCProxyAddr in its options: host ports refused")
+			}
+		}
+	}
 	if d.Containerd == nil {
-		return Result{name, Warn, "not checked", ""}
+		warn("sandboxes not checked")
+		return res.saying(says, fix)
 	}
 	ids, err := d.Containerd.ListSandboxes(ctx)
 	if err != nil {
-		return Result{name, Warn, "not checked: " + err.Error(), ""}
+		warn("sandboxes not checked: " + err.Error())
+		return res.saying(says, fix)
 	}
 	var hyperV []string
 	for _, id := range ids {
@@ -338,11 +369,24 @@ func (d *Doctor) checkHyperV(ctx context.Context) Result {
 			hyperV = append(hyperV, id)
 		}
 	}
-	if len(hyperV) > 0 {
-		return Result{name, Warn, fmt.Sprintf("%d of %d sandboxes are Hyper-V isolated (%s): their host ports are refused", len(hyperV), len(ids), strings.Join(hyperV, ", ")),
-			"map host ports of Hyper-V pods with the CNI's portMappings"}
+	switch {
+	case len(hyperV) > 0 && served:
+		says = append(says, fmt.Sprintf("%d of %d sandboxes are Hyper-V isolated (%s): mapped where ncproxy set their network up", len(hyperV), len(ids), strings.Join(hyperV, ", ")))
+	case len(hyperV) > 0:
+		warn(fmt.Sprintf("%d of %d sandboxes are Hyper-V isolated (%s): their host ports are refused", len(hyperV), len(ids), strings.Join(hyperV, ", ")))
+	default:
+		says = append(says, fmt.Sprintf("none among %d sandboxes (handlers treated as Hyper-V: %s)", len(ids), cmp.Or(strings.Join(d.Config.Plugin.HyperVRuntimeHandlers, ", "), "none")))
 	}
-	return Result{name, Pass, fmt.Sprintf("none among %d sandboxes (handlers treated as Hyper-V: %s)", len(ids), cmp.Or(handlers, "none")), ""}
+	return res.saying(says, fix)
+}
+
+// saying is r with its detail, and the fix when it warns.
+func (r Result) saying(says []string, fix string) Result {
+	r.Detail = strings.Join(says, "; ")
+	if r.Status != Pass {
+		r.Fix = fix
+	}
+	return r
 }
 
 // checkShadowed says whether a program of the node holds a host port one

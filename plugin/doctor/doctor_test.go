@@ -16,6 +16,7 @@ import (
 	"github.com/nri-hcn-portmap/nri-hcn-portmap/hcn/hcnsim"
 	"github.com/nri-hcn-portmap/nri-hcn-portmap/plugin"
 	"github.com/nri-hcn-portmap/nri-hcn-portmap/plugin/admin"
+	"github.com/nri-hcn-portmap/nri-hcn-portmap/plugin/containerd"
 	"github.com/nri-hcn-portmap/nri-hcn-portmap/plugin/hostsockets"
 )
 
@@ -149,6 +150,25 @@ func TestChecks(t *testing.T) {
 		{"Hyper-V pods", func(d *Doctor, _ *hcnsim.Sim) {
 			d.Containerd = &fakeContainerd{sandboxes: map[string]*plugin.SandboxInfo{"vm1": {ID: "vm1", HyperV: "runhcs options: HYPERVISOR"}}}
 		}, "Hyper-V pods", Warn, "1 of 1 sandboxes are Hyper-V isolated (vm1)", "portMappings"},
+		{"a Hyper-V handler reaching ncproxy, served", func(d *Doctor, _ *hcnsim.Sim) {
+			d.Config.HyperV = config.HyperV{NodeNetworkService: "127.0.0.1:6668", NCProxy: "127.0.0.1:6669"}
+			d.RuntimeHandlers = handlers(containerd.RuntimeHandler{Name: "runhcs-wcow-process"},
+				containerd.RuntimeHandler{Name: "wcow-vm", HyperV: true, NCProxy: `\\.\pipe\ncproxy-ttrpc`})
+		}, "Hyper-V pods", Pass, `handler wcow-vm: Hyper-V, its network set up through ncproxy (\\.\pipe\ncproxy-ttrpc): host ports mapped`, ""},
+		{"a Hyper-V handler reaching ncproxy, not served", func(d *Doctor, _ *hcnsim.Sim) {
+			d.RuntimeHandlers = handlers(containerd.RuntimeHandler{Name: "wcow-vm", HyperV: true, NCProxy: "x"})
+		}, "Hyper-V pods", Warn, "handler wcow-vm: Hyper-V, through ncproxy (x), but this plugin does not serve its NodeNetworkService", "hyperv.node_network_service"},
+		{"a handler listed as Hyper-V without ncproxy, served", func(d *Doctor, _ *hcnsim.Sim) {
+			d.Config.HyperV = config.HyperV{NodeNetworkService: "127.0.0.1:6668", NCProxy: "127.0.0.1:6669"}
+			d.RuntimeHandlers = handlers(containerd.RuntimeHandler{Name: "runhcs-wcow-hypervisor"})
+		}, "Hyper-V pods", Warn, "handler runhcs-wcow-hypervisor: Hyper-V, no NCProxyAddr in its options: host ports refused", "set NCProxyAddr"},
+		{"containerd's configuration unreadable", func(d *Doctor, _ *hcnsim.Sim) {
+			d.RuntimeHandlers = func() ([]containerd.RuntimeHandler, error) { return nil, errors.New("config.toml: bad") }
+		}, "Hyper-V pods", Warn, "containerd's runtime handlers not read: config.toml: bad", ""},
+		{"Hyper-V sandboxes, served", func(d *Doctor, _ *hcnsim.Sim) {
+			d.Config.HyperV = config.HyperV{NodeNetworkService: "127.0.0.1:6668", NCProxy: "127.0.0.1:6669"}
+			d.Containerd = &fakeContainerd{sandboxes: map[string]*plugin.SandboxInfo{"vm1": {ID: "vm1", HyperV: "runhcs options: HYPERVISOR"}}}
+		}, "Hyper-V pods", Pass, "1 of 1 sandboxes are Hyper-V isolated (vm1): mapped where ncproxy set their network up", ""},
 		{"Pod Security enforced", func(*Doctor, *hcnsim.Sim) {}, "Pod Security", Pass, "an unlabelled namespace counts as baseline", ""},
 		{"node restriction held", func(d *Doctor, _ *hcnsim.Sim) {
 			d.NodeRestriction = func(context.Context) (bool, error) { return true, nil }
@@ -456,4 +476,9 @@ func TestSelfTestOnAnHNSThatStoresNoRoutes(t *testing.T) {
 		t.Fatalf("read back = %s %s", st, detail)
 	}
 	nothingLeft(t, sim)
+}
+
+// handlers is containerd's configuration naming hs.
+func handlers(hs ...containerd.RuntimeHandler) func() ([]containerd.RuntimeHandler, error) {
+	return func() ([]containerd.RuntimeHandler, error) { return hs, nil }
 }
