@@ -53,7 +53,7 @@ func decide(sn snap, f facts, in inputs) plan {
 	if r.Unreadable != nil {
 		o.skipped = append(o.skipped, SkipCRIRecordUnreadable)
 	}
-	if p, done := skip(sn, f, in, o, r); done { // 6
+	if p, done := skip(sn, f, in, &o, r); done { // 6
 		return p
 	}
 	return want(f, in, o, r) // 7, 8
@@ -193,22 +193,22 @@ func admit(in inputs, k known, r request.Request) error {
 // skip plans a pod whose endpoint of ours is not wanted (6): its request
 // is not known (containerd's record does not decode), it asks for
 // nothing, it has no Windows namespace, or it is Hyper-V isolated.
-func skip(sn snap, f facts, in inputs, o outcome, r request.Request) (plan, bool) {
+func skip(sn snap, f facts, in inputs, o *outcome, r request.Request) (plan, bool) {
 	switch netns := f.record.v.NetNS; {
 	case !r.Known:
 		if r.Unreadable != nil {
 			o.say(logrus.WarnLevel, "containerd's record of the sandbox does not decode: its request is not known",
 				logrus.Fields{"error": r.Unreadable.Error()})
 		}
-		return plan{out: o}, true // live, but its request is unknown here
+		return plan{out: *o}, true // live, but its request is unknown here
 	case len(r.Mappings) == 0:
-		return removal(f, in, o, afterRemoval{}), true
+		return removal(f, in, *o, afterRemoval{}), true
 	case netns == "":
 		if sn.started {
 			o.say(logrus.InfoLevel, "sandbox has no Windows network namespace (Linux or HostProcess sandbox); skipped", nil)
 			o.skipped = append(o.skipped, SkipNoNetNS)
 		}
-		return removal(f, in, o, afterRemoval{}), true
+		return removal(f, in, *o, afterRemoval{}), true
 	}
 	why := in.hyperV(r.Pod, f.record.v)
 	switch {
@@ -217,7 +217,7 @@ func skip(sn snap, f facts, in inputs, o outcome, r request.Request) (plan, bool
 		o.known.nodeNet = true
 	default:
 		o.line.fields = logrus.Fields{"isolation": why}
-		p := removal(f, in, o, afterRemoval{})
+		p := removal(f, in, *o, afterRemoval{})
 		p.err = fmt.Errorf("%w (%s): %s", ErrHyperV, why, hyperVWayOut(in.nodeNetwork))
 		return p, true
 	}
@@ -254,13 +254,14 @@ func hyperVWayOut(nodeNetwork bool) string {
 // record has it, is never replaced by the CNI's.
 func want(f facts, in inputs, o outcome, r request.Request) plan {
 	w := wanted{netns: f.record.v.NetNS, policies: r.Policies, dns: r.DNS}
-	if r.HostPorts || r.NoDNS {
+	if r.HostPorts || r.NoDNS || o.known.nodeNet { // a Hyper-V pod's VM is given them
 		if !f.neighbours.read {
 			return plan{ask: askNeighbours}
 		}
 		if f.neighbours.err != nil {
 			return o.refuse(f.neighbours.err)
 		}
+		o.neighbours, o.neighboursRead = f.neighbours.v, true
 	}
 	if r.NoDNS {
 		w.dns = hcn.NeighbourDNS(f.neighbours.v)

@@ -43,7 +43,8 @@ type HyperVNetwork struct {
 func (c *Core) SetUpHyperV(ctx context.Context, id string) (HyperVNetwork, error) {
 	dctx, cancel := context.WithTimeout(ctx, c.opt.Deadline)
 	defer cancel()
-	_, err, answered := c.await(dctx, id, sighting{pod: &Pod{ID: id, Partial: true}, start: true, hyperV: true}, false)
+	r, answered := c.awaitResult(dctx, id, sighting{pod: &Pod{ID: id, Partial: true}, start: true, hyperV: true}, false)
+	err := r.err
 	if !answered { // the shim fails the pod's start: leave nothing behind
 		c.opt.Observer.Operation("start", Classify(ErrDeadline))
 		c.enqueue(id, sighting{stop: true})
@@ -53,7 +54,10 @@ func (c *Core) SetUpHyperV(ctx context.Context, id string) (HyperVNetwork, error
 	if err != nil && !kindOf(err).refusal() {
 		return HyperVNetwork{}, err
 	}
-	nics, nerr := c.HyperVNICs(ctx, id)
+	if r.neighboursRead && err == nil { // the sync read what the VM is given
+		return HyperVNetwork{NICs: nicsOf(r.neighbours, r.eps, "")}, nil
+	}
+	nics, nerr := c.HyperVNICs(ctx, id) // a refusal read none of them
 	if nerr != nil {
 		return HyperVNetwork{}, nerr
 	}

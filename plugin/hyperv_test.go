@@ -2,6 +2,7 @@ package plugin
 
 import (
 	"errors"
+	"maps"
 	"slices"
 	"strings"
 	"testing"
@@ -172,5 +173,78 @@ func TestARestartKeepsAHyperVPodsEndpoint(t *testing.T) {
 	}
 	if after := f.endpoints("hv"); len(after) != 1 || after[0].ID != before[0].ID {
 		t.Fatalf("after a restart the Hyper-V pod's endpoints are %+v, want %+v kept", after, before)
+	}
+}
+
+// The cost of a Hyper-V pod's setup: the HNS calls of the same pod's
+// process-isolated start, plus the namespace's endpoints read once by the
+// sync where the start does not read them (a pod whose record has its
+// DNS): the VM's adapters come from that read, not from another.
+func TestAHyperVSetupCostsAProcessStartsHNSCallsAndOneReadOfTheNamespace(t *testing.T) {
+	calls := func(f *fixture, do func()) map[string]int {
+		before := f.sim.Calls()
+		do()
+		out := map[string]int{}
+		for op, n := range f.sim.Calls() {
+			if d := n - before[op]; d != 0 {
+				out[op] = d
+			}
+		}
+		return out
+	}
+	tests := []struct {
+		name  string
+		dns   bool           // the record has the pod's DNS
+		extra map[string]int // the setup's calls beyond the start's
+	}{
+		{"a record without DNS: the start reads the namespace too", false, map[string]int{}},
+		{"a record with DNS: the setup reads the namespace once", true, map[string]int{hcnsim.OpGetNamespace: 1, hcnsim.OpGetEndpoint: 1, hcnsim.OpenedEndpoint: 1}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			f := newFixture(t, nodeNetwork)
+			if err := f.core.LoadPorts(ctx); err != nil { // as the plugin starts
+				t.Fatal(err)
+			}
+			pod := func(id, annotation string, hyperV bool) {
+				f.hyperVPod(t, id, annotation)
+				f.store.mu.Lock()
+				defer f.store.mu.Unlock()
+				if !hyperV {
+					f.store.sbs[id].HyperV = ""
+				}
+				if tt.dns {
+					f.store.sbs[id].Metadata = criMetaDNS(annotation, "10.96.0.10")
+				}
+			}
+			pod("warm", "8070:80", false) // the network known, as on a node that runs pods
+			if err := f.core.StartPod(ctx, Pod{ID: "warm", Partial: true}); err != nil {
+				t.Fatal(err)
+			}
+			pod("proc", "8081:80", false)
+			proc := calls(f, func() {
+				if err := f.core.StartPod(ctx, Pod{ID: "proc", Partial: true}); err != nil {
+					t.Fatal(err)
+				}
+			})
+			pod("hv", "8080:80", true)
+			var got HyperVNetwork
+			hv := calls(f, func() {
+				var err error
+				if got, err = f.core.SetUpHyperV(ctx, "hv"); err != nil {
+					t.Fatal(err)
+				}
+			})
+			if len(got.NICs) != 2 {
+				t.Fatalf("NICs %+v, want the CNI's and ours", got.NICs)
+			}
+			want := maps.Clone(proc)
+			for op, n := range tt.extra {
+				want[op] += n
+			}
+			if !maps.Equal(hv, want) {
+				t.Fatalf("a Hyper-V setup asked HNS %v, want %v (a process-isolated start's %v and %v)", hv, want, proc, tt.extra)
+			}
+		})
 	}
 }

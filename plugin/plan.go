@@ -130,6 +130,10 @@ type outcome struct {
 	// recheck: the sandbox is synced again after this (ports a given-up
 	// call asked for stay held until it may no longer take effect)
 	recheck time.Duration
+	// neighbours: the other endpoints of the pod's namespace, when the
+	// sync read them (a Hyper-V pod's VM is given them as adapters)
+	neighbours     []hcn.Endpoint
+	neighboursRead bool
 }
 
 // mapped is who maps a pod's host ports: the plugin's endpoint (with

@@ -242,6 +242,11 @@ type waiter struct {
 type result struct {
 	change Change
 	err    error
+	// what HNS holds for the sandbox after the sync: its endpoints of
+	// ours, and the other endpoints of its namespace where it read them
+	eps            []hcn.Endpoint
+	neighbours     []hcn.Endpoint
+	neighboursRead bool
 }
 
 // snap is what one sync reads of its sandbox: one copy, taken as it begins.

@@ -15,16 +15,22 @@ import (
 // await enqueues and waits for the outcome until ctx ends or the core
 // closes; answered is false when ctx ended first (the work goes on).
 func (c *Core) await(ctx context.Context, id string, seen sighting, first bool) (ch Change, err error, answered bool) {
+	r, answered := c.awaitResult(ctx, id, seen, first)
+	return r.change, r.err, answered
+}
+
+// awaitResult is await's whole answer.
+func (c *Core) awaitResult(ctx context.Context, id string, seen sighting, first bool) (result, bool) {
 	results := make(chan result, 1)
 	seen.wait = &waiter{first: first, ch: results}
 	c.enqueue(id, seen)
 	select {
 	case r := <-results:
-		return r.change, r.err, true
+		return r, true
 	case <-c.closed:
-		return NoChange, ErrClosed, true
+		return result{change: NoChange, err: ErrClosed}, true
 	case <-ctx.Done():
-		return NoChange, ctx.Err(), false
+		return result{change: NoChange, err: ctx.Err()}, false
 	}
 }
 

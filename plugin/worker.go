@@ -157,7 +157,7 @@ func (c *Core) tell(sn snap, out outcome, v verdict, waiters []waiter) {
 			c.opt.Observer.Operation(w.kind, k.class)
 		}
 		if w.ch != nil {
-			w.ch <- result{out.change, out.err}
+			w.ch <- result{change: out.change, err: out.err, eps: out.known.eps, neighbours: out.neighbours, neighboursRead: out.neighboursRead}
 		}
 	}
 	log := c.PodLog(out.pod)

@@ -270,3 +270,49 @@ func BenchmarkStartOnAFullNode(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkHyperVSetup (issue 57): a Hyper-V pod's network set up through
+// ncproxy, as the shim asks it, for the plugin and for the floor making
+// the same calls (containerd's record, the namespace's endpoints, the
+// node's sockets, HNS's create and attach, one AddNIC per endpoint): what
+// the plugin adds to a Hyper-V start. HNS answers at once, then at 10 ms a
+// call.
+func BenchmarkHyperVSetup(b *testing.B) {
+	for _, latency := range []time.Duration{0, 10 * time.Millisecond} {
+		for _, which := range []string{"floor", "plugin"} {
+			b.Run(fmt.Sprintf("hns=%s/%s", latency, which), func(b *testing.B) {
+				for b.Loop() {
+					b.StopTimer()
+					env, ctx := newEnv(b)
+					ncp, err := harness.StartNCProxy(env.SimClient)
+					if err != nil {
+						b.Fatal(err)
+					}
+					b.Cleanup(ncp.Close)
+					svc, err := harness.FreeLoopbackAddr()
+					if err != nil {
+						b.Fatal(err)
+					}
+					if which == "floor" {
+						err = StartHyperVFloor(ctx, env, b.TempDir(), svc, ncp.Addr)
+					} else {
+						err = StartHyperVPlugin(ctx, env, svc, ncp.Addr)
+					}
+					if err != nil {
+						b.Fatal(err)
+					}
+					b.StartTimer()
+					res, err := HyperVSetups(ctx, env, ncp, svc, 30, latency)
+					if err != nil {
+						b.Fatal(err)
+					}
+					b.ReportMetric(0, "ns/op")
+					b.ReportMetric(float64(res.Setup.P50.Microseconds()), "p50-µs")
+					b.ReportMetric(float64(res.Setup.P99.Microseconds()), "p99-µs")
+					b.ReportMetric(res.Calls, "hns-calls/start")
+					b.ReportMetric(res.NICs, "addnic/start")
+				}
+			})
+		}
+	}
+}

@@ -16,6 +16,8 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"maps"
+	"net"
 	"os"
 	"slices"
 	"strconv"
@@ -602,4 +604,135 @@ func ReadMemory(pid int) (Memory, error) {
 		}
 	}
 	return m, sc.Err()
+}
+
+// HyperVResult is one measurement of Hyper-V pods' setups through ncproxy.
+type HyperVResult struct {
+	Setup       Percentiles
+	Calls, NICs float64 // HNS calls and ncproxy AddNICs a setup
+}
+
+// HyperVSetups (issue 57): starts Hyper-V pods as the shim does with
+// ncproxy, each with its CNI's endpoint in its namespace: ncproxy asks the
+// NodeNetworkService at svc to set the pod's network up (timed, its HNS
+// calls and AddNICs counted), then to tear it down, with every HNS call
+// taking latency.
+func HyperVSetups(ctx context.Context, env *harness.Env, ncp *harness.NCProxy, svc string, starts int, latency time.Duration) (HyperVResult, error) {
+	var res HyperVResult
+	network, err := cniNetworkOf(ctx, env)
+	if err != nil {
+		return res, err
+	}
+	if err := env.SimClient.SetLatency(ctx, latency); err != nil {
+		return res, err
+	}
+	defer func() { _ = env.SimClient.SetLatency(context.WithoutCancel(ctx), 0) }()
+	times := make([]time.Duration, 0, starts)
+	calls, nics := 0, 0
+	for i := range starts {
+		p := Pod("hyperv", i, 36000+i)
+		p.HyperV = true
+		guid, err := env.CreateSandbox(ctx, p)
+		if err != nil {
+			return res, err
+		}
+		cni, err := addCNIEndpoint(ctx, env, network, p.ID, guid, hcn.DNS{})
+		if err != nil {
+			return res, err
+		}
+		_, before, err := env.SimClient.State(ctx)
+		if err != nil {
+			return res, err
+		}
+		start := time.Now()
+		if err := ncp.ConfigureNetworking(ctx, svc, p.ID, true); err != nil {
+			return res, fmt.Errorf("setup of %s: %w", p.Name, err)
+		}
+		times = append(times, time.Since(start))
+		_, after, err := env.SimClient.State(ctx)
+		if err != nil {
+			return res, err
+		}
+		for op, k := range after {
+			calls += k - before[op]
+		}
+		nics += len(ncp.NICs(p.ID))
+		if err := ncp.ConfigureNetworking(ctx, svc, p.ID, false); err != nil {
+			return res, fmt.Errorf("teardown of %s: %w", p.Name, err)
+		}
+		if err := env.SimClient.RemoveNamespaceEndpoint(ctx, guid, cni); err != nil {
+			return res, err
+		}
+		if err := env.SimClient.DeleteEndpoint(ctx, cni); err != nil {
+			return res, err
+		}
+		if err := env.RemovePod(ctx, p); err != nil {
+			return res, err
+		}
+		// what the removal sets off (containerd's delete event, the
+		// plugin's stop) is no setup's: the next is measured once HNS is
+		// asked nothing for a while
+		if err := quiet(ctx, env, 100*time.Millisecond); err != nil {
+			return res, err
+		}
+	}
+	res.Setup = Summarize(times)
+	res.Calls, res.NICs = float64(calls)/float64(starts), float64(nics)/float64(starts)
+	return res, nil
+}
+
+// StartHyperVPlugin starts the plugin serving the NodeNetworkService at
+// svc, adding adapters through ncproxy at ncp.
+func StartHyperVPlugin(ctx context.Context, env *harness.Env, svc, ncp string) error {
+	cfg := Config + "[hyperv]\nnode_network_service = \"" + svc + "\"\nncproxy = \"" + ncp + "\"\n"
+	if err := os.WriteFile(env.ConfigPath, []byte(cfg), 0o644); err != nil {
+		return err
+	}
+	if err := env.StartPlugin(ctx); err != nil {
+		return err
+	}
+	return servedAt(ctx, svc)
+}
+
+// StartHyperVFloor builds the floor into dir and starts it serving the
+// NodeNetworkService at svc.
+func StartHyperVFloor(ctx context.Context, env *harness.Env, dir, svc, ncp string) error {
+	bin, err := BuildNop(dir)
+	if err != nil {
+		return err
+	}
+	if err := env.StartBinary("floor", bin, "--node-network-service", svc, "--ncproxy", ncp,
+		"--containerd", env.CtrAddress, "--hns", env.SimAddress); err != nil {
+		return err
+	}
+	return servedAt(ctx, svc)
+}
+
+// servedAt waits until something listens at addr.
+func servedAt(ctx context.Context, addr string) error {
+	return harness.Eventually(ctx, 20*time.Second, func() error {
+		c, err := net.Dial("tcp", addr)
+		if err == nil {
+			c.Close()
+		}
+		return err
+	})
+}
+
+// quiet waits until HNS is asked nothing for window.
+func quiet(ctx context.Context, env *harness.Env, window time.Duration) error {
+	_, last, err := env.SimClient.State(ctx)
+	for err == nil {
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(window):
+		}
+		var now map[string]int
+		if _, now, err = env.SimClient.State(ctx); err == nil && maps.Equal(now, last) {
+			return nil
+		}
+		last = now
+	}
+	return err
 }

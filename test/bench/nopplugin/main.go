@@ -201,11 +201,18 @@ func main() {
 	hns := flag.String("hns", "", "HNS simulator address (--floor)")
 	network := flag.String("network", "nat", "HNS network (--floor)")
 	events := flag.Bool("events", false, "the floor on containerd's event stream instead of NRI")
+	nodeNetAddr := flag.String("node-network-service", "", "the floor of a Hyper-V pod's setup: serve ncproxy's NodeNetworkService here")
+	ncproxy := flag.String("ncproxy", "", "ncproxy's gRPC address (--node-network-service)")
 	flag.Parse()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	var err error
-	if *events {
+	if *nodeNetAddr != "" {
+		var f *floor
+		if f, err = newFloor(ctx, *containerd, *hns, *network); err == nil {
+			err = serveNodeNet(ctx, f, *nodeNetAddr, *ncproxy)
+		}
+	} else if *events {
 		err = runEvents(ctx, *containerd, *hns, *network)
 	} else {
 		err = run(ctx, *socket, *floorMode, *containerd, *hns, *network)
