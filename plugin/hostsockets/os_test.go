@@ -4,10 +4,12 @@ package hostsockets
 
 import (
 	"context"
+	"errors"
 	"net"
 	"net/netip"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"testing"
 
@@ -70,4 +72,41 @@ func freePort(t *testing.T) uint16 {
 	}
 	defer l.Close()
 	return uint16(l.Addr().(*net.TCPAddr).Port)
+}
+
+// Issue 57: who holds a TCP connection's other end is read from the OS's
+// connection tables (/proc/net/tcp's uid; on Windows the owner-PID table,
+// under wine here): a connection this test makes is found by its two ends
+// and held by this process, and one that does not exist is not.
+func TestTheOSSaysWhoHoldsAConnectionsEnd(t *testing.T) {
+	l, err := net.Listen("tcp4", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	go func() {
+		if c, err := l.Accept(); err == nil {
+			defer c.Close()
+			_, _ = c.Read(make([]byte, 1))
+		}
+	}()
+	c, err := net.Dial("tcp4", l.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	local, remote := c.LocalAddr().(*net.TCPAddr).AddrPort(), c.RemoteAddr().(*net.TCPAddr).AddrPort()
+	p, err := PeerOf(local, remote)
+	if err != nil {
+		t.Fatalf("PeerOf(%s, %s): %v", local, remote, err)
+	}
+	switch {
+	case runtime.GOOS == "linux" && p.UID != uint32(os.Getuid()):
+		t.Errorf("the connection's end is held by %+v, want uid %d", p, os.Getuid())
+	case runtime.GOOS == "windows" && ownersSaid() && p.PID != uint32(os.Getpid()): // wine: the rows' PIDs are 0
+		t.Errorf("the connection's end is held by %+v, want PID %d", p, os.Getpid())
+	}
+	if _, err := PeerOf(netip.AddrPortFrom(local.Addr(), freePort(t)), remote); !errors.Is(err, ErrNoPeer) {
+		t.Errorf("a connection that does not exist: %v, want ErrNoPeer", err)
+	}
 }
