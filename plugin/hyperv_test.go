@@ -248,3 +248,42 @@ func TestAHyperVSetupCostsAProcessStartsHNSCallsAndOneReadOfTheNamespace(t *test
 		})
 	}
 }
+
+// A Hyper-V pod's setup and a process-isolated pod's start asking the same
+// host port at once: one holds it, the other is told who does (a Hyper-V
+// pod refused keeps the CNI's adapter), whichever wins.
+func TestAHyperVSetupAndAProcessStartRacingForAPortOneWins(t *testing.T) {
+	for range 20 {
+		f := newFixture(t, nodeNetwork)
+		f.hyperVPod(t, "hv", "8080:80")
+		p := f.sandbox("proc", "8080:80")
+		var (
+			hv          HyperVNetwork
+			hvErr, pErr error
+			done        = make(chan struct{})
+		)
+		go func() { defer close(done); hv, hvErr = f.core.SetUpHyperV(ctx, "hv") }()
+		pErr = f.core.StartPod(ctx, p)
+		<-done
+		if hvErr != nil {
+			t.Fatalf("SetUpHyperV: %v", hvErr)
+		}
+		hvHolds, procHolds := hv.Refused == nil, pErr == nil
+		if hvHolds == procHolds {
+			t.Fatalf("the Hyper-V pod refused: %v, the process pod: %v; want exactly one holding the port", hv.Refused, pErr)
+		}
+		loser := pErr
+		if procHolds {
+			loser = hv.Refused
+			if len(hv.NICs) != 1 || hv.NICs[0].Ours {
+				t.Fatalf("the refused Hyper-V pod's adapters %+v, want the CNI's alone", hv.NICs)
+			}
+		}
+		if !errors.As(loser, new(*ConflictError)) {
+			t.Fatalf("the loser was told %v, want a conflict naming the holder", loser)
+		}
+		if n := len(f.endpoints("hv")) + len(f.endpoints("proc")); n != 1 {
+			t.Fatalf("%d endpoints of ours for one port", n)
+		}
+	}
+}
