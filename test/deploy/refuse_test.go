@@ -219,6 +219,12 @@ func TestTheChartRefusesWhatThePluginRefusesAcrossKeys(t *testing.T) {
 		{"an L2Bridge that exists", map[string]any{"hcn.network_type": "L2Bridge", "hcn.create_network": false}, ""},
 		{"no Pod Security, no NetworkPolicy, no API server", map[string]any{"kubernetes.enabled": false, "admission.pod_security": "off",
 			"admission.network_policy": "off"}, ""},
+		{"Hyper-V pods through ncproxy", map[string]any{"hyperv.node_network_service": "127.0.0.1:6668", "hyperv.ncproxy": "[::1]:6669"}, ""},
+		{"the NodeNetworkService without ncproxy", map[string]any{"hyperv.node_network_service": "127.0.0.1:6668"}, "hyperv.ncproxy"},
+		{"ncproxy without the NodeNetworkService", map[string]any{"hyperv.ncproxy": "127.0.0.1:6669"}, "hyperv.node_network_service"},
+		{"one address for both", map[string]any{"hyperv.node_network_service": "127.0.0.1:6668", "hyperv.ncproxy": "127.0.0.1:6668"}, "hyperv.ncproxy"},
+		{"the NodeNetworkService on every address", map[string]any{"hyperv.node_network_service": "0.0.0.0:6668", "hyperv.ncproxy": "127.0.0.1:6669"}, "hyperv.node_network_service"},
+		{"ncproxy on port 0", map[string]any{"hyperv.node_network_service": "127.0.0.1:6668", "hyperv.ncproxy": "127.0.0.1:0"}, "hyperv.ncproxy"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			cfg := base

@@ -62,6 +62,8 @@ var samples = map[string]any{
 	"hcn.default_route":           "none",
 	"log.format":                  "text",
 	"admission.host_ips":          []string{"10.0.0.4"},
+	"hyperv.node_network_service": "127.0.0.1:6668",
+	"hyperv.ncproxy":              "127.0.0.1:6669",
 }
 
 // configFields is every key of the configuration with its Go kind.

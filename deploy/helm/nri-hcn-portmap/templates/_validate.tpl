@@ -102,6 +102,16 @@ keeps for the node's own services (kubelet's 10250 among them) */ -}}
 {{- end }}
 {{- end }}
 {{- end }}
+{{- $hv := default dict (default dict $c.settings).hyperv }}
+{{- if and $hv.node_network_service (not $hv.ncproxy) }}
+{{- include "nri-hcn-portmap.refuse" "config.settings.hyperv.ncproxy must be set with config.settings.hyperv.node_network_service: ncproxy's gRPC address (its config's grpc, 127.0.0.1:6669 by default), where the pod's adapters are added" }}
+{{- end }}
+{{- if and $hv.ncproxy (not $hv.node_network_service) }}
+{{- include "nri-hcn-portmap.refuse" "config.settings.hyperv.node_network_service must be set with config.settings.hyperv.ncproxy: the address ncproxy's node_net_svc_addr names (127.0.0.1:6668 by default)" }}
+{{- end }}
+{{- if and $hv.ncproxy (eq (toString $hv.ncproxy) (toString $hv.node_network_service)) }}
+{{- include "nri-hcn-portmap.refuse" (printf "config.settings.hyperv.ncproxy = %q: is config.settings.hyperv.node_network_service's address: ncproxy listens on its own (its config's grpc)" $hv.ncproxy) }}
+{{- end }}
 {{- $type := default "NAT" $hcn.network_type }}
 {{- if and $hcn.dual_stack (eq $type "NAT") }}
 {{- include "nri-hcn-portmap.refuse" "config.settings.hcn.dual_stack = true: NAT networks do not support IPv6 (hcn.network_type = \"NAT\"); use an L2Bridge network, or turn dual_stack off" }}
