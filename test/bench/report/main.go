@@ -52,6 +52,7 @@ type results struct {
 	atScaleFloor       bench.Percentiles // the I/O floor on that node
 	atScalePods        int
 	fullNode           []bench.FullNodeResult // a start with hostPort on a full node, HNS 10 ms
+	hyperV             []hyperVRow            // a Hyper-V pod's setup through ncproxy, HNS 10 ms
 	churn              bench.ChurnResult
 	annotations        []bench.AnnotationCost
 	eventChurn         []churnRow
@@ -66,6 +67,12 @@ type latencyRow struct {
 	side   string // nop, floor, before, after
 	p      bench.Percentiles
 	calls  float64 // HNS calls per start
+}
+
+// hyperVRow is one side's Hyper-V setups.
+type hyperVRow struct {
+	side string // floor, plugin
+	bench.HyperVResult
 }
 
 type churnRow struct {
@@ -249,6 +256,14 @@ func run(out, png string, counts map[time.Duration]int, churnPods int, beforeRev
 			return err
 		}
 		r.fullNode = append(r.fullNode, res)
+	}
+	for _, side := range []string{"floor", "plugin"} {
+		step(fmt.Sprintf("Hyper-V pods' setups through ncproxy, HNS 10 ms per call: %s", side))
+		res, err := hyperVSetups(ctx, newEnv, dir, side)
+		if err != nil {
+			return err
+		}
+		r.hyperV = append(r.hyperV, hyperVRow{side, res})
 	}
 	if err := os.MkdirAll(filepath.Dir(out), 0o755); err != nil {
 		return err
@@ -542,6 +557,17 @@ func render(r results, png string, took time.Duration) string {
 		fmt.Fprintf(&b, "\nTarget: the start does not grow with the pod count (the same HNS calls; p50 within 1.1x): %s.\n\n",
 			mark(first.Calls == last.Calls && float64(last.Start.P50) <= 1.1*float64(first.Start.P50)))
 	}
+	if len(r.hyperV) == 2 {
+		fmt.Fprintf(&b, "## A Hyper-V pod's start through ncproxy\n\n")
+		fmt.Fprintf(&b, "The shim's Setup as ncproxy passes it on to the NodeNetworkService (issue 57), for the plugin and for a floor serving the same service with the same calls (containerd's record, the namespace's endpoints, the node's sockets, the create, the attach, one AddNIC per endpoint), each pod with its CNI's endpoint, every HNS call taking 10 ms. HNS calls include the stand-in ncproxy's own lookup of each adapter by name:\n\n")
+		fmt.Fprintf(&b, "| side | HNS calls per setup | AddNIC per setup | p50 | p99 |\n|---|---|---|---|---|\n")
+		for _, h := range r.hyperV {
+			fmt.Fprintf(&b, "| %s | %.1f | %.1f | %s | %s |\n", h.side, h.Calls, h.NICs, ms(h.Setup.P50), ms(h.Setup.P99))
+		}
+		floor, plugin := r.hyperV[0], r.hyperV[1]
+		fmt.Fprintf(&b, "\nTarget: the floor's calls, and within 1.05x of its p50 and p99: %s.\n\n", mark(plugin.Calls == floor.Calls && plugin.NICs == floor.NICs &&
+			float64(plugin.Setup.P50) <= 1.05*float64(floor.Setup.P50) && float64(plugin.Setup.P99) <= 1.05*float64(floor.Setup.P99)))
+	}
 	fmt.Fprintf(&b, "## Synchronize\n\n")
 	fmt.Fprintf(&b, "The plugin answers Synchronize at once and reconciles in the background (NRI allows 2 s for the answer).\n\n")
 	fmt.Fprintf(&b, "| pods | answer | inside 2 s | all endpoints built | per pod | plugin RSS | plugin peak RSS |\n|---|---|---|---|---|---|---|\n")
@@ -674,4 +700,32 @@ func atScale(ctx context.Context, env *harness.Env, newEnv func() (*harness.Env,
 		f = append(f, d...)
 	}
 	return bench.Summarize(p), bench.Summarize(f), nil
+}
+
+// hyperVSetups measures one side's Hyper-V setups on an environment of
+// its own: 50 pods, HNS 10 ms a call.
+func hyperVSetups(ctx context.Context, newEnv func() (*harness.Env, error), dir, side string) (bench.HyperVResult, error) {
+	env, err := newEnv()
+	if err != nil {
+		return bench.HyperVResult{}, err
+	}
+	defer env.Close()
+	ncp, err := harness.StartNCProxy(env.SimClient)
+	if err != nil {
+		return bench.HyperVResult{}, err
+	}
+	defer ncp.Close()
+	svc, err := harness.FreeLoopbackAddr()
+	if err != nil {
+		return bench.HyperVResult{}, err
+	}
+	if side == "floor" {
+		err = bench.StartHyperVFloor(ctx, env, dir, svc, ncp.Addr)
+	} else {
+		err = bench.StartHyperVPlugin(ctx, env, svc, ncp.Addr)
+	}
+	if err != nil {
+		return bench.HyperVResult{}, err
+	}
+	return bench.HyperVSetups(ctx, env, ncp, svc, 50, 10*time.Millisecond)
 }
