@@ -446,35 +446,16 @@ func StartOnAFullNode(ctx context.Context, env *harness.Env, n, starts int, late
 	for i := range starts {
 		p := Pod(fmt.Sprintf("hostport%d", n), i, 0)
 		p.HostPorts = []*runtimeapi.PortMapping{{Protocol: runtimeapi.Protocol_TCP, ContainerPort: 80, HostPort: int32(35000 + i)}}
-		guid, err := env.CreateSandbox(ctx, p)
+		guid, cni, err := sandboxBesideCNI(ctx, env, network, p)
 		if err != nil {
 			return res, err
 		}
-		cni, err := addCNIEndpoint(ctx, env, network, p.ID, guid, hcn.DNS{})
-		if err != nil {
-			return res, err
-		}
-		_, before, err := env.SimClient.State(ctx)
-		if err != nil {
-			return res, err
-		}
-		start := time.Now()
-		err = env.NRI.RunPodSandbox(ctx, harness.RunRequest(p))
-		times = append(times, time.Since(start))
+		took, k, err := measured(ctx, env, func() error { return env.NRI.RunPodSandbox(ctx, harness.RunRequest(p)) })
 		if err != nil {
 			return res, fmt.Errorf("RunPodSandbox %s: %w", p.Name, err)
 		}
-		_, after, err := env.SimClient.State(ctx)
-		if err != nil {
-			return res, err
-		}
-		for op, k := range after {
-			calls += k - before[op]
-		}
-		if err := env.SimClient.RemoveNamespaceEndpoint(ctx, guid, cni); err != nil {
-			return res, err
-		}
-		if err := env.SimClient.DeleteEndpoint(ctx, cni); err != nil {
+		times, calls = append(times, took), calls+k
+		if err := removeCNI(ctx, env, guid, cni); err != nil {
 			return res, err
 		}
 		if err := env.StopPod(ctx, p, guid); err != nil {
@@ -632,38 +613,19 @@ func HyperVSetups(ctx context.Context, env *harness.Env, ncp *harness.NCProxy, s
 	for i := range starts {
 		p := Pod("hyperv", i, 36000+i)
 		p.HyperV = true
-		guid, err := env.CreateSandbox(ctx, p)
+		guid, cni, err := sandboxBesideCNI(ctx, env, network, p)
 		if err != nil {
 			return res, err
 		}
-		cni, err := addCNIEndpoint(ctx, env, network, p.ID, guid, hcn.DNS{})
+		took, k, err := measured(ctx, env, func() error { return ncp.ConfigureNetworking(ctx, svc, p.ID, true) })
 		if err != nil {
-			return res, err
-		}
-		_, before, err := env.SimClient.State(ctx)
-		if err != nil {
-			return res, err
-		}
-		start := time.Now()
-		if err := ncp.ConfigureNetworking(ctx, svc, p.ID, true); err != nil {
 			return res, fmt.Errorf("setup of %s: %w", p.Name, err)
 		}
-		times = append(times, time.Since(start))
-		_, after, err := env.SimClient.State(ctx)
-		if err != nil {
-			return res, err
-		}
-		for op, k := range after {
-			calls += k - before[op]
-		}
-		nics += len(ncp.NICs(p.ID))
+		times, calls, nics = append(times, took), calls+k, nics+len(ncp.NICs(p.ID))
 		if err := ncp.ConfigureNetworking(ctx, svc, p.ID, false); err != nil {
 			return res, fmt.Errorf("teardown of %s: %w", p.Name, err)
 		}
-		if err := env.SimClient.RemoveNamespaceEndpoint(ctx, guid, cni); err != nil {
-			return res, err
-		}
-		if err := env.SimClient.DeleteEndpoint(ctx, cni); err != nil {
+		if err := removeCNI(ctx, env, guid, cni); err != nil {
 			return res, err
 		}
 		if err := env.RemovePod(ctx, p); err != nil {
@@ -735,4 +697,43 @@ func quiet(ctx context.Context, env *harness.Env, window time.Duration) error {
 		last = now
 	}
 	return err
+}
+
+// sandboxBesideCNI creates p's sandbox and its CNI's endpoint in its
+// namespace (the CNI's ADD), as containerd's CRI does before any plugin
+// hears of the pod.
+func sandboxBesideCNI(ctx context.Context, env *harness.Env, network string, p harness.Pod) (hcn.GUID, string, error) {
+	guid, err := env.CreateSandbox(ctx, p)
+	if err != nil {
+		return "", "", err
+	}
+	cni, err := addCNIEndpoint(ctx, env, network, p.ID, guid, hcn.DNS{})
+	return guid, cni, err
+}
+
+// removeCNI is the CNI's DEL of the endpoint cni in namespace guid.
+func removeCNI(ctx context.Context, env *harness.Env, guid hcn.GUID, cni string) error {
+	if err := env.SimClient.RemoveNamespaceEndpoint(ctx, guid, cni); err != nil {
+		return err
+	}
+	return env.SimClient.DeleteEndpoint(ctx, cni)
+}
+
+// measured runs do, timed, and counts the HNS calls made meanwhile.
+func measured(ctx context.Context, env *harness.Env, do func() error) (time.Duration, int, error) {
+	_, before, err := env.SimClient.State(ctx)
+	if err != nil {
+		return 0, 0, err
+	}
+	start := time.Now()
+	if err := do(); err != nil {
+		return 0, 0, err
+	}
+	took := time.Since(start)
+	_, after, err := env.SimClient.State(ctx)
+	calls := 0
+	for op, k := range after {
+		calls += k - before[op]
+	}
+	return took, calls, err
 }
