@@ -89,15 +89,7 @@ func TestDialPrivateRefusesAnotherUsersServer(t *testing.T) {
 		t.Fatal(err)
 	}
 	sock := filepath.Join(dir, "admin.sock")
-	bin, err := os.ReadFile(os.Args[0]) // where the other user may run it
-	if err != nil {
-		t.Fatal(err)
-	}
-	exe := filepath.Join(dir, "helper")
-	if err := os.WriteFile(exe, bin, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	helper := exec.Command(exe, "-test.run=^$")
+	helper := exec.Command(helperIn(t, dir), "-test.run=^$")
 	helper.Env = append(os.Environ(), helperEnv+"="+sock)
 	helper.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 1001, Gid: 1001}}
 	if err := helper.Start(); err != nil {
@@ -121,4 +113,19 @@ func TestDialPrivateRefusesAnotherUsersServer(t *testing.T) {
 	if !errors.Is(err, ErrNotThePlugin) || !strings.Contains(err.Error(), "uid 1001") {
 		t.Fatalf("DialPrivate to another user's server: %v, want ErrNotThePlugin naming uid 1001", err)
 	}
+}
+
+// helperIn copies the test binary into dir, where another user may run it
+// (TestMain's helper modes), and returns its path.
+func helperIn(t *testing.T, dir string) string {
+	t.Helper()
+	bin, err := os.ReadFile(os.Args[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	exe := filepath.Join(dir, "helper")
+	if err := os.WriteFile(exe, bin, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	return exe
 }

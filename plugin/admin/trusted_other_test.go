@@ -7,7 +7,6 @@ import (
 	"net"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"syscall"
 	"testing"
 	"time"
@@ -81,14 +80,7 @@ func TestListenAdminsHangsUpOnAnotherUsersProgram(t *testing.T) {
 	if err := os.Chmod(dir, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	bin, err := os.ReadFile(os.Args[0]) // where the other user may run it
-	if err != nil {
-		t.Fatal(err)
-	}
-	exe := filepath.Join(dir, "helper")
-	if err := os.WriteFile(exe, bin, 0o755); err != nil {
-		t.Fatal(err)
-	}
+	exe := helperIn(t, dir)
 	for _, tt := range []struct {
 		uid  uint32
 		exit int
