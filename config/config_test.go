@@ -284,6 +284,8 @@ func TestValidate(t *testing.T) {
 		{"hyperv: both on loopback", func(c *Config) { c.HyperV = HyperV{NodeNetworkService: "127.0.0.1:6668", NCProxy: "[::1]:6669"} }, ""},
 		{"hyperv: the service on every address", func(c *Config) { c.HyperV = HyperV{NodeNetworkService: ":6668", NCProxy: "127.0.0.1:6669"} },
 			`hyperv.node_network_service = ":6668": must be a loopback IP address and port`},
+		{"hyperv: the service on the node's address", func(c *Config) { c.HyperV = HyperV{NodeNetworkService: "10.0.0.4:6668", NCProxy: "127.0.0.1:6669"} },
+			`hyperv.node_network_service = "10.0.0.4:6668": must be a loopback IP address and port`},
 		{"hyperv: ncproxy by name", func(c *Config) { c.HyperV = HyperV{NodeNetworkService: "127.0.0.1:6668", NCProxy: "localhost:6669"} },
 			`hyperv.ncproxy = "localhost:6669": must be a loopback IP address and port`},
 		{"hyperv: port 0", func(c *Config) { c.HyperV = HyperV{NodeNetworkService: "127.0.0.1:0", NCProxy: "127.0.0.1:6669"} },

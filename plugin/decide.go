@@ -214,7 +214,7 @@ func skip(sn snap, f facts, in inputs, o *outcome, r request.Request) (plan, boo
 	switch {
 	case why == "":
 	case setUpByNodeNetwork(sn, in, o.known):
-		o.known.nodeNet = true
+		o.hyperV = true
 	default:
 		o.line.fields = logrus.Fields{"isolation": why}
 		p := removal(f, in, *o, afterRemoval{})
@@ -230,7 +230,7 @@ func skip(sn snap, f facts, in inputs, o *outcome, r request.Request) (plan, boo
 // restart finds the endpoint of ours the service made in HNS: only the
 // service makes one for a Hyper-V pod).
 func setUpByNodeNetwork(sn snap, in inputs, k known) bool {
-	return in.nodeNetwork && (sn.hyperV || k.nodeNet || len(k.eps) > 0)
+	return in.nodeNetwork && (sn.hyperV || len(k.eps) > 0)
 }
 
 // hyperVWayOut is what a refused Hyper-V pod's owners can do.
@@ -254,7 +254,7 @@ func hyperVWayOut(nodeNetwork bool) string {
 // record has it, is never replaced by the CNI's.
 func want(f facts, in inputs, o outcome, r request.Request) plan {
 	w := wanted{netns: f.record.v.NetNS, policies: r.Policies, dns: r.DNS}
-	if r.HostPorts || r.NoDNS || o.known.nodeNet { // a Hyper-V pod's VM is given them
+	if r.HostPorts || r.NoDNS || o.hyperV { // a Hyper-V pod's VM is given them
 		if !f.neighbours.read {
 			return plan{ask: askNeighbours}
 		}

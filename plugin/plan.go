@@ -130,6 +130,9 @@ type outcome struct {
 	// recheck: the sandbox is synced again after this (ports a given-up
 	// call asked for stay held until it may no longer take effect)
 	recheck time.Duration
+	// hyperV: a Hyper-V pod this sync maps (setUpByNodeNetwork), decided
+	// anew by each sync from the inbox and what HNS holds, never kept
+	hyperV bool
 	// neighbours: the other endpoints of the pod's namespace, when the
 	// sync read them (a Hyper-V pod's VM is given them as adapters)
 	neighbours     []hcn.Endpoint

@@ -106,11 +106,6 @@ type known struct {
 	err       error       // what its last sync failed with (nil: it did not)
 	reason    string      // the reason its owners were told it fails with ("": none)
 	timed     bool        // its start-to-mapped latency was observed
-	// nodeNet: a Hyper-V sandbox whose network ncproxy had the
-	// NodeNetworkService set up (or whose endpoint of ours HNS held when
-	// the service is on): its endpoint is built and kept as a
-	// process-isolated pod's
-	nodeNet bool
 	// set by commit
 	committed bool   // a sync has committed it
 	synced    uint64 // the inbox generation the last sync began with
