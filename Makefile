@@ -20,7 +20,7 @@ COMMIT             ?= $(shell git rev-parse HEAD 2>/dev/null || echo unknown)
 DATE               ?= $(shell git log -1 --format=%cI 2>/dev/null || echo unknown)
 LDFLAGS            := -X main.version=$(VERSION) -X main.commit=$(COMMIT) -X main.date=$(DATE)
 
-.PHONY: all build build-windows vet test unit e2e demo containerd helm promtool manifests clean fuzz bench test-windows e2e-windows kube compat compat-containerd dist schema
+.PHONY: all build build-windows vet test unit e2e demo containerd helm promtool manifests clean fuzz bench test-windows e2e-windows kube compat compat-containerd dist schema trip
 
 all: build build-windows
 
@@ -180,6 +180,17 @@ compat-containerd:
 # test/bench/results/BENCHMARKS.md and bench.png.
 bench: containerd
 	cd test/bench && $(GO) run ./report -out results/BENCHMARKS.md -plot results/bench.png
+
+# The trip of one start through the controller, counted from a trace of its
+# calls (delve's dlv trace of TestOneStartIsMappedAndReportedOnce, hack/trip):
+# the figures of docs/development.md's trip. Not part of make test.
+DLV_VERSION ?= v1.27.2
+DLV         ?= $(GOBIN)/dlv
+TRIP_TRACE  := nri-hcn-portmap/nri-hcn-portmap/(plugin|hcn)
+trip: $(DLV)
+	$(DLV) trace --test ./plugin '$(TRIP_TRACE)' -- -test.run '^TestOneStartIsMappedAndReportedOnce$$' 2>&1 | $(GO) run ./hack/trip $(TRIP_FLAGS)
+$(DLV):
+	$(GO) install github.com/go-delve/delve/cmd/dlv@$(DLV_VERSION)
 
 # The Windows code (hcn's hcsshim adapter) executed under wine against the
 # HNS emulator; needs wine64 and gcc-mingw-w64-x86-64 (.ci/run installs them).

@@ -695,3 +695,14 @@ func testAdmission() config.Admission {
 	a.NetworkPolicy = config.NetworkPolicyOff
 	return a
 }
+
+// callsSince is the HNS calls made between two counts of the simulator's.
+func callsSince(before, after map[string]int) map[string]int {
+	out := map[string]int{}
+	for op, n := range after {
+		if d := n - before[op]; d > 0 {
+			out[op] = d
+		}
+	}
+	return out
+}

@@ -590,3 +590,40 @@ func TestAPolicyThatChangesDuringAStartDecidesIt(t *testing.T) {
 		})
 	}
 }
+
+// TestOneStartIsMappedAndReportedOnce is the trip docs/development.md
+// counts (make trip traces it): containerd's start of an annotated pod
+// whose record has its DNS, in a privileged namespace, with the default
+// configuration: one read of containerd, one of the node's sockets, the
+// endpoint made with the pod's DNS, one report saying it is mapped.
+func TestOneStartIsMappedAndReportedOnce(t *testing.T) {
+	nss := &namespaces{labels: map[string]string{"ns": "privileged"}}
+	f, rep := podSecurityFixture(t, nss)
+	if err := f.core.LoadPorts(ctx); err != nil { // the start-up listing: the network known
+		t.Fatal(err)
+	}
+	f.sandbox("sb1", "")
+	f.store.mu.Lock()
+	f.store.sbs["sb1"].Metadata = criMetaDNS("8080:80", "10.0.0.10")
+	f.store.mu.Unlock()
+	before := f.sim.Calls()
+
+	f.core.Started("sb1")
+	eventually(t, "the pod's report", func() bool { _, ok := rep.last(); return ok })
+
+	r, _ := rep.last()
+	eps := f.endpoints("sb1")
+	switch {
+	case !r.Mapped || r.Err != nil || len(r.Policies) != 1 || r.Policies[0].ExternalPort != 8080:
+		t.Fatalf("report %+v, want mapped 8080", r)
+	case len(eps) != 1 || len(eps[0].DNS.ServerList) == 0 || eps[0].DNS.ServerList[0] != "10.0.0.10":
+		t.Fatalf("endpoints %+v, want one with the pod's DNS", eps)
+	case !maps.Equal(callsSince(before, f.sim.Calls()), map[string]int{hcnsim.OpCreateEndpoint: 1, hcnsim.OpAddNamespaceEndpoint: 1}):
+		t.Fatalf("HNS calls %v, want the create and the attach alone", callsSince(before, f.sim.Calls()))
+	case f.store.calls()["containerd.Sandbox"] != 1:
+		t.Fatalf("containerd read %v, want the record once", f.store.calls())
+	case f.core.opt.Sockets.(*hostTable).count() != 1:
+		t.Fatalf("the node's sockets read %d times, want once", f.core.opt.Sockets.(*hostTable).count())
+	}
+	never(t, 50*time.Millisecond, "a second report", func() bool { rep.mu.Lock(); defer rep.mu.Unlock(); return len(rep.got) > 1 })
+}
