@@ -23,8 +23,11 @@ import (
 // listing of HNS showed), 1 decideStopped, 2 preview (a whole pod judged
 // before any read), 3 fromRecord (containerd's record, and the request
 // resolved from it once), 4 live, 5 admit (a step of its own) or deny,
-// 6 skip, 7 want, 8 build (the network and the sandbox's endpoints,
+// 6 skip, 7 want (and the NetworkPolicy half of admission), 8 build (the network and the sandbox's endpoints,
 // diffed; before them, the node's own sockets on ports not held yet).
+// Steps 1 to 7 judge the pod; once they come to a build, the judgement
+// rides in the plan to the passes that read the build's facts (facts.judged),
+// so a pod is admitted once a sync.
 func decide(sn snap, f facts, in inputs) plan {
 	o := learned(sn)
 	switch {
@@ -32,6 +35,9 @@ func decide(sn snap, f facts, in inputs) plan {
 		return plan{out: o}
 	case sn.stopped || sn.removed: // 1
 		return decideStopped(sn, f, in, o)
+	}
+	if f.judged != nil { // judged on an earlier pass: the build's facts were read since
+		return build(f, in, f.judged.out, f.judged.w)
 	}
 	if p, done := preview(sn, f, in, o); done { // 2
 		return p
@@ -279,7 +285,27 @@ func want(f facts, in inputs, o outcome, r request.Request) plan {
 	if len(w.policies) == 0 { // the CNI maps them all: ours would hold host ports nobody asks for
 		return byTheCNI(f, in, o, w)
 	}
-	return build(f, in, o, w) // 8
+	if err := admitNetwork(in, o, w); err != nil {
+		p := removal(f, in, o, afterRemoval{})
+		p.err = err
+		return p
+	}
+	p := build(f, in, o, w) // 8
+	if p.ask != decided { // the build's facts are read next: the pod is judged
+		p.judged = &judged{out: o, w: w}
+	}
+	return p
+}
+
+// admitNetwork is the second half of admission (7): every host port of
+// ours, held or not, is one the pod's NetworkPolicies open (a policy that
+// changed unmaps what is in place; the CNI's ports are filtered by the
+// policy engine).
+func admitNetwork(in inputs, o outcome, w wanted) error {
+	if in.policy == nil {
+		return nil
+	}
+	return in.policy.AdmitNetwork(admission.Pod{Namespace: o.pod.Namespace, Labels: o.pod.Labels}, w.policies, in.netpols)
 }
 
 // byTheCNI plans a pod whose host ports the CNI's endpoint maps, every
@@ -294,21 +320,12 @@ func byTheCNI(f facts, in inputs, o outcome, w wanted) plan {
 	return removal(f, in, o, afterRemoval{})
 }
 
-// build plans HNS's steps for the endpoint w (8): the host ports its
-// NetworkPolicies admit (every one of ours, held or not: a policy that
-// changed unmaps what is in place; the CNI's are filtered by the policy
-// engine), then the network as the manager knows it and the sandbox's
-// endpoints as HNS holds them (what is known, or asked), diffed
+// build plans HNS's steps for the endpoint w (8), which the pod's
+// NetworkPolicies admit: the node's own sockets on the ports the sandbox
+// does not hold yet, then the network as the manager knows it and the
+// sandbox's endpoints as HNS holds them (what is known, or asked), diffed
 // (hcn.Diff); the host ports are claimed first.
 func build(f facts, in inputs, o outcome, w wanted) plan {
-	if in.policy != nil {
-		pod := admission.Pod{Namespace: o.pod.Namespace, Labels: o.pod.Labels}
-		if err := in.policy.AdmitNetwork(pod, w.policies, in.netpols); err != nil {
-			p := removal(f, in, o, afterRemoval{})
-			p.err = err
-			return p
-		}
-	}
 	fresh := freshPorts(in, o, w)
 	if need := needed(f, fresh); need != decided { // read together: one pass
 		return plan{ask: need, ports: hostsockets.PortsOf(fresh)}

@@ -341,3 +341,41 @@ func TestDecideFromValues(t *testing.T) {
 		})
 	}
 }
+
+// TestAPodIsJudgedOnceASync: decide judges the pod (its request, its
+// admission, the endpoint it wants) on the pass that reads its record;
+// the passes after it, which read the build's facts (the node's sockets,
+// the network), build from that judgement and do not judge it again.
+func TestAPodIsJudgedOnceASync(t *testing.T) {
+	const ns hcn.GUID = "8F6A9B2C-1D3E-4F50-8A6B-7C8D9E0F1A2B"
+	pol, err := admission.Compile(testAdmission())
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := time.Now()
+	in := inputs{now: now, policy: pol, sources: request.Sources{Annotations: true}, hostSockets: true,
+		labels: &admission.Labels{Enforce: map[string]admission.Label{"ns": {Value: "privileged", Labelled: true}}, Heard: now, MaxAge: time.Minute, At: now}}
+	sn := snap{id: "s", act: true, started: true, pod: Pod{ID: "s", Partial: true}, known: known{epsKnown: true}}
+	resolved := func(annotation string) fact[request.Request] {
+		var r fact[request.Request]
+		r.set(request.Resolve(request.Ask{Pod: Pod{ID: "s", Partial: true}, Sources: in.sources,
+			Metadata: criMetaDNS(annotation, "10.96.0.10")}))
+		return r
+	}
+	var f facts
+	f.record.set(&SandboxInfo{ID: "s", IsSandbox: true, NetNS: ns}, nil)
+	f.request = resolved("9001:80")
+
+	first := decide(sn, f, in)
+	if first.ask != askHostSockets|askTarget || first.judged == nil {
+		t.Fatalf("first pass asks %v, judged %v; want the node's sockets and the network, the pod judged", first.ask, first.judged)
+	}
+	f.judged = first.judged
+	f.sockets.set(nil, nil)
+	f.target.set(hcn.Target{NetworkID: "N1", Prefix: "nri-hcn-portmap-"}, nil)
+	f.request = resolved("9002:80") // were the pod judged again, it would want this
+	last := decide(sn, f, in)
+	if last.ask != decided || last.want == nil || len(last.want.policies) != 1 || last.want.policies[0].ExternalPort != 9001 {
+		t.Fatalf("last pass: %+v; want the build of the judged endpoint (9001)", last)
+	}
+}

@@ -47,7 +47,11 @@ type fact[T any] struct {
 // the record is read), its task, HCN's namespace, the other endpoints of
 // the pod's namespace and their networks' types, the network the
 // plugin's endpoints go on, and the sandbox's endpoints as HNS holds them.
+// judged is decide's own judgement of the pod (steps 1 to 7) once it
+// came to a build: the build's facts are read after it, and the pod is
+// not judged again (admitted once a sync).
 type facts struct {
+	judged     *judged
 	record     fact[*SandboxInfo]
 	request    fact[request.Request]
 	task       fact[TaskState]
@@ -86,6 +90,7 @@ type plan struct {
 	ask      ask
 	networks []string           // askNetworkTypes: the network IDs
 	ports    []hostsockets.Port // askHostSockets: the ports
+	judged   *judged            // the pod's judgement, kept for the next pass (a build's facts asked)
 	out      outcome
 	want     *wanted    // the endpoint the steps build, its host ports claimed first
 	steps    []hcn.Step // HNS's steps
@@ -96,6 +101,13 @@ type plan struct {
 	unsure   []hcn.PortMappingPolicy
 	err      error
 	notOurs  bool
+}
+
+// judged is a pod judged to have the endpoint w (decide's steps 1 to 7,
+// admission included), with the outcome so far: what a build starts from.
+type judged struct {
+	out outcome
+	w   wanted
 }
 
 // afterRemoval is what is known once a removal is done: containerd no

@@ -26,6 +26,9 @@ func (c *Core) sync(ctx context.Context, sn snap, in inputs) outcome {
 		if p.ask == decided {
 			return c.apply(ctx, sn, p)
 		}
+		if p.judged != nil {
+			f.judged = p.judged
+		}
 		c.read(ctx, sn, in, p, &f)
 	}
 }
