@@ -23,11 +23,12 @@ import (
 // listing of HNS showed), 1 decideStopped, 2 preview (a whole pod judged
 // before any read), 3 fromRecord (containerd's record, and the request
 // resolved from it once), 4 live, 5 admit (a step of its own) or deny,
-// 6 skip, 7 want (and the NetworkPolicy half of admission), 8 build (the network and the sandbox's endpoints,
-// diffed; before them, the node's own sockets on ports not held yet).
-// Steps 1 to 7 judge the pod; once they come to a build, the judgement
-// rides in the plan to the passes that read the build's facts (facts.judged),
-// so a pod is admitted once a sync.
+// 6 skip, 7 want (and the NetworkPolicy half of admission), 8 build (the
+// network and the sandbox's endpoints, diffed; before them, the node's
+// own sockets on ports not held yet). Steps 1 to 7 judge the pod; once
+// they come to a build, the judgement rides in the plan to the passes
+// that read the build's facts (facts.judged): a pod is admitted once a
+// sync.
 func decide(sn snap, f facts, in inputs) plan {
 	o := learned(sn)
 	switch {
@@ -290,8 +291,8 @@ func want(f facts, in inputs, o outcome, r request.Request) plan {
 		p.err = err
 		return p
 	}
-	p := build(f, in, o, w) // 8
-	if p.ask != decided { // the build's facts are read next: the pod is judged
+	p := build(f, in, o, w)
+	if p.ask != decided { // 8 reads its facts next: the pod is judged
 		p.judged = &judged{out: o, w: w}
 	}
 	return p
