@@ -122,6 +122,42 @@ func parseCompact(v string, lim Limits) ([]PortMapping, []string, error) {
 	return out, from, nil
 }
 
+// portRange is one entry of the annotation: a mapping, or a range of n
+// of them (host ports HostPort.. onto container ports ContainerPort..,
+// port by port).
+type portRange struct {
+	PortMapping
+	n int // 0 or 1: one mapping
+}
+
+func (r portRange) width() int { return max(r.n, 1) }
+
+// span makes r a range up to host port he and container port ce (hr, cr:
+// whether each side was written as a range, hs and cs as written), or
+// says why it cannot be one: a range is on both sides, of one width.
+func (r *portRange) span(he, ce uint16, hr, cr bool, hs, cs string) string {
+	hw, cw := int(he)-int(r.HostPort)+1, int(ce)-int(r.ContainerPort)+1
+	switch {
+	case hr != cr:
+		return fmt.Sprintf("a range on one side only (%s:%s): both sides are ranges of one width, as 10000-10999:10000-10999", hs, cs)
+	case hw != cw:
+		return fmt.Sprintf("host ports %s (%d) and container ports %s (%d) differ in width: a range maps port by port", hs, hw, cs, cw)
+	}
+	r.n = hw
+	return ""
+}
+
+// expand appends r's mappings to out, and name for each to from.
+func (r portRange) expand(out []PortMapping, from []string, name string) ([]PortMapping, []string) {
+	for i := range r.width() {
+		m := r.PortMapping
+		m.HostPort += uint16(i)
+		m.ContainerPort += uint16(i)
+		out, from = append(out, m), append(from, name)
+	}
+	return out, from
+}
+
 func parseCompactEntry(entry string) (portRange, string) {
 	var m portRange
 	if entry == "" {
