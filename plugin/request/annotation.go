@@ -172,34 +172,9 @@ func parseCompactEntry(entry string) (portRange, string) {
 		}
 		m.Protocol = p
 	}
-	var hostIP, ports string
-	if strings.HasPrefix(body, "[") {
-		end := strings.Index(body, "]")
-		if end < 0 {
-			return m, "unclosed '[' around the host IP"
-		}
-		hostIP = body[1:end]
-		rest, ok := strings.CutPrefix(body[end+1:], ":")
-		if !ok {
-			return m, "expected ':' after the bracketed host IP"
-		}
-		ports = rest
-		if hostIP == "" {
-			return m, "empty host IP in brackets"
-		}
-		if !strings.Contains(hostIP, ":") {
-			return m, fmt.Sprintf("host IP [%s] is no IPv6 address: only IPv6 host IPs go in brackets", hostIP)
-		}
-	} else {
-		parts := strings.Split(body, ":")
-		switch len(parts) {
-		case 2:
-			ports = body
-		case 3:
-			hostIP, ports = parts[0], parts[1]+":"+parts[2]
-		default:
-			return m, "want [hostIP:]hostPort:containerPort[/protocol] (IPv6 host IPs go in brackets)"
-		}
+	hostIP, ports, reason := splitHostIP(body)
+	if reason != "" {
+		return m, reason
 	}
 	if hostIP != "" {
 		ip, reason := parseHostIP(hostIP)
@@ -211,20 +186,57 @@ func parseCompactEntry(entry string) (portRange, string) {
 		}
 		m.HostIP = ip
 	}
+	return m, m.ports(ports)
+}
+
+// splitHostIP splits a compact entry (its protocol cut off) into its host
+// IP as written ("" when it has none) and its ports; an IPv6 host IP is
+// in brackets.
+func splitHostIP(body string) (hostIP, ports, reason string) {
+	if !strings.HasPrefix(body, "[") {
+		parts := strings.Split(body, ":")
+		switch len(parts) {
+		case 2:
+			return "", body, ""
+		case 3:
+			return parts[0], parts[1] + ":" + parts[2], ""
+		}
+		return "", "", "want [hostIP:]hostPort:containerPort[/protocol] (IPv6 host IPs go in brackets)"
+	}
+	end := strings.Index(body, "]")
+	if end < 0 {
+		return "", "", "unclosed '[' around the host IP"
+	}
+	hostIP = body[1:end]
+	ports, ok := strings.CutPrefix(body[end+1:], ":")
+	switch {
+	case !ok:
+		return "", "", "expected ':' after the bracketed host IP"
+	case hostIP == "":
+		return "", "", "empty host IP in brackets"
+	case !strings.Contains(hostIP, ":"):
+		return "", "", fmt.Sprintf("host IP [%s] is no IPv6 address: only IPv6 host IPs go in brackets", hostIP)
+	}
+	return hostIP, ports, ""
+}
+
+// ports reads a compact entry's hostPort:containerPort, each a port or a
+// range, into r.
+func (r *portRange) ports(ports string) string {
 	hp, cp, ok := strings.Cut(ports, ":")
 	if !ok || strings.Contains(cp, ":") {
-		return m, "want hostPort:containerPort"
+		return "want hostPort:containerPort"
 	}
 	hs, he, hr, reason := parsePortRange("host port", hp)
 	if reason != "" {
-		return m, reason
+		return reason
 	}
 	cs, ce, cr, reason := parsePortRange("container port", cp)
 	if reason != "" {
-		return m, reason
+		return reason
 	}
-	m.HostPort, m.ContainerPort = hs, cs
-	return m, m.span(he, ce, hr, cr, hp, cp)
+	r.HostPort, r.ContainerPort = hs, cs
+	return r.span(he, ce, hr, cr, hp, cp)
 }
 
 // parsePortRange reads a compact form port or range of ports (first-last,
@@ -310,36 +322,8 @@ type listEntry struct {
 }
 
 func parseList(v string, lim Limits) ([]PortMapping, []string, error) {
-	var entries []listEntry
-	bad := func(err error) error {
-		return &MappingError{Entry: "list", Reason: "not a valid JSON/YAML list of {containerPort, hostPort, containerPortEnd, hostPortEnd, protocol, hostIP}: " + err.Error()}
-	}
-	// JSON, the common form, is decoded directly; YAML goes through the
-	// (much slower) YAML-to-JSON conversion only after its top-level entries
-	// ("-" at the start of a line) are counted against the limit.
-	j := []byte(v)
-	if !strings.HasPrefix(v, "[") || !json.Valid(j) {
-		if err := lim.checkCount(yamlItems(v)); err != nil {
-			return nil, nil, err
-		}
-		if err := strictYAML(v); err != nil {
-			return nil, nil, bad(err)
-		}
-		var err error
-		if j, err = yaml.YAMLToJSON(j); err != nil {
-			return nil, nil, bad(err)
-		}
-	}
-	// Case-sensitive and strict, as Kubernetes decodes objects: "hostport"
-	// is an unknown field, not hostPort.
-	strict, err := k8sjson.UnmarshalStrict(j, &entries, k8sjson.DisallowDuplicateFields, k8sjson.DisallowUnknownFields)
-	if err == nil && len(strict) > 0 {
-		err = errors.Join(strict...)
-	}
+	entries, err := decodeList(v, lim)
 	if err != nil {
-		return nil, nil, bad(err)
-	}
-	if err := lim.checkCount(len(entries)); err != nil {
 		return nil, nil, err
 	}
 	out := make([]PortMapping, 0, len(entries))
@@ -356,6 +340,41 @@ func parseList(v string, lim Limits) ([]PortMapping, []string, error) {
 		out, from = r.expand(out, from, name)
 	}
 	return out, from, nil
+}
+
+// decodeList decodes the list form's entries, no more of them than lim
+// allows.
+func decodeList(v string, lim Limits) ([]listEntry, error) {
+	bad := func(err error) error {
+		return &MappingError{Entry: "list", Reason: "not a valid JSON/YAML list of {containerPort, hostPort, containerPortEnd, hostPortEnd, protocol, hostIP}: " + err.Error()}
+	}
+	// JSON, the common form, is decoded directly; YAML goes through the
+	// (much slower) YAML-to-JSON conversion only after its top-level entries
+	// ("-" at the start of a line) are counted against the limit.
+	j := []byte(v)
+	if !strings.HasPrefix(v, "[") || !json.Valid(j) {
+		if err := lim.checkCount(yamlItems(v)); err != nil {
+			return nil, err
+		}
+		if err := strictYAML(v); err != nil {
+			return nil, bad(err)
+		}
+		var err error
+		if j, err = yaml.YAMLToJSON(j); err != nil {
+			return nil, bad(err)
+		}
+	}
+	// Case-sensitive and strict, as Kubernetes decodes objects: "hostport"
+	// is an unknown field, not hostPort.
+	var entries []listEntry
+	strict, err := k8sjson.UnmarshalStrict(j, &entries, k8sjson.DisallowDuplicateFields, k8sjson.DisallowUnknownFields)
+	if err == nil && len(strict) > 0 {
+		err = errors.Join(strict...)
+	}
+	if err != nil {
+		return nil, bad(err)
+	}
+	return entries, lim.checkCount(len(entries))
 }
 
 // strictYAML holds the YAML list form to one reading, the one JSON's
@@ -387,33 +406,43 @@ func strictYAML(v string) error {
 		return err
 	}
 	for _, entry := range list.Content {
-		if err := plainNode(entry); err != nil {
+		if err := strictEntry(entry); err != nil {
 			return err
 		}
-		if entry.Kind != yamlv3.MappingNode {
-			return fmt.Errorf("line %d: an entry is a mapping of containerPort, hostPort, protocol and hostIP", entry.Line)
+	}
+	return nil
+}
+
+// strictEntry holds one entry of the YAML list form to strictYAML's
+// reading: a mapping of the list form's keys, each at most once, to a
+// plain scalar, its ports plain decimal numbers.
+func strictEntry(entry *yamlv3.Node) error {
+	if err := plainNode(entry); err != nil {
+		return err
+	}
+	if entry.Kind != yamlv3.MappingNode {
+		return fmt.Errorf("line %d: an entry is a mapping of containerPort, hostPort, protocol and hostIP", entry.Line)
+	}
+	seen := map[string]bool{}
+	for i := 0; i+1 < len(entry.Content); i += 2 {
+		k, val := entry.Content[i], entry.Content[i+1]
+		if err := plainNode(k); err != nil {
+			return err
 		}
-		seen := map[string]bool{}
-		for i := 0; i+1 < len(entry.Content); i += 2 {
-			k, val := entry.Content[i], entry.Content[i+1]
-			if err := plainNode(k); err != nil {
-				return err
-			}
-			if err := plainNode(val); err != nil {
-				return err
-			}
-			switch {
-			case k.Kind != yamlv3.ScalarNode || k.Style != 0 || !listKey(k.Value):
-				return fmt.Errorf("line %d: key %q is not one of containerPort, hostPort, containerPortEnd, hostPortEnd, protocol, hostIP", k.Line, k.Value)
-			case seen[k.Value]:
-				return fmt.Errorf("line %d: key %q appears twice in one entry", k.Line, k.Value)
-			case val.Kind != yamlv3.ScalarNode:
-				return fmt.Errorf("line %d: %s takes a single value", val.Line, k.Value)
-			case (strings.HasSuffix(k.Value, "Port") || strings.HasSuffix(k.Value, "PortEnd")) && (val.Style != 0 || !plainDecimal(val.Value)):
-				return fmt.Errorf("line %d: %s %q is not a plain decimal number", val.Line, k.Value, val.Value)
-			}
-			seen[k.Value] = true
+		if err := plainNode(val); err != nil {
+			return err
 		}
+		switch {
+		case k.Kind != yamlv3.ScalarNode || k.Style != 0 || !listKey(k.Value):
+			return fmt.Errorf("line %d: key %q is not one of containerPort, hostPort, containerPortEnd, hostPortEnd, protocol, hostIP", k.Line, k.Value)
+		case seen[k.Value]:
+			return fmt.Errorf("line %d: key %q appears twice in one entry", k.Line, k.Value)
+		case val.Kind != yamlv3.ScalarNode:
+			return fmt.Errorf("line %d: %s takes a single value", val.Line, k.Value)
+		case (strings.HasSuffix(k.Value, "Port") || strings.HasSuffix(k.Value, "PortEnd")) && (val.Style != 0 || !plainDecimal(val.Value)):
+			return fmt.Errorf("line %d: %s %q is not a plain decimal number", val.Line, k.Value, val.Value)
+		}
+		seen[k.Value] = true
 	}
 	return nil
 }
@@ -505,23 +534,27 @@ func (e listEntry) mapping() (portRange, string) {
 			return m, reason
 		}
 	}
-	he, ce := m.HostPort, m.ContainerPort
-	if e.HostPortEnd != nil {
-		if he, reason = checkPort("hostPortEnd", *e.HostPortEnd); reason != "" {
-			return m, reason
-		}
-		if he < m.HostPort {
-			return m, fmt.Sprintf("hostPortEnd %d is below hostPort %d: a range runs up", he, m.HostPort)
-		}
+	he, reason := rangeEnd("hostPortEnd", "hostPort", e.HostPortEnd, m.HostPort)
+	if reason != "" {
+		return m, reason
 	}
-	if e.ContainerPortEnd != nil {
-		if ce, reason = checkPort("containerPortEnd", *e.ContainerPortEnd); reason != "" {
-			return m, reason
-		}
-		if ce < m.ContainerPort {
-			return m, fmt.Sprintf("containerPortEnd %d is below containerPort %d: a range runs up", ce, m.ContainerPort)
-		}
+	ce, reason := rangeEnd("containerPortEnd", "containerPort", e.ContainerPortEnd, m.ContainerPort)
+	if reason != "" {
+		return m, reason
 	}
 	return m, m.span(he, ce, e.HostPortEnd != nil, e.ContainerPortEnd != nil,
 		fmt.Sprintf("%d-%d", m.HostPort, he), fmt.Sprintf("%d-%d", m.ContainerPort, ce))
+}
+
+// rangeEnd is a list entry's last port of a range, p (first where p is
+// nil: no range), which runs up from first.
+func rangeEnd(name, of string, p *int, first uint16) (uint16, string) {
+	if p == nil {
+		return first, ""
+	}
+	end, reason := checkPort(name, *p)
+	if reason == "" && end < first {
+		reason = fmt.Sprintf("%s %d is below %s %d: a range runs up", name, end, of, first)
+	}
+	return end, reason
 }
