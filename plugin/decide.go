@@ -221,28 +221,33 @@ func skip(sn snap, f facts, in inputs, o *outcome, r request.Request) (plan, boo
 	switch {
 	case why == "":
 	case setUpByNodeNetwork(sn, in, o.known):
-		o.hyperV = true
+		o.hyperV, o.hyperVSetUp = true, sn.hyperV
 	default:
 		o.line.fields = logrus.Fields{"isolation": why}
 		p := removal(f, in, *o, afterRemoval{})
-		p.err = fmt.Errorf("%w (%s): %s", ErrHyperV, why, hyperVWayOut(in.nodeNetwork))
+		p.err = fmt.Errorf("%w (%s): %s", ErrHyperV, why, hyperVWayOut(in.nodeNetwork, o.known.setUpTo > 0))
 		return p, true
 	}
 	return plan{}, false
 }
 
 // setUpByNodeNetwork says whether a Hyper-V sandbox's endpoint is ours to
-// build or keep: ncproxy asked the NodeNetworkService for its network
-// (its utility VM takes the endpoint as a NIC then), or did before (a
-// restart finds the endpoint of ours the service made in HNS: only the
-// service makes one for a Hyper-V pod).
+// build or keep: ncproxy's Setup waits for this sync (its utility VM
+// takes the endpoint as a NIC once it is answered), or the endpoint a
+// Setup made is in place (it is kept, never made again: build; a restart
+// finds it in HNS, and only the service makes one for a Hyper-V pod).
 func setUpByNodeNetwork(sn snap, in inputs, k known) bool {
 	return in.nodeNetwork && (sn.hyperV || len(k.eps) > 0)
 }
 
-// hyperVWayOut is what a refused Hyper-V pod's owners can do.
-func hyperVWayOut(nodeNetwork bool) string {
-	if nodeNetwork {
+// hyperVWayOut is what a refused Hyper-V pod's owners can do; setUp: a
+// Setup of ncproxy's for it had its answer.
+func hyperVWayOut(nodeNetwork, setUp bool) string {
+	switch {
+	case nodeNetwork && setUp:
+		return "its utility VM took its adapters when ncproxy set the pod up, and takes no endpoint made since: " +
+			"restart the pod to map its host ports again"
+	case nodeNetwork:
 		return "its utility VM takes an endpoint only through ncproxy, and ncproxy did not ask this plugin for the pod's network: " +
 			"set NCProxyAddr in the runtime handler's options (containerd's config) and point ncproxy's node_net_svc_addr at " +
 			"hyperv.node_network_service"
@@ -343,8 +348,17 @@ func build(f facts, in inputs, o outcome, w wanted) plan {
 	}
 	t := f.target.v
 	steps := hcn.Diff(t.Spec(hcn.Desired{SandboxID: o.pod.ID, Namespace: w.netns, Policies: w.policies, DNS: w.dns}), w.netns, existing, t.RoutesStored)
+	if o.hyperV && !o.hyperVSetUp && slices.ContainsFunc(steps, makes) { // only a Setup gives the VM an endpoint
+		p := removal(f, in, o, afterRemoval{})
+		p.err = fmt.Errorf("%w: %s", ErrHyperV, hyperVWayOut(true, true))
+		return p
+	}
 	return plan{out: o, want: &w, steps: steps}
 }
+
+// makes: the step makes or attaches an endpoint (a Hyper-V pod's VM
+// would never see it outside ncproxy's Setup).
+func makes(s hcn.Step) bool { return s.Kind == hcn.StepCreate || s.Kind == hcn.StepAttach }
 
 // freshPorts is w's ports the sandbox does not hold yet, where the
 // node's own sockets are read (none where they are not): a program that

@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/nri-hcn-portmap/nri-hcn-portmap/hcn"
 	"github.com/nri-hcn-portmap/nri-hcn-portmap/hcn/hcnsim"
@@ -285,5 +286,59 @@ func TestAHyperVSetupAndAProcessStartRacingForAPortOneWins(t *testing.T) {
 		if n := len(f.endpoints("hv")) + len(f.endpoints("proc")); n != 1 {
 			t.Fatalf("%d endpoints of ours for one port", n)
 		}
+	}
+}
+
+// A Hyper-V pod's utility VM takes our endpoint only through ncproxy's
+// Setup: an endpoint made for the pod at any other time would hold its
+// host port and never carry a packet. After the Setup's work is done,
+// whatever it came to, a resync neither makes the endpoint again (HNS
+// lost it), nor makes a new one for a changed request, nor makes one the
+// Setup refused (a reload admits it now): the pod is told to be
+// restarted, and its host port is free.
+func TestAHyperVPodGetsAnEndpointOnlyFromNCProxysSetup(t *testing.T) {
+	tests := []struct {
+		name       string
+		annotation string
+		after      func(t *testing.T, f *fixture)
+	}{
+		{"HNS lost the endpoint the Setup made", "8080:80", func(t *testing.T, f *fixture) {
+			for _, ep := range f.endpoints("hv") {
+				if err := errors.Join(f.sim.RemoveNamespaceEndpoint(ctx, ep.Namespace, ep.ID), f.sim.DeleteEndpoint(ctx, ep.ID)); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}},
+		{"the pod now asks another port: the endpoint would be made anew", "8080:80", func(t *testing.T, f *fixture) {
+			f.store.mu.Lock()
+			f.store.sbs["hv"].Metadata = criRecord("pod-hv", "default", "8081:80", "")
+			f.store.mu.Unlock()
+		}},
+		{"a reload admits the port the Setup was refused", "8443:443", func(t *testing.T, f *fixture) {
+			f.core.SetAdmission(rules())
+		}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			rep := &reports{}
+			f := newFixture(t, nodeNetwork, admitting("8443"), func(o *Options) { o.Reporter = rep })
+			f.hyperVPod(t, "hv", tt.annotation)
+			if _, err := f.core.SetUpHyperV(ctx, "hv"); err != nil {
+				t.Fatal(err)
+			}
+			tt.after(t, f)
+			if _, err := f.core.ReconcileAll(ctx); err != nil {
+				t.Fatal(err)
+			}
+			never(t, 100*time.Millisecond, "an endpoint of ours for the Hyper-V pod", func() bool { return len(f.endpoints("hv")) > 0 })
+			r, _ := rep.last()
+			if r.Mapped || r.Reason != ReasonHyperV || !strings.Contains(r.Err.Error(), "restart") {
+				t.Fatalf("the pod's report %+v, want unmapped, Hyper-V, saying to restart the pod", r)
+			}
+			p := f.sandbox("proc", strings.Split(tt.annotation, ":")[0]+":80")
+			if _, err := f.start(p); err != nil {
+				t.Fatalf("a process-isolated pod asking the port: %v, want it free", err)
+			}
+		})
 	}
 }

@@ -143,8 +143,10 @@ type outcome struct {
 	// call asked for stay held until it may no longer take effect)
 	recheck time.Duration
 	// hyperV: a Hyper-V pod this sync maps (setUpByNodeNetwork), decided
-	// anew by each sync from the inbox and what HNS holds, never kept
-	hyperV bool
+	// anew by each sync from the inbox and what HNS holds, never kept;
+	// hyperVSetUp: ncproxy's Setup waits for it (only then is an endpoint
+	// made: otherwise the one in place is kept, or the pod refused)
+	hyperV, hyperVSetUp bool
 	// neighbours: the other endpoints of the pod's namespace, when the
 	// sync read them (a Hyper-V pod's VM is given them as adapters)
 	neighbours     []hcn.Endpoint

@@ -70,7 +70,7 @@ type inbox struct {
 	stopped   bool           // a stop was seen, and a stop is final
 	removed   bool           // containerd forgot the sandbox
 	claimed   bool           // a trigger knows it is a CRI sandbox
-	hyperV    bool           // ncproxy asked for its network (SetUpHyperV)
+	hyperVGen uint64         // ncproxy's last Setup (SetUpHyperV): its VM takes our endpoint as a NIC
 	waiters   []waiter
 	// startedAt and startPath: when and by which path its first start was
 	// seen (the start-to-mapped latency)
@@ -109,6 +109,10 @@ type known struct {
 	// set by commit
 	committed bool   // a sync has committed it
 	synced    uint64 // the inbox generation the last sync began with
+	// setUpTo: ncproxy's Setups up to this inbox generation have had their
+	// work done (a sync's final outcome, whatever it came to): its utility
+	// VM has taken what it was given, and takes nothing later
+	setUpTo uint64
 }
 
 // holds reports whether what is known holds anything in HNS or the index,
@@ -198,7 +202,9 @@ func (s *state) trigger(id string, seen sighting) {
 	in.stopped = in.stopped || seen.stop
 	in.removed = in.removed || seen.remove
 	in.claimed = in.claimed || seen.claim
-	in.hyperV = in.hyperV || seen.hyperV
+	if seen.hyperV {
+		in.hyperVGen = in.gen
+	}
 	if seen.wait != nil {
 		w := *seen.wait
 		w.gen = in.gen
@@ -260,7 +266,7 @@ type snap struct {
 	stopped bool // the tombstone: a stop seen, or containerd said so
 	removed bool // containerd forgot it: a trigger said so, or a sync found it
 	sandbox bool // known to be a CRI sandbox (a trigger or containerd said so)
-	hyperV  bool // ncproxy asked for its network (a SetUpHyperV)
+	hyperV  bool // ncproxy asked for its network (a SetUpHyperV) and waits for this sync's work
 	known   known
 	// startedAt and startPath: when and how its first start was seen
 	startedAt time.Time
@@ -285,7 +291,7 @@ func (s *state) snapshot(id string, attempt int) (sn snap, ok bool) {
 		// ports held for a given-up call make every sync look at HNS again
 		started: in.startGen > k.synced, act: in.actGen > k.synced || attempt > 1 || len(k.unsure) > 0, verify: in.verifyGen > k.synced,
 		listed: slices.Clone(in.listed), listing: in.listedGen > k.synced,
-		stopped: in.stopped || k.final, removed: in.removed || k.gone, sandbox: in.claimed || k.sandbox, hyperV: in.hyperV, known: k,
+		stopped: in.stopped || k.final, removed: in.removed || k.gone, sandbox: in.claimed || k.sandbox, hyperV: in.hyperVGen > k.setUpTo, known: k,
 		startedAt: in.startedAt, startPath: in.startPath}, true
 }
 
@@ -302,6 +308,9 @@ func (s *state) commit(id string, sn snap, out known, retrying bool) []waiter {
 		return nil
 	}
 	out.committed, out.synced = true, sn.gen
+	if !retrying { // the work is done: ncproxy's Setups until now are answered
+		out.setUpTo = sn.gen
+	}
 	s.index.set(id, held(r.known.indexed(), r.pending), out.indexed()) // the claim ends: confirmed as out.ports, kept as out.unsure, or released
 	r.known, r.pending, r.pendingName = out, nil, ""
 	var tell, keep []waiter
