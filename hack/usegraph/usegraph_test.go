@@ -9,13 +9,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
-	"go/ast"
-	"go/importer"
-	"go/parser"
-	"go/token"
 	"go/types"
-	"io"
-	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
@@ -65,36 +59,15 @@ func Deps(dir string) ([]string, error) {
 // Arrows returns, for the package in dir (its files without tests), every
 // file's uses of the other files, by base name, each sorted.
 func Arrows(dir string) (map[string][]string, error) {
-	all, err := list(dir, ".")
+	src, err := newSource(dir)
 	if err != nil {
 		return nil, err
 	}
-	exports := map[string]string{}
-	for _, p := range all {
-		exports[p.ImportPath] = p.Export
-	}
-	self := all[len(all)-1]
-	fset := token.NewFileSet()
-	var files []*ast.File
-	for _, name := range self.GoFiles {
-		f, err := parser.ParseFile(fset, filepath.Join(self.Dir, name), nil, 0)
-		if err != nil {
-			return nil, err
-		}
-		files = append(files, f)
-	}
-	lookup := func(path string) (io.ReadCloser, error) {
-		if e := exports[path]; e != "" {
-			return os.Open(e)
-		}
-		return nil, fmt.Errorf("no export data for %s", path)
-	}
-	info := &types.Info{Uses: map[*ast.Ident]types.Object{}}
-	conf := types.Config{Importer: importer.ForCompiler(fset, "gc", lookup)}
-	pkg, err := conf.Check(self.ImportPath, fset, files, info)
+	info, pkg, err := src.check(src.self)
 	if err != nil {
 		return nil, err
 	}
+	fset := src.fset
 	arrows := map[string][]string{}
 	for id, obj := range info.Uses {
 		if obj.Pkg() != pkg || !declaredInFile(obj, pkg) {
