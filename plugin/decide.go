@@ -225,7 +225,7 @@ func skip(sn snap, f facts, in inputs, o *outcome, r request.Request) (plan, boo
 	default:
 		o.line.fields = logrus.Fields{"isolation": why}
 		p := removal(f, in, *o, afterRemoval{})
-		p.err = fmt.Errorf("%w (%s): %s", ErrHyperV, why, hyperVWayOut(in.nodeNetwork, o.known.setUpTo > 0))
+		p.err = fmt.Errorf("%w (%s): %s", ErrHyperV, why, hyperVWayOut(in.nodeNetwork, o.known))
 		return p, true
 	}
 	return plan{}, false
@@ -240,11 +240,14 @@ func setUpByNodeNetwork(sn snap, in inputs, k known) bool {
 	return in.nodeNetwork && (sn.hyperV || len(k.eps) > 0)
 }
 
-// hyperVWayOut is what a refused Hyper-V pod's owners can do; setUp: a
-// Setup of ncproxy's for it had its answer.
-func hyperVWayOut(nodeNetwork, setUp bool) string {
+// hyperVWayOut is what a refused Hyper-V pod's owners can do; k says
+// whether a Setup of ncproxy's for it had its answer, and what its last
+// sync was refused for (a Setup's refusal stays the reason's first half).
+func hyperVWayOut(nodeNetwork bool, k known) string {
 	switch {
-	case nodeNetwork && setUp:
+	case nodeNetwork && k.setUpTo > 0 && k.err != nil && k.reason != ReasonHyperV:
+		return hyperVWayOut(true, known{setUpTo: k.setUpTo}) + "; its setup was refused: " + k.err.Error()
+	case nodeNetwork && k.setUpTo > 0:
 		return "its utility VM took its adapters when ncproxy set the pod up, and takes no endpoint made since: " +
 			"restart the pod to map its host ports again"
 	case nodeNetwork:
@@ -350,7 +353,7 @@ func build(f facts, in inputs, o outcome, w wanted) plan {
 	steps := hcn.Diff(t.Spec(hcn.Desired{SandboxID: o.pod.ID, Namespace: w.netns, Policies: w.policies, DNS: w.dns}), w.netns, existing, t.RoutesStored)
 	if o.hyperV && !o.hyperVSetUp && slices.ContainsFunc(steps, makes) { // only a Setup gives the VM an endpoint
 		p := removal(f, in, o, afterRemoval{})
-		p.err = fmt.Errorf("%w: %s", ErrHyperV, hyperVWayOut(true, true))
+		p.err = fmt.Errorf("%w: %s", ErrHyperV, hyperVWayOut(true, o.known))
 		return p
 	}
 	return plan{out: o, want: &w, steps: steps}

@@ -301,6 +301,7 @@ func TestAHyperVPodGetsAnEndpointOnlyFromNCProxysSetup(t *testing.T) {
 		name       string
 		annotation string
 		after      func(t *testing.T, f *fixture)
+		says       string // besides the restart: the Setup's own refusal
 	}{
 		{"HNS lost the endpoint the Setup made", "8080:80", func(t *testing.T, f *fixture) {
 			for _, ep := range f.endpoints("hv") {
@@ -308,15 +309,15 @@ func TestAHyperVPodGetsAnEndpointOnlyFromNCProxysSetup(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
-		}},
+		}, ""},
 		{"the pod now asks another port: the endpoint would be made anew", "8080:80", func(t *testing.T, f *fixture) {
 			f.store.mu.Lock()
 			f.store.sbs["hv"].Metadata = criRecord("pod-hv", "default", "8081:80", "")
 			f.store.mu.Unlock()
-		}},
+		}, ""},
 		{"a reload admits the port the Setup was refused", "8443:443", func(t *testing.T, f *fixture) {
 			f.core.SetAdmission(rules())
-		}},
+		}, "its setup was refused: pod default/pod-hv: mapping 8443:443/tcp denied"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -332,8 +333,8 @@ func TestAHyperVPodGetsAnEndpointOnlyFromNCProxysSetup(t *testing.T) {
 			}
 			never(t, 100*time.Millisecond, "an endpoint of ours for the Hyper-V pod", func() bool { return len(f.endpoints("hv")) > 0 })
 			r, _ := rep.last()
-			if r.Mapped || r.Reason != ReasonHyperV || !strings.Contains(r.Err.Error(), "restart") {
-				t.Fatalf("the pod's report %+v, want unmapped, Hyper-V, saying to restart the pod", r)
+			if r.Mapped || r.Reason != ReasonHyperV || !strings.Contains(r.Err.Error(), "restart") || !strings.Contains(r.Err.Error(), tt.says) {
+				t.Fatalf("the pod's report %+v, want unmapped, Hyper-V, saying to restart the pod and %q", r, tt.says)
 			}
 			p := f.sandbox("proc", strings.Split(tt.annotation, ":")[0]+":80")
 			if _, err := f.start(p); err != nil {
