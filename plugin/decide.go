@@ -217,27 +217,38 @@ func skip(sn snap, f facts, in inputs, o *outcome, r request.Request) (plan, boo
 		}
 		return removal(f, in, *o, afterRemoval{}), true
 	}
-	why := in.hyperV(r.Pod, f.record.v)
-	switch {
-	case why == "":
-	case setUpByNodeNetwork(sn, in, o.known):
-		o.hyperV, o.hyperVSetUp = true, sn.hyperV
-	default:
-		o.line.fields = logrus.Fields{"isolation": why}
-		p := removal(f, in, *o, afterRemoval{})
-		p.err = fmt.Errorf("%w (%s): %s", ErrHyperV, why, hyperVWayOut(in.nodeNetwork, o.known))
-		return p, true
+	if why := in.hyperV(r.Pod, f.record.v); why != "" {
+		return hyperVIsolated(sn, f, in, o, why)
 	}
 	return plan{}, false
 }
 
-// setUpByNodeNetwork says whether a Hyper-V sandbox's endpoint is ours to
-// build or keep: ncproxy's Setup waits for this sync (its utility VM
-// takes the endpoint as a NIC once it is answered), or the endpoint a
-// Setup made is in place (it is kept, never made again: build; a restart
-// finds it in HNS, and only the service makes one for a Hyper-V pod).
-func setUpByNodeNetwork(sn snap, in inputs, k known) bool {
-	return in.nodeNetwork && (sn.hyperV || len(k.eps) > 0)
+// hyperVIsolated plans a Hyper-V isolated sandbox (why says how it is
+// known to be). Its endpoint is ours to build or keep while ncproxy's
+// Setup waits for this sync (its utility VM takes the endpoint as a NIC
+// once it is answered), or where the endpoint a Setup made is in place as
+// HNS holds it (kept, never made again: build; a restart, or a listing
+// of HNS taken before the Setup made it, asks HNS). Otherwise it is
+// refused, and what it has is removed.
+func hyperVIsolated(sn snap, f facts, in inputs, o *outcome, why string) (plan, bool) {
+	switch {
+	case in.nodeNetwork && sn.hyperV:
+		o.hyperV, o.hyperVSetUp = true, true
+		return plan{}, false
+	case in.nodeNetwork:
+		eps, p, ok := holding(f, *o)
+		if !ok {
+			return p, true
+		}
+		if len(eps) > 0 {
+			o.hyperV = true
+			return plan{}, false
+		}
+	}
+	o.line.fields = logrus.Fields{"isolation": why}
+	p := removal(f, in, *o, afterRemoval{})
+	p.err = fmt.Errorf("%w (%s): %s", ErrHyperV, why, hyperVWayOut(in.nodeNetwork, o.known))
+	return p, true
 }
 
 // hyperVWayOut is what a refused Hyper-V pod's owners can do; k says

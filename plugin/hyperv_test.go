@@ -343,3 +343,39 @@ func TestAHyperVPodGetsAnEndpointOnlyFromNCProxysSetup(t *testing.T) {
 		})
 	}
 }
+
+// A listing of HNS taken before ncproxy's Setup made the endpoint, and
+// told to the sandbox after the Setup's commit (a resync running beside
+// the Setup), says only that HNS must be asked: the endpoint the Setup
+// made is found in place and kept, the pod stays mapped. Seen in CI: the
+// resync containerd's subscription asks for removed the endpoint and
+// refused the pod.
+func TestAHyperVPodsEndpointOutlivesAListingTakenBeforeItsSetup(t *testing.T) {
+	rep := &reports{}
+	f := newFixture(t, nodeNetwork, func(o *Options) { o.Reporter = rep })
+	f.hyperVPod(t, "hv", "8080:80")
+	stale, err := f.core.listing(ctx) // the resync lists HNS before the Setup's create
+	if err != nil || len(stale["hv"]) != 0 {
+		t.Fatalf("the listing before the Setup: %v, %v", stale, err)
+	}
+	if _, err := f.core.SetUpHyperV(ctx, "hv"); err != nil {
+		t.Fatal(err)
+	}
+	made := f.endpoints("hv")
+	if len(made) != 1 {
+		t.Fatalf("the Setup made %d endpoints, want one", len(made))
+	}
+	results := make(chan result, 1)
+	f.core.enqueue("hv", sighting{pod: &Pod{ID: "hv", Partial: true}, claim: true, listing: true, listed: stale["hv"],
+		wait: &waiter{first: true, ch: results}})
+	if r := <-results; r.err != nil || r.change != Kept {
+		t.Fatalf("the stale listing's sync: %v, %v; want the endpoint kept", r.change, r.err)
+	}
+	never(t, 100*time.Millisecond, "the Setup's endpoint gone", func() bool {
+		eps := f.endpoints("hv")
+		return len(eps) != 1 || eps[0].ID != made[0].ID
+	})
+	if r, _ := rep.last(); !r.Mapped {
+		t.Fatalf("the pod's report %+v, want it mapped", r)
+	}
+}
