@@ -267,8 +267,29 @@ func newFixture(t *testing.T, opts ...func(*Options)) *fixture {
 		fn(&o)
 	}
 	f := &fixture{sim: sim, store: store, core: NewCore(mgr, store, o, logrus.NewEntry(log))}
-	t.Cleanup(f.core.Close)
+	t.Cleanup(f.closeAndWait(t))
 	return f
+}
+
+// closeAndWait closes the core at the end of its test and waits for every
+// sync and background task it runs to end: work left running would act
+// and log after its test is over (a panic, or a failure charged to
+// whatever test runs then). Work that outlives the guard fails the test.
+func (f *fixture) closeAndWait(t *testing.T) func() {
+	return func() {
+		f.core.Close()
+		done := make(chan struct{})
+		go func() {
+			f.core.workers.Wait()
+			f.core.bgWork.Wait()
+			close(done)
+		}()
+		select {
+		case <-done:
+		case <-time.After(20 * time.Second): // a guard, not a timing target
+			t.Error("the core's work was still running 20s after its test ended")
+		}
+	}
 }
 
 // testOptions are the options of the default configuration with the

@@ -699,7 +699,7 @@ func TestNewPodReclaimsThePortOfAnOrphan(t *testing.T) {
 	f.store.tasks["old"] = TaskStopped
 	f.store.mu.Unlock()
 	restarted := NewCore(f.core.mgr, f.store, f.core.opt, f.core.log)
-	t.Cleanup(restarted.Close)
+	t.Cleanup((&fixture{core: restarted}).closeAndWait(t))
 	if err := restarted.LoadPorts(ctx); err != nil { // what start-up does, before any reconcile
 		t.Fatal(err)
 	}
