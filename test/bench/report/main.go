@@ -53,6 +53,8 @@ type results struct {
 	atScalePods        int
 	fullNode           []bench.FullNodeResult // a start with hostPort on a full node, HNS 10 ms
 	hyperV             []hyperVRow            // a Hyper-V pod's setup through ncproxy, HNS 10 ms
+	ranges             []latencyRow           // RunPodSandbox of a 1,000-port UDP range: floor, after
+	gameServers        bench.EventChurnResult // Agones-style pods' churn through events
 	churn              bench.ChurnResult
 	annotations        []bench.AnnotationCost
 	eventChurn         []churnRow
@@ -256,6 +258,14 @@ func run(out, png string, counts map[time.Duration]int, churnPods int, beforeRev
 			return err
 		}
 		r.fullNode = append(r.fullNode, res)
+	}
+	step(fmt.Sprintf("RunPodSandbox of a %d-port UDP range: floor and plugin, taking turns", rangeWidth))
+	if r.ranges, err = rangeStarts(ctx, options, dir); err != nil {
+		return err
+	}
+	step("game servers' churn through events: 300 pods with a UDP hostPort, 50 at a time, HNS 50 ms per call")
+	if r.gameServers, err = gameServerChurn(ctx, options("after", bench.EventConfig)); err != nil {
+		return err
 	}
 	for _, side := range []string{"floor", "plugin"} {
 		step(fmt.Sprintf("Hyper-V pods' setups through ncproxy, HNS 10 ms per call: %s", side))
@@ -568,6 +578,20 @@ func render(r results, png string, took time.Duration) string {
 		fmt.Fprintf(&b, "\nTarget: the floor's calls, and within 1.05x of its p50 and p99: %s.\n\n", mark(plugin.Calls == floor.Calls && plugin.NICs == floor.NICs &&
 			float64(plugin.Setup.P50) <= 1.05*float64(floor.Setup.P50) && float64(plugin.Setup.P99) <= 1.05*float64(floor.Setup.P99)))
 	}
+	if len(r.ranges) > 0 {
+		fmt.Fprintf(&b, "## A port range\n\n")
+		fmt.Fprintf(&b, "RunPodSandbox of a pod whose annotation maps an RTP block, `%d` UDP ports in one entry (issue 56), HNS answering at once: the plugin against a floor making the same calls (containerd's record, the annotation parsed, the node's sockets probed on every port, HNS's create with %d policies, the attach). The sides take turns, each on its own node. No target was set; what the plugin adds is what it does per port (admission, the port index, the diff), under the state's lock for the index:\n\n", rangeWidth, rangeWidth)
+		r.latencyTable(&b, r.ranges, false)
+		floor, _ := row(r.ranges, 0, "floor")
+		after, _ := row(r.ranges, 0, "after")
+		fmt.Fprintf(&b, "The plugin adds %.1f µs per port at p50 over the floor.\n\n", float64((after.P50-floor.P50).Microseconds())/float64(rangeWidth))
+	}
+	if g := r.gameServers; g.Pods > 0 {
+		fmt.Fprintf(&b, "## Game servers\n\n")
+		fmt.Fprintf(&b, "%d pods as Agones makes game servers (a UDP hostPort each, taken from containerd's record: a start also reads the pod's namespace's endpoints, since a CNI may map a hostPort itself) started and stopped through containerd events, %d at a time, every HNS call taking %s, at the default cap: **%.1f pods/s**, start p50 %s, p99 %s, peak goroutines %.0f, peak RSS %s, endpoints left %d.\n\n",
+			g.Pods, g.Concurrency, g.HNSLatency, g.PodsPerSecond, ms(g.StartLatency.P50), ms(g.StartLatency.P99), g.PeakGoroutines, mib(g.PeakRSS), g.Leaked)
+		fmt.Fprintf(&b, "Target: none left: %s.\n\n", mark(g.Leaked == 0))
+	}
 	fmt.Fprintf(&b, "## Synchronize\n\n")
 	fmt.Fprintf(&b, "The plugin answers Synchronize at once and reconciles in the background (NRI allows 2 s for the answer).\n\n")
 	fmt.Fprintf(&b, "| pods | answer | inside 2 s | all endpoints built | per pod | plugin RSS | plugin peak RSS |\n|---|---|---|---|---|---|---|\n")
@@ -700,6 +724,71 @@ func atScale(ctx context.Context, env *harness.Env, newEnv func() (*harness.Env,
 		f = append(f, d...)
 	}
 	return bench.Summarize(p), bench.Summarize(f), nil
+}
+
+// rangeWidth is the ports of the range pods' one annotation entry.
+const rangeWidth = 1000
+
+// rangeStarts times RunPodSandbox of range pods (rangeWidth UDP ports
+// each) on the floor and the plugin, HNS answering at once: 60 starts a
+// side, taking turns, each pod stopped after its start (the node holds one
+// range at a time: the simulator's conflict check walks every policy on
+// the node, which ten ranges held at once made the cost measured).
+func rangeStarts(ctx context.Context, options func(side, config string) harness.Options, dir string) ([]latencyRow, error) {
+	var rows []latencyRow
+	envs := map[string]*harness.Env{}
+	defer func() {
+		for _, env := range envs {
+			env.Close()
+		}
+	}()
+	d := map[string][]time.Duration{}
+	calls := map[string]int{}
+	sides := []string{"floor", "after"}
+	for _, side := range sides {
+		env, err := harness.Start(ctx, options("after", bench.Config))
+		if err != nil {
+			return nil, err
+		}
+		envs[side] = env
+		if side == "floor" {
+			err = bench.StartBaseline(ctx, env, dir, true)
+		} else {
+			err = env.StartPlugin(ctx)
+		}
+		if err == nil { // untimed: the network, the first listing
+			_, _, err = bench.RunPodLatency(ctx, env, bench.Starts{Prefix: "warm-" + side, N: 1, FirstPort: 22000, Width: rangeWidth})
+		}
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", side, err)
+		}
+	}
+	for turn := range 60 {
+		for _, side := range sides {
+			got, n, err := bench.RunPodLatency(ctx, envs[side], bench.Starts{Prefix: fmt.Sprintf("range%d-", turn), N: 1, FirstPort: 22000, Width: rangeWidth})
+			if err != nil {
+				return nil, fmt.Errorf("%s: %w", side, err)
+			}
+			d[side], calls[side] = append(d[side], got...), calls[side]+n
+		}
+	}
+	for _, side := range sides {
+		rows = append(rows, latencyRow{side: side, p: bench.Summarize(d[side]), calls: float64(calls[side]) / float64(max(len(d[side]), 1))})
+	}
+	return rows, nil
+}
+
+// gameServerChurn is BenchmarkGameServerChurn's run on a node of its own.
+func gameServerChurn(ctx context.Context, o harness.Options) (bench.EventChurnResult, error) {
+	env, err := harness.Start(ctx, o)
+	if err != nil {
+		return bench.EventChurnResult{}, err
+	}
+	defer env.Close()
+	if err := env.StartPluginEvents(ctx); err != nil {
+		return bench.EventChurnResult{}, err
+	}
+	return bench.EventChurnOf(ctx, env, func(i int) harness.Pod { return bench.GameServer(i, 7000+i) }, 300, 50, 50*time.Millisecond, false)
 }
 
 // hyperVSetups measures one side's Hyper-V setups on an environment of
