@@ -142,7 +142,7 @@ type outcome struct {
 	// recheck: the sandbox is synced again after this (ports a given-up
 	// call asked for stay held until it may no longer take effect)
 	recheck time.Duration
-	// hyperV: a Hyper-V pod this sync maps (setUpByNodeNetwork), decided
+	// hyperV: a Hyper-V pod this sync maps (hyperVIsolated), decided
 	// anew by each sync from the inbox and what HNS holds, never kept;
 	// hyperVSetUp: ncproxy's Setup waits for it (only then is an endpoint
 	// made: otherwise the one in place is kept, or the pod refused)
