@@ -228,7 +228,7 @@ func BenchmarkGameServerChurn(b *testing.B) {
 			b.Fatal(err)
 		}
 		b.StartTimer()
-		res, err := EventChurnOf(ctx, env, func(i int) harness.Pod { return GameServer(i, 7000+i) }, 300, 50, 50*time.Millisecond, false)
+		res, err := GameServerChurn(ctx, env)
 		if err != nil {
 			b.Fatal(err)
 		}

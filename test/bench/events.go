@@ -194,6 +194,13 @@ func EventChurn(ctx context.Context, env *harness.Env, n, concurrency, firstPort
 	return EventChurnOf(ctx, env, func(i int) harness.Pod { return Pod("evchurn", i, firstPort+i) }, n, concurrency, latency, serialized)
 }
 
+// GameServerChurn is the game servers' churn (issue 56): 300 Agones-style
+// pods (GameServer, host ports from 7000) through containerd events, 50
+// at a time, every HNS call taking 50 ms, on env's plugin.
+func GameServerChurn(ctx context.Context, env *harness.Env) (EventChurnResult, error) {
+	return EventChurnOf(ctx, env, func(i int) harness.Pod { return GameServer(i, 7000+i) }, 300, 50, 50*time.Millisecond, false)
+}
+
 // EventChurnOf is EventChurn of the pods pod makes (pod i).
 func EventChurnOf(ctx context.Context, env *harness.Env, pod func(i int) harness.Pod, n, concurrency int, latency time.Duration, serialized bool) (EventChurnResult, error) {
 	res := EventChurnResult{Pods: n, Concurrency: concurrency, HNSLatency: latency, Serialized: serialized}

@@ -138,7 +138,7 @@ func run(out, png string, counts map[time.Duration]int, churnPods int, beforeRev
 			sides = append([]string{"nop"}, sides...)
 		}
 		step(fmt.Sprintf("RunPodSandbox round trips at HNS %s per call: %v, taking turns", hns, sides))
-		rows, err := measure(ctx, sides, options, dir, hns, pods(hns), false, bench.KubeletDNS, func(sd *sideEnv) error {
+		rows, err := measure(ctx, sides, options, dir, hns, pods(hns), false, bench.Starts{DNS: bench.KubeletDNS}, func(sd *sideEnv) error {
 			if sd.name == "after" && hns == 0 {
 				var err error
 				r.idle, err = bench.ReadMemory(sd.env.Plugin.PID())
@@ -154,7 +154,7 @@ func run(out, png string, counts map[time.Duration]int, churnPods int, beforeRev
 	for _, hns := range latencies {
 		sides := []string{"floor", "before", "after"}
 		step(fmt.Sprintf("event path: /tasks/start to endpoint attached at HNS %s per call: %v, taking turns", hns, sides))
-		rows, err := measure(ctx, sides, options, dir, hns, eventPods(hns, pods(hns)), true, bench.KubeletDNS, nil)
+		rows, err := measure(ctx, sides, options, dir, hns, eventPods(hns, pods(hns)), true, bench.Starts{DNS: bench.KubeletDNS}, nil)
 		if err != nil {
 			return err
 		}
@@ -170,7 +170,7 @@ func run(out, png string, counts map[time.Duration]int, churnPods int, beforeRev
 				if events {
 					n = eventPods(hns, n)
 				}
-				rows, err := measure(ctx, []string{"floor", "after"}, options, dir, hns, n, events, dns, nil)
+				rows, err := measure(ctx, []string{"floor", "after"}, options, dir, hns, n, events, bench.Starts{DNS: dns}, nil)
 				if err != nil {
 					return err
 				}
@@ -260,7 +260,7 @@ func run(out, png string, counts map[time.Duration]int, churnPods int, beforeRev
 		r.fullNode = append(r.fullNode, res)
 	}
 	step(fmt.Sprintf("RunPodSandbox of a %d-port UDP range: floor and plugin, taking turns", rangeWidth))
-	if r.ranges, err = rangeStarts(ctx, options, dir); err != nil {
+	if r.ranges, err = measure(ctx, []string{"floor", "after"}, options, dir, 0, 60, false, bench.Starts{DNS: bench.KubeletDNS, Width: rangeWidth}, nil); err != nil {
 		return err
 	}
 	step("game servers' churn through events: 300 pods with a UDP hostPort, 50 at a time, HNS 50 ms per call")
@@ -288,6 +288,9 @@ func run(out, png string, counts map[time.Duration]int, churnPods int, beforeRev
 	fmt.Print(report)
 	return nil
 }
+
+// rangeWidth is the ports of the range pods' one annotation entry.
+const rangeWidth = 1000
 
 func step(s string) { fmt.Fprintf(os.Stderr, "%s == %s\n", time.Now().Format("15:04:05"), s) }
 
@@ -317,14 +320,16 @@ func pathName(events bool) string {
 	return "RunPodSandbox"
 }
 
-// measure runs n pods of dns's shape through each side (RunPodSandbox, or
-// with events the event path), with HNS taking hns per call; the sides
-// take turns in 25 chunks, so that a slow spell of the machine hits all of
-// them alike. Each side first starts three pods, untimed (the network, the
-// first listing). ready, when set, runs once per side after its plugin is
-// up.
+// measure runs n pods of shape (its DNS, and its Width: a range's ports)
+// through each side (RunPodSandbox, or with events the event path), with
+// HNS taking hns per call; the sides take turns in 25 chunks, so that a
+// slow spell of the machine hits all of them alike (pods with a range,
+// one pod a turn: the simulator's conflict check walks every policy on
+// the node, which ranges held at once made the cost measured). Each side
+// first starts three pods, untimed (the network, the first listing).
+// ready, when set, runs once per side after its plugin is up.
 func measure(ctx context.Context, sides []string, options func(side, config string) harness.Options, dir string, hns time.Duration, n int, events bool,
-	dns bench.DNS, ready func(*sideEnv) error) ([]latencyRow, error) {
+	shape bench.Starts, ready func(*sideEnv) error) ([]latencyRow, error) {
 	config := bench.Config
 	if events {
 		config = bench.EventConfig
@@ -369,18 +374,21 @@ func measure(ctx context.Context, sides []string, options func(side, config stri
 			err = ready(sd)
 		}
 		if err == nil {
-			_, _, err = run(sd, bench.Starts{DNS: dns, Prefix: "warm-" + name, N: 3, FirstPort: 19000})
+			_, _, err = run(sd, bench.Starts{DNS: shape.DNS, Width: shape.Width, Prefix: "warm-" + name, N: 3, FirstPort: 19000})
 		}
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", name, err)
 		}
 	}
 	chunks := min(25, max(n, 1))
+	if shape.Width > 1 {
+		chunks = max(n, 1)
+	}
 	per := max(n/chunks, 1)
 	for c := range chunks {
 		for _, sd := range envs {
 			prefix := fmt.Sprintf("%s%d-%d-", sd.name, hns.Milliseconds(), c)
-			d, calls, err := run(sd, bench.Starts{DNS: dns, Prefix: prefix, N: per, FirstPort: 20000 + c*per, HNS: hns})
+			d, calls, err := run(sd, bench.Starts{DNS: shape.DNS, Width: shape.Width, Prefix: prefix, N: per, FirstPort: 20000 + c*per, HNS: hns})
 			if err != nil {
 				return nil, fmt.Errorf("%s: %w", sd.name, err)
 			}
@@ -389,7 +397,7 @@ func measure(ctx context.Context, sides []string, options func(side, config stri
 	}
 	var rows []latencyRow
 	for _, sd := range envs {
-		rows = append(rows, latencyRow{events: events, dns: dns, hns: hns, side: sd.name, p: bench.Summarize(sd.d),
+		rows = append(rows, latencyRow{events: events, dns: shape.DNS, hns: hns, side: sd.name, p: bench.Summarize(sd.d),
 			calls: float64(sd.calls) / float64(max(len(sd.d), 1))})
 	}
 	return rows, nil
@@ -726,59 +734,7 @@ func atScale(ctx context.Context, env *harness.Env, newEnv func() (*harness.Env,
 	return bench.Summarize(p), bench.Summarize(f), nil
 }
 
-// rangeWidth is the ports of the range pods' one annotation entry.
-const rangeWidth = 1000
-
-// rangeStarts times RunPodSandbox of range pods (rangeWidth UDP ports
-// each) on the floor and the plugin, HNS answering at once: 60 starts a
-// side, taking turns, each pod stopped after its start (the node holds one
-// range at a time: the simulator's conflict check walks every policy on
-// the node, which ten ranges held at once made the cost measured).
-func rangeStarts(ctx context.Context, options func(side, config string) harness.Options, dir string) ([]latencyRow, error) {
-	var rows []latencyRow
-	envs := map[string]*harness.Env{}
-	defer func() {
-		for _, env := range envs {
-			env.Close()
-		}
-	}()
-	d := map[string][]time.Duration{}
-	calls := map[string]int{}
-	sides := []string{"floor", "after"}
-	for _, side := range sides {
-		env, err := harness.Start(ctx, options("after", bench.Config))
-		if err != nil {
-			return nil, err
-		}
-		envs[side] = env
-		if side == "floor" {
-			err = bench.StartBaseline(ctx, env, dir, true)
-		} else {
-			err = env.StartPlugin(ctx)
-		}
-		if err == nil { // untimed: the network, the first listing
-			_, _, err = bench.RunPodLatency(ctx, env, bench.Starts{Prefix: "warm-" + side, N: 1, FirstPort: 22000, Width: rangeWidth})
-		}
-		if err != nil {
-			return nil, fmt.Errorf("%s: %w", side, err)
-		}
-	}
-	for turn := range 60 {
-		for _, side := range sides {
-			got, n, err := bench.RunPodLatency(ctx, envs[side], bench.Starts{Prefix: fmt.Sprintf("range%d-", turn), N: 1, FirstPort: 22000, Width: rangeWidth})
-			if err != nil {
-				return nil, fmt.Errorf("%s: %w", side, err)
-			}
-			d[side], calls[side] = append(d[side], got...), calls[side]+n
-		}
-	}
-	for _, side := range sides {
-		rows = append(rows, latencyRow{side: side, p: bench.Summarize(d[side]), calls: float64(calls[side]) / float64(max(len(d[side]), 1))})
-	}
-	return rows, nil
-}
-
-// gameServerChurn is BenchmarkGameServerChurn's run on a node of its own.
+// gameServerChurn is bench.GameServerChurn on a node of its own.
 func gameServerChurn(ctx context.Context, o harness.Options) (bench.EventChurnResult, error) {
 	env, err := harness.Start(ctx, o)
 	if err != nil {
@@ -788,7 +744,7 @@ func gameServerChurn(ctx context.Context, o harness.Options) (bench.EventChurnRe
 	if err := env.StartPluginEvents(ctx); err != nil {
 		return bench.EventChurnResult{}, err
 	}
-	return bench.EventChurnOf(ctx, env, func(i int) harness.Pod { return bench.GameServer(i, 7000+i) }, 300, 50, 50*time.Millisecond, false)
+	return bench.GameServerChurn(ctx, env)
 }
 
 // hyperVSetups measures one side's Hyper-V setups on an environment of
