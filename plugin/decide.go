@@ -362,7 +362,7 @@ func build(f facts, in inputs, o outcome, w wanted) plan {
 	}
 	t := f.target.v
 	steps := hcn.Diff(t.Spec(hcn.Desired{SandboxID: o.pod.ID, Namespace: w.netns, Policies: w.policies, DNS: w.dns}), w.netns, existing, t.RoutesStored)
-	if o.hyperV && !o.hyperVSetUp && slices.ContainsFunc(steps, makes) { // only a Setup gives the VM an endpoint
+	if o.hyperV && !o.hyperVSetUp && slices.ContainsFunc(steps, notKeepOrDelete) { // only a Setup gives the VM an endpoint
 		p := removal(f, in, o, afterRemoval{})
 		p.err = fmt.Errorf("%w: %s", ErrHyperV, hyperVWayOut(true, o.known))
 		return p
@@ -370,9 +370,10 @@ func build(f facts, in inputs, o outcome, w wanted) plan {
 	return plan{out: o, want: &w, steps: steps}
 }
 
-// makes: the step makes or attaches an endpoint (a Hyper-V pod's VM
-// would never see it outside ncproxy's Setup).
-func makes(s hcn.Step) bool { return s.Kind == hcn.StepCreate || s.Kind == hcn.StepAttach }
+// notKeepOrDelete: the step does more than keep or delete an endpoint
+// (a create or an attach, or any kind added later): outside ncproxy's
+// Setup a Hyper-V pod's VM would never see what it makes.
+func notKeepOrDelete(s hcn.Step) bool { return s.Kind != hcn.StepKeep && s.Kind != hcn.StepDelete }
 
 // freshPorts is w's ports the sandbox does not hold yet, where the
 // node's own sockets are read (none where they are not): a program that
